@@ -1,0 +1,69 @@
+/**
+ * The message bus port: what services need from Kafka, with no client-library
+ * types. Adapters: memory-bus.ts (embedded default), kafkajs-bus.ts,
+ * platformatic-bus.ts; all pass test/contract/bus.contract.ts.
+ */
+
+/** One record to publish. `value` is the JSON text of a contracts schema. */
+export interface OutgoingRecord {
+  /** Partition key: records with one key keep their order. */
+  key: string;
+  value: string;
+  /** Trace context and record ids travel here. */
+  headers?: Record<string, string>;
+}
+
+/** One record as consumed, with its position. */
+export interface IncomingRecord {
+  topic: string;
+  partition: number;
+  /** Decimal string; Kafka offsets exceed 2^53. */
+  offset: string;
+  key: string;
+  value: string;
+  headers: Record<string, string>;
+}
+
+export interface Publisher {
+  /**
+   * Resolves only after the bus durably acknowledged every record (acks=all on
+   * Kafka); rejects with a `bus_unavailable` CtxflowError otherwise, in which
+   * case some records may have been written (callers dedupe by record id).
+   */
+  publish(topic: string, records: OutgoingRecord[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface SubscribeOptions {
+  topic: string;
+  groupId: string;
+  /**
+   * Handles the records of ONE partition, in offset order. Resolve only once the
+   * output is durable; the adapter then marks the offsets consumed. A rejection
+   * makes the adapter deliver the same records again.
+   */
+  handle(records: IncomingRecord[]): Promise<void>;
+  /**
+   * Where to resume a partition when it is assigned: the next offset to read as
+   * stored by the sink in its own atomic write (exactly-once into the sink).
+   * Undefined: the group's committed offset, or the earliest offset.
+   */
+  resumeFrom?(topic: string, partition: number): Promise<string | undefined>;
+}
+
+export interface Subscription {
+  /** Resolves when the consumer has joined its group and has its assignment. */
+  ready(): Promise<void>;
+  /** Stops fetching, waits for the in-flight handler, commits offsets, leaves the group. */
+  close(): Promise<void>;
+}
+
+export interface Subscriber {
+  subscribe(options: SubscribeOptions): Promise<Subscription>;
+}
+
+/** Creates topics if missing (idempotent). */
+export interface TopicAdmin {
+  ensureTopics(topics: { name: string; partitions: number }[]): Promise<void>;
+  close(): Promise<void>;
+}

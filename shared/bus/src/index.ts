@@ -1,0 +1,1 @@
+export type { IncomingRecord, OutgoingRecord, Publisher, SubscribeOptions, Subscriber, Subscription, TopicAdmin } from './bus.ts';

@@ -1,0 +1,48 @@
+import { z } from 'zod';
+
+/** Ticket systems a feed can come from; each has its own webhook route and secret. */
+export const FEED_SOURCES = ['generic', 'github', 'jira', 'zendesk'] as const;
+export type FeedSource = (typeof FEED_SOURCES)[number];
+
+/** One field that changed, from what to what (for coalesced notices). */
+export const ticketChangeSchema = z.strictObject({
+  field: z.string().min(1),
+  from: z.string().nullable(),
+  to: z.string().nullable(),
+});
+
+/**
+ * The one normalized shape of a ticket update, whatever system sent it.
+ * Published on TOPICS.ticketUpdates keyed by `${source}:${ticket}`.
+ * `id` is unique per delivery (`${source}:${eventId}`) so every sink can
+ * drop a record it has already applied.
+ */
+export const ticketUpdateSchema = z.strictObject({
+  id: z.string().min(1),
+  source: z.enum(FEED_SOURCES),
+  /** The ticket key within its source: `owner/repo#12`, `PROJ-123`, `35436`, or any string for generic. */
+  ticket: z.string().min(1).max(256),
+  /** The container a wildcard subscription matches: `owner/repo`, `PROJ`, the Zendesk account; absent for generic. */
+  scope: z.string().optional(),
+  eventId: z.string().min(1).max(256),
+  /** What happened: created, updated, commented, status, priority, ... */
+  kind: z.string().min(1).max(64),
+  summary: z.string().max(16_384),
+  title: z.string().max(1024).optional(),
+  url: z.string().max(2048).optional(),
+  author: z.string().max(256).optional(),
+  /** The sender's own ordering: a version number when it has one. */
+  version: z.number().int().nonnegative().optional(),
+  /** ISO-8601 time of the change at the sender. */
+  occurredAt: z.string(),
+  changes: z.array(ticketChangeSchema).optional(),
+  /** ISO-8601 time ctxflow accepted the delivery. */
+  receivedAt: z.string(),
+});
+
+export type TicketUpdate = z.infer<typeof ticketUpdateSchema>;
+export type TicketChange = z.infer<typeof ticketChangeSchema>;
+
+export function ticketKey(update: Pick<TicketUpdate, 'source' | 'ticket'>): string {
+  return `${update.source}:${update.ticket}`;
+}
