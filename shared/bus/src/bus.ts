@@ -36,17 +36,28 @@ export interface Publisher {
 
 export interface SubscribeOptions {
   topic: string;
+  /**
+   * Consumer group: subscriptions with one group id split the topic's
+   * partitions between them (each partition is handled by one member at a
+   * time) and share committed offsets; other groups each see every record.
+   */
   groupId: string;
   /**
    * Handles the records of ONE partition, in offset order. Resolve only once the
    * output is durable; the adapter then marks the offsets consumed. A rejection
-   * makes the adapter deliver the same records again.
+   * makes the adapter deliver the same records again (from the first record of
+   * the batch, after a short backoff), so a handler must be safe to repeat.
+   * Never called synchronously from `publish`, never twice at once for one
+   * partition of one group.
    */
   handle(records: IncomingRecord[]): Promise<void>;
   /**
    * Where to resume a partition when it is assigned: the next offset to read as
    * stored by the sink in its own atomic write (exactly-once into the sink).
-   * Undefined: the group's committed offset, or the earliest offset.
+   * Undefined: the group's committed offset, or the earliest offset (a new
+   * group reads the topic from its beginning). Called on every assignment,
+   * before any record of that partition reaches `handle`; records below the
+   * returned offset are never handed to `handle`. A rejection is retried.
    */
   resumeFrom?(topic: string, partition: number): Promise<string | undefined>;
 }
@@ -59,6 +70,11 @@ export interface Subscription {
 }
 
 export interface Subscriber {
+  /**
+   * Joins the group and starts delivering in the background; `ready()` on the
+   * result tells when the first assignment is in place. Rejects with a
+   * `bus_unavailable` CtxflowError when the bus cannot be reached.
+   */
   subscribe(options: SubscribeOptions): Promise<Subscription>;
 }
 
