@@ -1,0 +1,280 @@
+import {
+  type Attributes,
+  type Gauge,
+  type Logger,
+  logs,
+  type Meter,
+  metrics,
+  SeverityNumber,
+  SpanStatusCode,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
+import {
+  ATTR_CONSUMER_GROUP,
+  ATTR_FEED_REASON,
+  ATTR_FEED_SOURCE,
+  ATTR_PARTITION,
+  ATTR_ROW_KIND,
+  ATTR_ROW_SOURCE,
+  ATTR_SESSION_ID,
+  ATTR_SKIP_MESSAGE,
+  ATTR_SKIP_REASON,
+  ATTR_STEP_ID,
+  ATTR_STEP_MODE,
+  ATTR_TOPIC,
+  EVENT_CONTEXT_SKIPPED,
+  INSTRUMENTATION_SCOPE,
+  METRIC_CONSUMER_LAG,
+  METRIC_CONTEXT_PASS_DURATION,
+  METRIC_CONTEXT_ROWS,
+  METRIC_CONTEXT_SKIPPED,
+  METRIC_FEED_INGESTED,
+  METRIC_FEED_REFUSED,
+  METRIC_PREFIX_REUSE_RATIO,
+  METRIC_PREFIX_REUSED_BYTES,
+} from './names.ts';
+
+/** Attribute values a span accepts. */
+export type SpanAttributes = Record<string, string | number | boolean>;
+
+/** Runs work inside a span. */
+export interface SpanRunner {
+  /**
+   * Runs `fn` inside a span named `name` (one of the `SPAN_*` names) carrying
+   * `attributes`; the span is the active one while `fn` runs, so spans and log
+   * records started inside it become its children. The span ends when `fn`
+   * settles; a rejection is recorded on the span (status ERROR) and rethrown
+   * unchanged. Resolves to what `fn` resolves to.
+   */
+  withSpan<T>(name: string, attributes: SpanAttributes, fn: () => Promise<T>): Promise<T>;
+}
+
+/** What the session-runner reports about context passes. */
+export interface ContextTelemetry extends SpanRunner {
+  /**
+   * The stepContext hook (threw, timed out, returned an invalid result) or a
+   * memory recall (too large) was skipped. Emits exactly one log record with
+   * eventName `core.context.skipped`, severity WARN, body `message`, attributes
+   * `ctxflow.session_id`, `ctxflow.step_id`, `ctxflow.skip.reason`,
+   * `ctxflow.skip.message`; adds 1 to `ctxflow.context.skipped` by reason.
+   * `reason` is one of SKIP_REASONS. Never throws.
+   */
+  contextSkipped(e: { sessionId: string; stepId: string; reason: string; message: string }): void;
+  /**
+   * A context pass committed. Adds one per row to `ctxflow.context.rows` by
+   * kind and source (an empty `rows` adds nothing); records `durationMs` (ms)
+   * in `ctxflow.context_pass.duration`, `prefixReusedBytes` in
+   * `ctxflow.prompt.prefix_reused_bytes` and, when `requestBytes` > 0,
+   * `prefixReusedBytes / requestBytes` in `ctxflow.prompt.prefix_reuse_ratio`,
+   * all three by mode. `requestBytes` is the size of the whole model request,
+   * `prefixReusedBytes` how many of its leading bytes equal the previous
+   * request's. Never throws.
+   */
+  stepCommitted(e: {
+    sessionId: string;
+    stepId: string;
+    mode: string;
+    rows: { kind: string; source: string }[];
+    durationMs: number;
+    requestBytes: number;
+    prefixReusedBytes: number;
+  }): void;
+}
+
+/** What the feed-ingestor reports about webhook deliveries. */
+export interface FeedTelemetry extends SpanRunner {
+  /** A ticket update was accepted and published (duplicates included: they are accepted). Adds 1 to `ctxflow.feed.ingested` by source. */
+  ingested(e: { source: string }): void;
+  /** A delivery was refused (bad signature, bad body, stale timestamp...). Adds 1 to `ctxflow.feed.refused` by source and reason (an error code). */
+  refused(e: { source: string; reason: string }): void;
+}
+
+/** What a Kafka consumer reports about how far behind it is. */
+export interface ConsumerTelemetry {
+  /** Records `lag` (records between the committed offset and the partition's end) in the gauge `ctxflow.consumer.lag`. */
+  lag(e: { group: string; topic: string; partition: number; lag: number }): void;
+}
+
+/** OpenTelemetry API handles; each defaults to the global one of scope `ctxflow`. */
+export interface TelemetryHandles {
+  meter?: Meter;
+  logger?: Logger;
+  tracer?: Tracer;
+}
+
+async function noopSpan<T>(_name: string, _attributes: SpanAttributes, fn: () => Promise<T>): Promise<T> {
+  return fn();
+}
+
+export const noopContextTelemetry: ContextTelemetry = {
+  contextSkipped() {},
+  stepCommitted() {},
+  withSpan: noopSpan,
+};
+
+export const noopFeedTelemetry: FeedTelemetry = {
+  ingested() {},
+  refused() {},
+  withSpan: noopSpan,
+};
+
+export const noopConsumerTelemetry: ConsumerTelemetry = {
+  lag() {},
+};
+
+/**
+ * The global metrics API has no proxy: a meter taken before the global
+ * provider is registered stays a no-op forever. Instruments are therefore
+ * created on first use, so a telemetry object built before `startTelemetry`
+ * still reports once it has run.
+ */
+function lazy<T>(make: () => T): () => T {
+  let value: T | undefined;
+  return () => {
+    value ??= make();
+    return value;
+  };
+}
+
+function meterOf(handles: TelemetryHandles): () => Meter {
+  return lazy(() => handles.meter ?? metrics.getMeter(INSTRUMENTATION_SCOPE));
+}
+
+function spanRunner(handles: TelemetryHandles): SpanRunner['withSpan'] {
+  const tracer = lazy(() => handles.tracer ?? trace.getTracer(INSTRUMENTATION_SCOPE));
+  return (name, attributes, fn) =>
+    tracer().startActiveSpan(name, { attributes }, async (span) => {
+      try {
+        return await fn();
+      } catch (err) {
+        const error = err instanceof Error ? err : new Error(String(err));
+        span.recordException(error);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+        throw err;
+      } finally {
+        span.end();
+      }
+    });
+}
+
+/** Bucket boundaries in bytes for reused prefixes: 1 KiB to 4 MiB. */
+const BYTES_BUCKETS = [0, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304];
+/** Bucket boundaries for a 0..1 ratio. */
+const RATIO_BUCKETS = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1];
+/** Bucket boundaries in ms for a context pass (hook timeout defaults to 5 s). */
+const DURATION_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
+
+export function createContextTelemetry(handles: TelemetryHandles = {}): ContextTelemetry {
+  const meter = meterOf(handles);
+  const logger = lazy(() => handles.logger ?? logs.getLogger(INSTRUMENTATION_SCOPE));
+  const instruments = lazy(() => {
+    const m = meter();
+    return {
+      skipped: m.createCounter(METRIC_CONTEXT_SKIPPED, {
+        description: 'stepContext hook calls and memory recalls skipped, by reason',
+        unit: '{skip}',
+      }),
+      rows: m.createCounter(METRIC_CONTEXT_ROWS, {
+        description: 'Context rows committed, by kind and source',
+        unit: '{row}',
+      }),
+      duration: m.createHistogram(METRIC_CONTEXT_PASS_DURATION, {
+        description: 'Duration of one context pass up to its commit',
+        unit: 'ms',
+        advice: { explicitBucketBoundaries: DURATION_BUCKETS },
+      }),
+      reusedBytes: m.createHistogram(METRIC_PREFIX_REUSED_BYTES, {
+        description: 'Leading bytes of the model request identical to the previous request',
+        unit: 'By',
+        advice: { explicitBucketBoundaries: BYTES_BUCKETS },
+      }),
+      reuseRatio: m.createHistogram(METRIC_PREFIX_REUSE_RATIO, {
+        description: 'Reused prefix bytes divided by request bytes',
+        unit: '1',
+        advice: { explicitBucketBoundaries: RATIO_BUCKETS },
+      }),
+    };
+  });
+
+  return {
+    contextSkipped(e) {
+      const attributes: Attributes = {
+        [ATTR_SESSION_ID]: e.sessionId,
+        [ATTR_STEP_ID]: e.stepId,
+        [ATTR_SKIP_REASON]: e.reason,
+        [ATTR_SKIP_MESSAGE]: e.message,
+      };
+      logger().emit({
+        eventName: EVENT_CONTEXT_SKIPPED,
+        severityNumber: SeverityNumber.WARN,
+        severityText: 'WARN',
+        body: e.message,
+        attributes,
+      });
+      instruments().skipped.add(1, { [ATTR_SKIP_REASON]: e.reason });
+    },
+
+    stepCommitted(e) {
+      const i = instruments();
+      const counts = new Map<string, { kind: string; source: string; n: number }>();
+      for (const row of e.rows) {
+        const key = `${row.kind}\u0000${row.source}`;
+        const entry = counts.get(key);
+        if (entry) entry.n += 1;
+        else counts.set(key, { kind: row.kind, source: row.source, n: 1 });
+      }
+      for (const { kind, source, n } of counts.values()) {
+        i.rows.add(n, { [ATTR_ROW_KIND]: kind, [ATTR_ROW_SOURCE]: source });
+      }
+      const byMode = { [ATTR_STEP_MODE]: e.mode };
+      i.duration.record(e.durationMs, byMode);
+      i.reusedBytes.record(e.prefixReusedBytes, byMode);
+      if (e.requestBytes > 0) i.reuseRatio.record(e.prefixReusedBytes / e.requestBytes, byMode);
+    },
+
+    withSpan: spanRunner(handles),
+  };
+}
+
+export function createFeedTelemetry(handles: TelemetryHandles = {}): FeedTelemetry {
+  const meter = meterOf(handles);
+  const instruments = lazy(() => {
+    const m = meter();
+    return {
+      ingested: m.createCounter(METRIC_FEED_INGESTED, {
+        description: 'Ticket updates accepted and published, by source',
+        unit: '{update}',
+      }),
+      refused: m.createCounter(METRIC_FEED_REFUSED, {
+        description: 'Feed deliveries refused, by source and reason',
+        unit: '{update}',
+      }),
+    };
+  });
+  return {
+    ingested(e) {
+      instruments().ingested.add(1, { [ATTR_FEED_SOURCE]: e.source });
+    },
+    refused(e) {
+      instruments().refused.add(1, { [ATTR_FEED_SOURCE]: e.source, [ATTR_FEED_REASON]: e.reason });
+    },
+    withSpan: spanRunner(handles),
+  };
+}
+
+export function createConsumerTelemetry(handles: Pick<TelemetryHandles, 'meter'> = {}): ConsumerTelemetry {
+  const meter = meterOf(handles);
+  const gauge = lazy(
+    (): Gauge =>
+      meter().createGauge(METRIC_CONSUMER_LAG, {
+        description: 'Records between the committed offset and the end of the partition',
+        unit: '{record}',
+      }),
+  );
+  return {
+    lag(e) {
+      gauge().record(e.lag, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_PARTITION]: e.partition });
+    },
+  };
+}

@@ -1,0 +1,102 @@
+/**
+ * Every span, metric and event name ctxflow emits, and every attribute key it
+ * puts on them. Nothing else spells these strings: dashboards, alerts and tests
+ * read them from here. README.md in this package lists each with its unit.
+ *
+ * Metric attributes are low-cardinality by contract (kind, source, reason,
+ * mode): session and step ids go on spans and log records only.
+ */
+
+/** Instrumentation scope of every meter, logger and tracer ctxflow creates. */
+export const INSTRUMENTATION_SCOPE = 'ctxflow';
+
+// ---------------------------------------------------------------- attributes
+
+/** Session the record is about (spans, log records; never a metric attribute). */
+export const ATTR_SESSION_ID = 'ctxflow.session_id';
+/** Step (one model call) the record is about (spans, log records). */
+export const ATTR_STEP_ID = 'ctxflow.step_id';
+/** Why the stepContext hook or a memory recall was skipped: one of {@link SKIP_REASONS}. */
+export const ATTR_SKIP_REASON = 'ctxflow.skip.reason';
+/** Human-readable detail of a skip (log records only). */
+export const ATTR_SKIP_MESSAGE = 'ctxflow.skip.message';
+/** Row kind: instruction, notice, tools, memory. */
+export const ATTR_ROW_KIND = 'ctxflow.row.kind';
+/** Row source: app, hook, tool, memory, late-answer. */
+export const ATTR_ROW_SOURCE = 'ctxflow.row.source';
+/** Step mode: first, retry, forced_completion. */
+export const ATTR_STEP_MODE = 'ctxflow.step.mode';
+/** Number of rows a commit wrote (spans). */
+export const ATTR_ROW_COUNT = 'ctxflow.row.count';
+/** Feed source, e.g. generic, github, jira, zendesk. */
+export const ATTR_FEED_SOURCE = 'ctxflow.feed.source';
+/** Why a feed delivery was refused, e.g. an error code such as `unauthorized`. */
+export const ATTR_FEED_REASON = 'ctxflow.feed.reason';
+/** Delivery id of a ticket update (spans). */
+export const ATTR_FEED_EVENT_ID = 'ctxflow.feed.event_id';
+/** Ticket an update is about (spans). */
+export const ATTR_TICKET = 'ctxflow.ticket';
+/** Stream cursor a batch or commit ends at (spans). */
+export const ATTR_CURSOR = 'ctxflow.cursor';
+/** Kafka topic (consumer lag, publish spans). */
+export const ATTR_TOPIC = 'ctxflow.topic';
+/** Kafka consumer group (consumer lag). */
+export const ATTR_CONSUMER_GROUP = 'ctxflow.consumer.group';
+/** Kafka partition (consumer lag). */
+export const ATTR_PARTITION = 'ctxflow.partition';
+
+// ---------------------------------------------------------------- skip reasons
+
+/** Values of {@link ATTR_SKIP_REASON}. */
+export const SKIP_REASON_HOOK_ERROR = 'hook_error';
+export const SKIP_REASON_HOOK_TIMEOUT = 'hook_timeout';
+export const SKIP_REASON_HOOK_INVALID = 'hook_invalid';
+export const SKIP_REASON_MEMORY_TOO_LARGE = 'memory_too_large';
+export const SKIP_REASONS = [
+  SKIP_REASON_HOOK_ERROR,
+  SKIP_REASON_HOOK_TIMEOUT,
+  SKIP_REASON_HOOK_INVALID,
+  SKIP_REASON_MEMORY_TOO_LARGE,
+] as const;
+export type SkipReason = (typeof SKIP_REASONS)[number];
+
+// ---------------------------------------------------------------- events
+
+/**
+ * A log record with this `eventName`, severity WARN, attributes
+ * session id, step id, skip reason and skip message, body the message.
+ * Emitted once per skipped hook call or oversized memory recall (R26, R34).
+ */
+export const EVENT_CONTEXT_SKIPPED = 'core.context.skipped';
+
+// ---------------------------------------------------------------- metrics
+
+/** Counter, unit `{skip}`, attributes: skip reason. */
+export const METRIC_CONTEXT_SKIPPED = 'ctxflow.context.skipped';
+/** Counter, unit `{row}`: context rows committed, attributes: row kind, row source. */
+export const METRIC_CONTEXT_ROWS = 'ctxflow.context.rows';
+/** Counter, unit `{update}`: ticket updates accepted and published, attributes: feed source. */
+export const METRIC_FEED_INGESTED = 'ctxflow.feed.ingested';
+/** Counter, unit `{update}`: deliveries refused, attributes: feed source, feed reason. */
+export const METRIC_FEED_REFUSED = 'ctxflow.feed.refused';
+/** Histogram, unit `ms`: wall time of one context pass up to its commit, attributes: step mode. */
+export const METRIC_CONTEXT_PASS_DURATION = 'ctxflow.context_pass.duration';
+/** Histogram, unit `By`: bytes of the model request shared with the previous request, attributes: step mode. */
+export const METRIC_PREFIX_REUSED_BYTES = 'ctxflow.prompt.prefix_reused_bytes';
+/** Histogram, unit `1` (0..1): reused prefix bytes / request bytes, attributes: step mode. */
+export const METRIC_PREFIX_REUSE_RATIO = 'ctxflow.prompt.prefix_reuse_ratio';
+/** Gauge, unit `{record}`: records behind the partition's end, attributes: consumer group, topic, partition. */
+export const METRIC_CONSUMER_LAG = 'ctxflow.consumer.lag';
+
+// ---------------------------------------------------------------- spans
+
+/** feed-ingestor: one webhook delivery, from raw body to answer. */
+export const SPAN_WEBHOOK_INGEST = 'ctxflow.webhook.ingest';
+/** feed-ingestor: publishing one ticket update until Kafka acknowledged. */
+export const SPAN_PUBLISH = 'ctxflow.update.publish';
+/** step-context: applying one ticket update to the batch streams of subscribed sessions. */
+export const SPAN_STEP_CONTEXT_APPLY = 'ctxflow.step_context.apply';
+/** session-runner: one context pass (queue, hook, memory, commit). */
+export const SPAN_CONTEXT_PASS = 'ctxflow.context_pass';
+/** session-runner: the one atomic store commit of a pass. */
+export const SPAN_STORE_COMMIT = 'ctxflow.store.commit';
