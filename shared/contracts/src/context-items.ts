@@ -92,7 +92,8 @@ export function validateItems(raw: unknown, origin: ItemOrigin): SourcedItem[] {
     const fail = (message: string) => {
       throw new CtxflowError('validation_error', `items[${index}]: ${message}`);
     };
-    if (byteLength(entry) > MAX_ITEM_BYTES) fail(`item is ${byteLength(entry)} bytes, over the ${MAX_ITEM_BYTES}-byte limit`);
+    if (byteLength(entry) > MAX_ITEM_BYTES)
+      fail(`item is ${byteLength(entry)} bytes, over the ${MAX_ITEM_BYTES}-byte limit`);
     if (item.kind === 'tools') {
       if (!item.disable?.length && !item.enable?.length) fail('a tools item needs a non-empty disable or enable list');
       if (item.disable?.includes(FINISH_TOOL)) fail(`${FINISH_TOOL} can never be switched off`);

@@ -4,9 +4,17 @@
  * Every code here is documented in the README (a test checks it).
  */
 export const errorCodes = {
-  validation_error: { status: 400, retryable: false, summary: 'bad body, unknown kind, __finish__ switched off, item over 32 KiB' },
+  validation_error: {
+    status: 400,
+    retryable: false,
+    summary: 'bad body, unknown kind, __finish__ switched off, item over 32 KiB',
+  },
   unauthorized: { status: 401, retryable: false, summary: 'missing or wrong credentials, bad webhook signature' },
-  state_session_not_found: { status: 404, retryable: false, summary: 'unknown session, or a session of another tenant' },
+  state_session_not_found: {
+    status: 404,
+    retryable: false,
+    summary: 'unknown session, or a session of another tenant',
+  },
   state_agent_not_found: { status: 404, retryable: false, summary: 'unknown agent, or an agent of another tenant' },
   state_step_not_found: { status: 404, retryable: false, summary: 'unknown step id (rewind, branch)' },
   state_call_not_found: { status: 404, retryable: false, summary: 'unknown tool call (approval, client answer)' },
@@ -14,7 +22,11 @@ export const errorCodes = {
   state_context_key_conflict: { status: 409, retryable: false, summary: 'same idempotency key, other items' },
   state_conflict: { status: 409, retryable: true, summary: 'the session changed while the request ran; send it again' },
   payload_too_large: { status: 413, retryable: false, summary: 'request body over the limit' },
-  bus_unavailable: { status: 503, retryable: true, summary: 'the message bus did not acknowledge; retry after the Retry-After delay' },
+  bus_unavailable: {
+    status: 503,
+    retryable: true,
+    summary: 'the message bus did not acknowledge; retry after the Retry-After delay',
+  },
   store_unavailable: { status: 503, retryable: true, summary: 'the store did not answer; retry' },
   internal_error: { status: 500, retryable: true, summary: 'an unexpected failure; nothing was half-written' },
 } as const satisfies Record<string, { status: number; retryable: boolean; summary: string }>;
@@ -39,8 +51,13 @@ export class CtxflowError extends Error {
 }
 
 export function isCtxflowError(err: unknown): err is CtxflowError {
-  return typeof err === 'object' && err !== null && typeof (err as { code?: unknown }).code === 'string' &&
-    (err as { code: string }).code in errorCodes && (err as { name?: unknown }).name === 'CtxflowError';
+  return (
+    typeof err === 'object' &&
+    err !== null &&
+    typeof (err as { code?: unknown }).code === 'string' &&
+    (err as { code: string }).code in errorCodes &&
+    (err as { name?: unknown }).name === 'CtxflowError'
+  );
 }
 
 /** The wire shape of every error answer. */

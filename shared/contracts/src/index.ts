@@ -1,5 +1,12 @@
-export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts';
-export type { ErrorBody, ErrorCode } from './errors.ts';
+export type {
+  ContextItem,
+  ContextKind,
+  ContextRow,
+  Cursor,
+  ItemOrigin,
+  RowSource,
+  SourcedItem,
+} from './context-items.ts';
 export {
   byteLength,
   CONTEXT_KINDS,
@@ -10,10 +17,11 @@ export {
   ROW_SOURCES,
   validateItems,
 } from './context-items.ts';
-export type { ContextItem, ContextKind, ContextRow, Cursor, ItemOrigin, RowSource, SourcedItem } from './context-items.ts';
-export { FEED_SOURCES, ticketChangeSchema, ticketKey, ticketUpdateSchema } from './ticket-update.ts';
-export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
-export { TOPICS } from './topics.ts';
-export type { TopicName } from './topics.ts';
-export { STEP_MODES, stepRequestSchema } from './steps.ts';
+export type { ErrorBody, ErrorCode } from './errors.ts';
+export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts';
 export type { StepMode, StepRequest } from './steps.ts';
+export { STEP_MODES, stepRequestSchema } from './steps.ts';
+export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
+export { FEED_SOURCES, ticketChangeSchema, ticketKey, ticketUpdateSchema } from './ticket-update.ts';
+export type { TopicName } from './topics.ts';
+export { TOPICS } from './topics.ts';

@@ -44,3 +44,20 @@ const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 export function isLoopback(host: string): boolean {
   return LOOPBACK.has(host) || host.startsWith('127.');
 }
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The caller's tenant, set by `tenantHook`. */
+    tenant: string;
+  }
+}
+
+/**
+ * An onRequest hook for a plugin scope whose routes need credentials: it sets
+ * `request.tenant` or refuses with 401 `unauthorized`.
+ */
+export function tenantHook(authenticate: (authorization: string | undefined) => string) {
+  return async (request: import('fastify').FastifyRequest) => {
+    request.tenant = authenticate(request.headers.authorization);
+  };
+}

@@ -14,7 +14,10 @@ export class ConfigError extends Error {
  * Parses the environment once with a service's zod schema; the result is frozen.
  * Nothing else reads `process.env`.
  */
-export function parseConfig<S extends z.ZodType>(schema: S, env: Record<string, string | undefined>): Readonly<z.infer<S>> {
+export function parseConfig<S extends z.ZodType>(
+  schema: S,
+  env: Record<string, string | undefined>,
+): Readonly<z.infer<S>> {
   const parsed = schema.safeParse(env);
   if (!parsed.success) {
     throw new ConfigError(

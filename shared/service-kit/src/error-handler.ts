@@ -38,7 +38,11 @@ export function installErrorHandler(app: FastifyInstance): void {
   });
   app.setNotFoundHandler((request, reply) => {
     reply.status(404).send({
-      error: { code: 'not_found', message: `no route ${request.method} ${request.url.split('?')[0]}`, retryable: false },
+      error: {
+        code: 'not_found',
+        message: `no route ${request.method} ${request.url.split('?')[0]}`,
+        retryable: false,
+      },
     });
   });
 }

@@ -15,7 +15,11 @@ export const REDACTED_PATHS = [
 
 export type Logger = pino.Logger;
 
-export function createLogger(options: { service: string; level?: string; destination?: pino.DestinationStream }): Logger {
+export function createLogger(options: {
+  service: string;
+  level?: string;
+  destination?: pino.DestinationStream;
+}): Logger {
   return pino(
     {
       level: options.level ?? 'info',

@@ -1,0 +1,33 @@
+import type { StepContextRequest, StepContextSource } from '../ports/step-context-source.ts';
+
+/**
+ * An agent's HTTP stepContext hook: `POST <url>` with `{ sessionId, cursor }`;
+ * the answer is `{ items, cursor }` (200) or nothing new (204). Any other status
+ * is a hook error; the body is validated by the context pass.
+ */
+export class HttpStepContext implements StepContextSource {
+  readonly #url: string;
+
+  constructor(url: string) {
+    this.#url = url;
+  }
+
+  async fetch(request: StepContextRequest): Promise<unknown> {
+    const response = await fetch(this.#url, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ sessionId: request.sessionId, cursor: request.cursor ?? null }),
+      signal: request.signal,
+    });
+    if (response.status === 204) return undefined;
+    if (!response.ok) throw new Error(`stepContext hook answered HTTP ${response.status}`);
+    const text = await response.text();
+    if (text.length > request.maxBytes * 4 + 1024)
+      throw new Error('stepContext hook answer is far over its byte limit');
+    try {
+      return JSON.parse(text);
+    } catch {
+      return text; // not JSON: the context pass refuses it as an invalid result
+    }
+  }
+}

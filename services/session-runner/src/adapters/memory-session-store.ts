@@ -1,0 +1,179 @@
+import type {
+  AgentRecord,
+  CallRecord,
+  LogEntry,
+  MessageEntry,
+  NewQueuedItem,
+  QueuedItem,
+  SessionMeta,
+  SessionState,
+  StepRecord,
+} from '../domain/model.ts';
+import type {
+  CommitResult,
+  EnqueueDedupe,
+  EnqueueResult,
+  RewindCommit,
+  SessionStore,
+  StepCommit,
+} from '../ports/session-store.ts';
+
+interface SessionSlot {
+  meta: SessionMeta;
+  log: LogEntry[];
+  queue: QueuedItem[];
+  calls: Map<string, CallRecord>;
+  keys: Map<string, string>;
+  sites: Set<string>;
+  steps: Map<string, StepRecord>;
+  requests: Map<string, string>;
+  nextItem: number;
+}
+
+/**
+ * The embedded default store. Every method runs without an await between its
+ * checks and its writes, so each is atomic; values are copied in and out so a
+ * caller can never change stored state by reference.
+ */
+export class MemorySessionStore implements SessionStore {
+  readonly #agents = new Map<string, AgentRecord>();
+  readonly #sessions = new Map<string, SessionSlot>();
+
+  async putAgent(agent: AgentRecord): Promise<void> {
+    this.#agents.set(agent.agentId, structuredClone(agent));
+  }
+
+  async replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<boolean> {
+    const current = this.#agents.get(agent.agentId);
+    if (!current || current.version !== expectedVersion) return false;
+    this.#agents.set(agent.agentId, structuredClone(agent));
+    return true;
+  }
+
+  async getAgent(agentId: string): Promise<AgentRecord | undefined> {
+    const agent = this.#agents.get(agentId);
+    return agent && structuredClone(agent);
+  }
+
+  async createSession(meta: SessionMeta, log: LogEntry[], steps: StepRecord[], calls: CallRecord[]): Promise<void> {
+    if (this.#sessions.has(meta.sessionId)) throw new Error(`session ${meta.sessionId} exists`);
+    const slot: SessionSlot = {
+      meta: structuredClone(meta),
+      log: structuredClone(log),
+      queue: [],
+      calls: new Map(calls.map((c) => [c.callId, structuredClone(c)])),
+      keys: new Map(),
+      sites: new Set(),
+      steps: new Map(steps.map((s) => [s.stepId, structuredClone(s)])),
+      requests: new Map(steps.flatMap((s) => (s.requestId ? [[s.requestId, s.stepId] as const] : []))),
+      nextItem: 1,
+    };
+    this.#sessions.set(meta.sessionId, slot);
+  }
+
+  async load(sessionId: string): Promise<SessionState | undefined> {
+    const slot = this.#sessions.get(sessionId);
+    if (!slot) return undefined;
+    return structuredClone({ meta: slot.meta, log: slot.log, queue: slot.queue, calls: [...slot.calls.values()] });
+  }
+
+  async listSessions(tenant: string, limit: number): Promise<SessionMeta[]> {
+    return [...this.#sessions.values()]
+      .filter((s) => s.meta.tenant === tenant)
+      .map((s) => structuredClone(s.meta))
+      .reverse()
+      .slice(0, limit);
+  }
+
+  async putMeta(meta: SessionMeta): Promise<boolean> {
+    const slot = this.#sessions.get(meta.sessionId);
+    if (!slot) return false;
+    slot.meta = structuredClone(meta);
+    return true;
+  }
+
+  async enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult> {
+    const slot = this.#sessions.get(sessionId);
+    if (!slot) return { outcome: 'not_found' };
+    if (dedupe?.type === 'key') {
+      const known = slot.keys.get(dedupe.key);
+      if (known !== undefined) return known === dedupe.fingerprint ? { outcome: 'replayed' } : { outcome: 'conflict' };
+      slot.keys.set(dedupe.key, dedupe.fingerprint);
+    } else if (dedupe?.type === 'site') {
+      const site = `${dedupe.callId}|${dedupe.site}`;
+      if (slot.sites.has(site)) return { outcome: 'replayed' };
+      slot.sites.add(site);
+    }
+    const queued = items.map((item) => ({ ...structuredClone(item), itemId: `itm_${slot.nextItem++}` }));
+    slot.queue.push(...queued);
+    return { outcome: 'recorded', items: structuredClone(queued) };
+  }
+
+  async appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta?: SessionMeta,
+  ): Promise<LogEntry[]> {
+    const slot = this.#sessions.get(sessionId);
+    if (!slot) throw new Error(`session ${sessionId} not found`);
+    const entries = messages.map((m, i) => ({ ...structuredClone(m), seq: slot.log.length + i }) as MessageEntry);
+    slot.log.push(...entries);
+    if (meta) slot.meta = structuredClone(meta);
+    return structuredClone(entries);
+  }
+
+  async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
+    const slot = this.#sessions.get(sessionId);
+    if (!slot) return { outcome: 'conflict' };
+    const requestId = commit.step.requestId;
+    if (requestId !== undefined && slot.requests.has(requestId)) {
+      return { outcome: 'duplicate', step: structuredClone(slot.steps.get(slot.requests.get(requestId)!)!) };
+    }
+    if (slot.log.length !== commit.expectedLogLength) return { outcome: 'conflict' };
+    const queued = new Set(slot.queue.map((q) => q.itemId));
+    if (!commit.drain.every((id) => queued.has(id))) return { outcome: 'conflict' };
+    const drained = new Set(commit.drain);
+    slot.log.push(...structuredClone(commit.rows));
+    slot.queue = slot.queue.filter((q) => !drained.has(q.itemId));
+    slot.steps.set(commit.step.stepId, structuredClone(commit.step));
+    if (requestId !== undefined) slot.requests.set(requestId, commit.step.stepId);
+    slot.meta = structuredClone(commit.meta);
+    return { outcome: 'committed' };
+  }
+
+  async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {
+    const slot = this.#sessions.get(sessionId);
+    if (!slot || slot.log.length !== commit.expectedLogLength) return false;
+    slot.log.length = commit.toLength;
+    const dropped = new Set(commit.dropItems);
+    slot.queue = [...structuredClone(commit.requeue), ...slot.queue.filter((q) => !dropped.has(q.itemId))];
+    for (const callId of commit.dropCalls) {
+      slot.calls.delete(callId);
+      for (const site of slot.sites) if (site.startsWith(`${callId}|`)) slot.sites.delete(site);
+    }
+    for (const stepId of commit.dropSteps) {
+      const step = slot.steps.get(stepId);
+      if (step?.requestId !== undefined) slot.requests.delete(step.requestId);
+      slot.steps.delete(stepId);
+    }
+    slot.meta = structuredClone(commit.meta);
+    return true;
+  }
+
+  async putCall(sessionId: string, call: CallRecord): Promise<void> {
+    this.#sessions.get(sessionId)?.calls.set(call.callId, structuredClone(call));
+  }
+
+  async getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined> {
+    const slot = this.#sessions.get(sessionId);
+    if (!slot) return undefined;
+    const stepId = ref.stepId ?? (ref.requestId === undefined ? undefined : slot.requests.get(ref.requestId));
+    const step = stepId === undefined ? undefined : slot.steps.get(stepId);
+    return step && structuredClone(step);
+  }
+
+  async listSteps(sessionId: string): Promise<StepRecord[]> {
+    const slot = this.#sessions.get(sessionId);
+    return slot ? structuredClone([...slot.steps.values()].sort((a, b) => a.ordinal - b.ordinal)) : [];
+  }
+}

@@ -1,0 +1,25 @@
+import { createServer, type ServerOptions, tenantHook } from '@ctxflow/service-kit';
+import type { FastifyInstance } from 'fastify';
+import type { ContextEngine } from './domain/context-engine.ts';
+import { sessionRoutes } from './http/session-routes.ts';
+
+export interface RunnerAppDeps extends ServerOptions {
+  engine: ContextEngine;
+  authenticate: (authorization: string | undefined) => string;
+  /** More route plugins behind the same credentials (the embedded default adds subscriptions). */
+  protectedRoutes?: ((app: FastifyInstance) => Promise<void>)[];
+  /** Route plugins without credentials (the embedded default adds the feeds). */
+  openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
+}
+
+/** The session-runner's HTTP app; never listens. */
+export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
+  const app = createServer(deps);
+  app.register(async (scope) => {
+    scope.addHook('onRequest', tenantHook(deps.authenticate));
+    await sessionRoutes(scope, { engine: deps.engine });
+    for (const routes of deps.protectedRoutes ?? []) await routes(scope);
+  });
+  for (const routes of deps.openRoutes ?? []) app.register(routes);
+  return app;
+}

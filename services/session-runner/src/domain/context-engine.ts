@@ -1,0 +1,848 @@
+import { createHash, randomUUID } from 'node:crypto';
+import {
+  byteLength,
+  type ContextRow,
+  CtxflowError,
+  type Cursor,
+  FINISH_TOOL,
+  MAX_ITEM_BYTES,
+  type SourcedItem,
+  type StepMode,
+  validateItems,
+} from '@ctxflow/contracts';
+import type { Clock } from '../ports/clock.ts';
+import type { MemoryRecall } from '../ports/memory-recall.ts';
+import type { SessionEvents } from '../ports/session-events.ts';
+import type { SessionStore } from '../ports/session-store.ts';
+import type { StepContextSource } from '../ports/step-context-source.ts';
+import type { RunnerTelemetry } from '../ports/telemetry.ts';
+import { foldActiveTools } from './active-tools.ts';
+import { type ContextInput, mergeBlocks, renderSystemPrefix, sameBlocks, toBlocks } from './context-blocks.ts';
+import { type HookOutcome, runHook } from './hook-batch.ts';
+import { KeyedMutex } from './keyed-mutex.ts';
+import type {
+  AgentRecord,
+  CallRecord,
+  LogEntry,
+  MessageEntry,
+  MessageRole,
+  QueuedItem,
+  RebuildReason,
+  RowEntry,
+  SessionMeta,
+  SessionState,
+  SkipReason,
+  StepRecord,
+  ToolDeclaration,
+} from './model.ts';
+import { type ModelRequest, renderRequest, sharedPrefixBytes } from './render-request.ts';
+
+export const DEFAULT_MAX_BYTES = 32 * 1024;
+export const DEFAULT_TIMEOUT_MS = 5_000;
+export const DEFAULT_CACHE_TTL_MS = 5 * 60_000;
+export const DEFAULT_CLIENT_DEADLINE_MS = 60_000;
+
+const FINISH_DECLARATION: ToolDeclaration = { name: FINISH_TOOL, description: 'Call when the task is complete.' };
+
+export interface EngineDeps {
+  store: SessionStore;
+  /** The stepContext hook of an agent: its HTTP hook, the ticket feed, or none. */
+  stepContextFor(agent: AgentRecord | undefined): StepContextSource | undefined;
+  memory: MemoryRecall;
+  events: SessionEvents;
+  clock: Clock;
+  telemetry: RunnerTelemetry;
+  newId?: (prefix: string) => string;
+}
+
+export interface AgentInput {
+  context?: ContextInput;
+  model?: string;
+  tools?: ToolDeclaration[];
+  stepContext?: Partial<AgentRecord['stepContext']>;
+  memory?: { autoInject: boolean };
+  cacheTtlMs?: number;
+}
+
+export interface StepResult {
+  stepId: string;
+  mode: StepMode;
+  rows: ContextRow[];
+  request: ModelRequest;
+  cursor: Cursor | null;
+  cache: { rebuilt: boolean; reason?: RebuildReason };
+  skipped: { reason: SkipReason; message: string }[];
+}
+
+export type ToolDecision =
+  | { execute: true; client?: true; deadlineAt?: string }
+  | { execute: false; reason: 'tool_inactive' | 'tool_unavailable' | 'approval_required' | 'approval_denied' };
+
+/** The cursor of the last batch that reached the log (R23). */
+export function foldCursor(log: LogEntry[]): Cursor | undefined {
+  for (let i = log.length - 1; i >= 0; i--) {
+    const entry = log[i]!;
+    if (entry.type === 'row' && entry.row.cursor !== undefined) return entry.row.cursor;
+  }
+  return undefined;
+}
+
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value && typeof value === 'object') {
+    const keys = Object.keys(value).sort();
+    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** The identity of a request's items for its idempotency key (R13). */
+export function fingerprint(items: SourcedItem[]): string {
+  return createHash('sha256').update(canonical(items)).digest('hex');
+}
+
+function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
+  const row: ContextRow = { id, role: 'context', kind: item.kind, source: item.source };
+  if (item.kind === 'tools') {
+    if (item.disable?.length) row.disable = [...item.disable];
+    if (item.enable?.length) row.enable = [...item.enable];
+  } else {
+    row.content = item.content;
+  }
+  if (cursor !== undefined) row.cursor = cursor;
+  return row;
+}
+
+function decisionOf(call: CallRecord): ToolDecision {
+  switch (call.status) {
+    case 'executed':
+    case 'answered':
+      return { execute: true };
+    case 'awaiting_client':
+      return { execute: true, client: true, deadlineAt: new Date(call.deadlineAt ?? 0).toISOString() };
+    case 'awaiting_approval':
+      return { execute: false, reason: 'approval_required' };
+    case 'denied':
+      return { execute: false, reason: 'approval_denied' };
+    default:
+      return { execute: false, reason: (call.reason ?? 'tool_inactive') as 'tool_inactive' | 'tool_unavailable' };
+  }
+}
+
+/**
+ * The context engine: every use case of the session-runner, over ports only.
+ * Writes to one session are serialized in this process; the store's atomic
+ * commits guard against other processes.
+ */
+export class ContextEngine {
+  readonly #deps: EngineDeps;
+  readonly #locks = new KeyedMutex();
+  readonly #newId: (prefix: string) => string;
+
+  constructor(deps: EngineDeps) {
+    this.#deps = deps;
+    this.#newId = deps.newId ?? ((prefix) => `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 20)}`);
+  }
+
+  // ---------------------------------------------------------------- agents
+
+  async createAgent(tenant: string, input: AgentInput): Promise<AgentRecord> {
+    const tools = this.#declareTools(input.tools ?? []);
+    const agent: AgentRecord = {
+      agentId: this.#newId('agt'),
+      tenant,
+      context: toBlocks(input.context),
+      tools,
+      stepContext: {
+        maxBytes: input.stepContext?.maxBytes ?? DEFAULT_MAX_BYTES,
+        timeoutMs: input.stepContext?.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+        ...(input.stepContext?.url ? { url: input.stepContext.url } : {}),
+      },
+      memory: { autoInject: input.memory?.autoInject ?? false },
+      cacheTtlMs: input.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS,
+      createdAt: new Date(this.#deps.clock.now()).toISOString(),
+      version: 1,
+      ...(input.model ? { model: input.model } : {}),
+    };
+    await this.#deps.store.putAgent(agent);
+    return agent;
+  }
+
+  /** N3, N6: the edit merges blocks by id and applies from the next run. */
+  async updateAgent(
+    tenant: string,
+    agentId: string,
+    input: { context?: ContextInput; model?: string },
+  ): Promise<AgentRecord> {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const agent = await this.getAgent(tenant, agentId);
+      const next: AgentRecord = { ...agent, version: agent.version + 1 };
+      if (input.context !== undefined) next.context = mergeBlocks(agent.context, toBlocks(input.context));
+      if (input.model !== undefined) next.model = input.model;
+      if (await this.#deps.store.replaceAgent(next, agent.version)) return next;
+    }
+    throw new CtxflowError('state_conflict', 'the agent changed while it was updated; send the update again');
+  }
+
+  async getAgent(tenant: string, agentId: string): Promise<AgentRecord> {
+    const agent = await this.#deps.store.getAgent(agentId);
+    if (!agent || agent.tenant !== tenant)
+      throw new CtxflowError('state_agent_not_found', `agent ${agentId} not found`);
+    return agent;
+  }
+
+  async remember(tenant: string, agentId: string, content: string): Promise<void> {
+    await this.getAgent(tenant, agentId);
+    await this.#deps.memory.remember(agentId, content);
+  }
+
+  #declareTools(tools: ToolDeclaration[]): ToolDeclaration[] {
+    const seen = new Set<string>();
+    for (const tool of tools) {
+      if (seen.has(tool.name)) throw new CtxflowError('validation_error', `tools: ${tool.name} is declared twice`);
+      seen.add(tool.name);
+    }
+    // `__finish__` is always declared, whatever `tools` says.
+    return seen.has(FINISH_TOOL) ? tools : [...tools, FINISH_DECLARATION];
+  }
+
+  // ---------------------------------------------------------------- sessions
+
+  async createSession(tenant: string, input: { agentId?: string; context?: ContextInput }): Promise<SessionMeta> {
+    if (input.agentId !== undefined) await this.getAgent(tenant, input.agentId);
+    const meta: SessionMeta = {
+      sessionId: this.#newId('ses'),
+      tenant,
+      createdAt: new Date(this.#deps.clock.now()).toISOString(),
+      thread: { live: toBlocks(input.context) },
+      forceRefresh: false,
+      steps: 0,
+      ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
+    };
+    await this.#deps.store.createSession(meta, [], [], []);
+    return meta;
+  }
+
+  /** N4, N5, N6: thread context is staged until the next rebuild; forceRefresh folds it now. */
+  async updateSession(tenant: string, sessionId: string, input: { context?: ContextInput; forceRefresh?: boolean }) {
+    return this.#locks.run(sessionId, async () => {
+      const { meta } = await this.#load(tenant, sessionId);
+      const next = structuredClone(meta);
+      if (input.context !== undefined) {
+        next.thread.staged = mergeBlocks(meta.thread.staged ?? meta.thread.live, toBlocks(input.context));
+      }
+      if (input.forceRefresh) next.forceRefresh = true;
+      await this.#deps.store.putMeta(next);
+      return { staged: next.thread.staged !== undefined, forceRefresh: next.forceRefresh };
+    });
+  }
+
+  async #load(tenant: string, sessionId: string): Promise<SessionState> {
+    const state = await this.#deps.store.load(sessionId);
+    if (!state || state.meta.tenant !== tenant) {
+      throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    }
+    return state;
+  }
+
+  async #agentOf(meta: SessionMeta): Promise<AgentRecord | undefined> {
+    return meta.agentId === undefined ? undefined : this.#deps.store.getAgent(meta.agentId);
+  }
+
+  #tools(agent: AgentRecord | undefined): ToolDeclaration[] {
+    return agent?.tools ?? [FINISH_DECLARATION];
+  }
+
+  // ---------------------------------------------------------------- adding context
+
+  /** R12-R14: the app's `POST /context`. */
+  async addContext(
+    tenant: string,
+    input: { sessionId: string; items: unknown; key?: string },
+  ): Promise<{ recorded: number }> {
+    const items = validateItems(input.items, 'app');
+    await this.#load(tenant, input.sessionId);
+    const at = new Date(this.#deps.clock.now()).toISOString();
+    const dedupe =
+      input.key === undefined ? undefined : { type: 'key' as const, key: input.key, fingerprint: fingerprint(items) };
+    const result = await this.#deps.store.enqueue(
+      input.sessionId,
+      items.map((item) => ({ item, at })),
+      dedupe,
+    );
+    switch (result.outcome) {
+      case 'recorded':
+        return { recorded: result.items.length };
+      case 'replayed':
+        return { recorded: 0 };
+      case 'conflict':
+        throw new CtxflowError(
+          'state_context_key_conflict',
+          `key ${JSON.stringify(input.key)} was used with other items; send new items under a new key`,
+        );
+      default:
+        throw new CtxflowError('state_session_not_found', `session ${input.sessionId} not found`);
+    }
+  }
+
+  /** R7, R8, R10, R15: a tool's or hook's `ctx.addContext`, first-wins per call site. */
+  async addCallContext(
+    tenant: string,
+    sessionId: string,
+    input: { callId: string; origin: 'tool' | 'hook'; site?: string; items: unknown },
+  ): Promise<{ recorded: number }> {
+    const items = validateItems(input.items, input.origin);
+    const state = await this.#load(tenant, sessionId);
+    const call = state.calls.find((c) => c.callId === input.callId);
+    const at = new Date(this.#deps.clock.now()).toISOString();
+    const site = `${input.origin}:${input.site ?? (input.origin === 'tool' ? (call?.name ?? 'tool') : 'hook')}`;
+    const tied =
+      input.origin === 'tool' ? { callId: input.callId, callStepIndex: call?.stepIndex ?? state.meta.steps } : {};
+    const result = await this.#deps.store.enqueue(
+      sessionId,
+      items.map((item) => ({ item, at, ...tied })),
+      { type: 'site', callId: input.callId, site },
+    );
+    if (result.outcome === 'not_found')
+      throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    return { recorded: result.outcome === 'recorded' ? result.items.length : 0 };
+  }
+
+  // ---------------------------------------------------------------- messages
+
+  async appendMessage(
+    tenant: string,
+    sessionId: string,
+    input: { role: MessageRole; content: string; callId?: string; toolCalls?: { callId: string; name: string }[] },
+  ): Promise<MessageEntry> {
+    return this.#locks.run(sessionId, async () => {
+      const { meta } = await this.#load(tenant, sessionId);
+      const next = structuredClone(meta);
+      // A user turn ends the run: the next step starts a new one (N3).
+      if (input.role === 'user' && next.run?.open) next.run.open = false;
+      const at = new Date(this.#deps.clock.now()).toISOString();
+      const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
+      if (input.callId !== undefined) message.callId = input.callId;
+      if (input.toolCalls?.length) message.toolCalls = input.toolCalls;
+      const [entry] = await this.#deps.store.appendMessages(sessionId, [message], next);
+      const stored = entry as MessageEntry;
+      this.#deps.events.publish(sessionId, {
+        type: 'message',
+        seq: stored.seq,
+        role: stored.role,
+        content: stored.content,
+        at,
+      });
+      return stored;
+    });
+  }
+
+  /** R4: what a user may see: messages only, never a context row. */
+  async listMessages(tenant: string, sessionId: string) {
+    const { log } = await this.#load(tenant, sessionId);
+    return log
+      .filter((e): e is MessageEntry => e.type === 'message')
+      .map((e) => ({
+        seq: e.seq,
+        role: e.role,
+        content: e.content,
+        at: e.at,
+        ...(e.callId ? { callId: e.callId } : {}),
+        ...(e.toolCalls ? { toolCalls: e.toolCalls } : {}),
+      }));
+  }
+
+  /** R4: a snapshot a UI may show: no context row in it. */
+  async snapshot(tenant: string, sessionId: string) {
+    const state = await this.#load(tenant, sessionId);
+    const agent = await this.#agentOf(state.meta);
+    const cursor = foldCursor(state.log);
+    return {
+      sessionId,
+      agentId: state.meta.agentId ?? null,
+      createdAt: state.meta.createdAt,
+      branchOf: state.meta.branchOf ?? null,
+      messages: await this.listMessages(tenant, sessionId),
+      steps: state.meta.steps,
+      queued: state.queue.length,
+      cursor: cursor ?? null,
+      activeTools: foldActiveTools(this.#tools(agent), state.log),
+    };
+  }
+
+  /** The operator's view (inspector): everything, rows included. */
+  async inspect(tenant: string, sessionId: string) {
+    const state = await this.#load(tenant, sessionId);
+    const agent = await this.#agentOf(state.meta);
+    const steps = await this.#deps.store.listSteps(sessionId);
+    return {
+      meta: state.meta,
+      log: state.log.map((e) => (e.type === 'row' ? { seq: e.seq, type: 'row', stepId: e.stepId, row: e.row } : e)),
+      queue: state.queue,
+      calls: state.calls,
+      steps,
+      cursor: foldCursor(state.log) ?? null,
+      activeTools: foldActiveTools(this.#tools(agent), state.log),
+      recent: this.#deps.events.recent(sessionId),
+    };
+  }
+
+  recentChunks(sessionId: string) {
+    return this.#deps.events.recent(sessionId);
+  }
+
+  subscribe(sessionId: string, listener: Parameters<SessionEvents['subscribe']>[1]) {
+    return this.#deps.events.subscribe(sessionId, listener);
+  }
+
+  async listSessions(tenant: string, limit = 100) {
+    return this.#deps.store.listSessions(tenant, limit);
+  }
+
+  // ---------------------------------------------------------------- the context pass
+
+  /**
+   * One model call's context pass (R2, R22): drain the queue, call the
+   * stepContext hook from the stored cursor, recall memory, commit every new row
+   * in ONE store commit, then render the request. A `requestId` already
+   * committed returns that step again, committing nothing (R33, redelivery).
+   */
+  async step(
+    tenant: string,
+    sessionId: string,
+    input: { mode?: StepMode; requestId?: string } = {},
+  ): Promise<StepResult> {
+    const mode = input.mode ?? 'first';
+    return this.#locks.run(sessionId, () => this.#pass(tenant, sessionId, mode, input.requestId));
+  }
+
+  async #pass(tenant: string, sessionId: string, mode: StepMode, requestId: string | undefined): Promise<StepResult> {
+    const started = performance.now();
+    let hookMemo: { cursor: Cursor | undefined; outcome: HookOutcome } | undefined;
+    for (let attempt = 0; attempt < 5; attempt++) {
+      const state = await this.#load(tenant, sessionId);
+      if (requestId !== undefined) {
+        const done = await this.#deps.store.getStep(sessionId, { requestId });
+        if (done) return this.#replay(state, done);
+      }
+      const agent = await this.#agentOf(state.meta);
+      const now = this.#deps.clock.now();
+      const at = new Date(now).toISOString();
+      const meta = structuredClone(state.meta);
+      const stepId = this.#newId('stp');
+
+      const freshRun = !meta.run?.open;
+      if (freshRun) {
+        meta.run = {
+          runId: this.#newId('run'),
+          agentContext: agent?.context ?? [],
+          startLength: state.log.length,
+          startOrdinal: meta.steps,
+          open: true,
+          ...(agent?.model === undefined ? {} : { model: agent.model }),
+        };
+      }
+      const run = meta.run!;
+      const rebuild = this.#rebuildReason(meta, freshRun, agent, now);
+      if (rebuild) {
+        if (meta.thread.staged) {
+          meta.thread.live = meta.thread.staged;
+          delete meta.thread.staged;
+        }
+        meta.forceRefresh = false;
+        meta.prefix = {
+          system: renderSystemPrefix(run.agentContext, meta.thread.live),
+          agentContext: run.agentContext,
+          ...(run.model === undefined ? {} : { model: run.model }),
+        };
+      }
+      const system = meta.prefix!.system;
+
+      // 1. The queue, in order (R7).
+      const rows: RowEntry[] = [];
+      const addRow = (item: SourcedItem, extra: Partial<RowEntry>, cursor?: Cursor) => {
+        const seq = state.log.length + rows.length;
+        rows.push({ type: 'row', seq, stepId, at, row: toRow(`${stepId}.${rows.length}`, item, cursor), ...extra });
+      };
+      for (const queued of state.queue) addRow(queued.item, { itemId: queued.itemId, queued });
+
+      // 2. The stepContext hook from the stored cursor (R22-R27).
+      const skipped: { reason: SkipReason; message: string }[] = [];
+      const cursor = foldCursor(state.log);
+      const hook = this.#deps.stepContextFor(agent);
+      if (hook) {
+        if (!hookMemo || canonical(hookMemo.cursor) !== canonical(cursor)) {
+          const outcome = await runHook(
+            hook,
+            { sessionId, cursor, ...(meta.agentId === undefined ? {} : { agentId: meta.agentId }) },
+            agent?.stepContext ?? { maxBytes: DEFAULT_MAX_BYTES, timeoutMs: DEFAULT_TIMEOUT_MS },
+          );
+          hookMemo = { cursor, outcome };
+        }
+        const outcome = hookMemo.outcome;
+        if (outcome.type === 'skipped') skipped.push({ reason: outcome.reason, message: outcome.message });
+        if (outcome.type === 'batch') for (const item of outcome.items) addRow(item, {}, outcome.cursor);
+      }
+
+      // 3. Memory auto-inject (R34): once per user turn, again after a rewind removed it.
+      if (agent?.memory.autoInject && this.#needsRecall(state.log)) {
+        const query = this.#lastUserMessage(state.log);
+        const memories = await this.#deps.memory.recall({ agentId: agent.agentId, sessionId, query });
+        const item: SourcedItem = { kind: 'memory', source: 'memory', content: memories.join('\n') };
+        if (byteLength(item) > MAX_ITEM_BYTES) {
+          skipped.push({
+            reason: 'memory_too_large',
+            message: `recalled memory is ${byteLength(item)} bytes, over the ${MAX_ITEM_BYTES}-byte message limit`,
+          });
+          addRow({ kind: 'memory', source: 'memory', content: '' }, {});
+        } else {
+          addRow(item, {});
+        }
+      }
+
+      const log = [...state.log, ...rows];
+      const tools = this.#tools(agent);
+      const activeTools = foldActiveTools(tools, log);
+      const newCursor = foldCursor(log);
+      const step: StepRecord = {
+        stepId,
+        ordinal: meta.steps + 1,
+        mode,
+        runId: run.runId,
+        logStart: state.log.length,
+        logEnd: log.length,
+        rowIds: rows.map((r) => r.row.id),
+        system,
+        activeTools,
+        cache: rebuild ? { rebuilt: true, reason: rebuild } : { rebuilt: false },
+        at,
+        ...(requestId === undefined ? {} : { requestId }),
+        ...(newCursor === undefined ? {} : { cursor: newCursor }),
+      };
+      const previousEnd = meta.lastRequestEnd;
+      const previousSystem = state.meta.prefix?.system;
+      meta.steps += 1;
+      meta.lastStepAt = now;
+      meta.lastRequestEnd = log.length;
+
+      const result = await this.#deps.store.commitStep(sessionId, {
+        step,
+        rows,
+        drain: state.queue.map((q) => q.itemId),
+        expectedLogLength: state.log.length,
+        meta,
+      });
+      if (result.outcome === 'duplicate') return this.#replay(await this.#load(tenant, sessionId), result.step);
+      if (result.outcome === 'conflict') continue;
+
+      const request = renderRequest(system, log, tools, activeTools);
+      this.#report(sessionId, step, rows, skipped, request, started, previousSystem, previousEnd, state.log, tools);
+      return {
+        stepId,
+        mode,
+        rows: rows.map((r) => r.row),
+        request,
+        cursor: newCursor ?? null,
+        cache: step.cache,
+        skipped,
+      };
+    }
+    throw new CtxflowError(
+      'state_conflict',
+      `session ${sessionId} kept changing during the context pass; send the step again`,
+    );
+  }
+
+  #report(
+    sessionId: string,
+    step: StepRecord,
+    rows: RowEntry[],
+    skipped: { reason: SkipReason; message: string }[],
+    request: ModelRequest,
+    started: number,
+    previousSystem: string | undefined,
+    previousEnd: number | undefined,
+    previousLog: LogEntry[],
+    tools: ToolDeclaration[],
+  ) {
+    const { telemetry, events } = this.#deps;
+    for (const skip of skipped) {
+      telemetry.contextSkipped({ sessionId, stepId: step.stepId, reason: skip.reason, message: skip.message });
+      events.publish(sessionId, { type: 'context_skipped', stepId: step.stepId, ...skip, at: step.at });
+    }
+    events.publish(sessionId, {
+      type: 'step',
+      stepId: step.stepId,
+      mode: step.mode,
+      rowCount: rows.length,
+      at: step.at,
+    });
+    const requestText = JSON.stringify(request.messages);
+    let reused = 0;
+    if (previousSystem !== undefined && previousEnd !== undefined) {
+      const previous = renderRequest(previousSystem, previousLog.slice(0, previousEnd), tools, []);
+      const previousText = JSON.stringify(previous.messages);
+      reused = sharedPrefixBytes(previousText.slice(0, -1), requestText);
+    }
+    telemetry.stepCommitted({
+      sessionId,
+      stepId: step.stepId,
+      mode: step.mode,
+      rows: rows.map((r) => ({ kind: r.row.kind, source: r.row.source })),
+      durationMs: performance.now() - started,
+      requestBytes: Buffer.byteLength(requestText),
+      prefixReusedBytes: reused,
+    });
+  }
+
+  /** A step committed before: the same answer, nothing committed again. */
+  async #replay(state: SessionState, step: StepRecord): Promise<StepResult> {
+    const agent = await this.#agentOf(state.meta);
+    const log = state.log.slice(0, step.logEnd);
+    const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
+    return {
+      stepId: step.stepId,
+      mode: step.mode,
+      rows,
+      request: renderRequest(step.system, log, this.#tools(agent), step.activeTools),
+      cursor: step.cursor ?? null,
+      cache: step.cache,
+      skipped: [],
+    };
+  }
+
+  #rebuildReason(
+    meta: SessionMeta,
+    freshRun: boolean,
+    agent: AgentRecord | undefined,
+    now: number,
+  ): RebuildReason | undefined {
+    if (!meta.prefix) return 'new_thread';
+    if (meta.forceRefresh) return 'force_refresh';
+    if (freshRun && !sameBlocks(meta.run!.agentContext, meta.prefix.agentContext)) return 'agent_context';
+    if (freshRun && meta.run!.model !== meta.prefix.model) return 'model_change';
+    const ttl = agent?.cacheTtlMs ?? DEFAULT_CACHE_TTL_MS;
+    if (meta.lastStepAt !== undefined && now - meta.lastStepAt > ttl) return 'cache_cold';
+    return undefined;
+  }
+
+  #lastUserIndex(log: LogEntry[]): number {
+    for (let i = log.length - 1; i >= 0; i--) {
+      const e = log[i]!;
+      if (e.type === 'message' && e.role === 'user') return i;
+    }
+    return -1;
+  }
+
+  #lastUserMessage(log: LogEntry[]): string {
+    const i = this.#lastUserIndex(log);
+    return i < 0 ? '' : (log[i] as MessageEntry).content;
+  }
+
+  #needsRecall(log: LogEntry[]): boolean {
+    const from = this.#lastUserIndex(log) + 1;
+    return !log.slice(from).some((e) => e.type === 'row' && e.row.kind === 'memory' && e.row.source === 'memory');
+  }
+
+  // ---------------------------------------------------------------- tools
+
+  /** R17, R20: the tool gate. A repeated callId gets the same decision. */
+  async gateToolCall(
+    tenant: string,
+    sessionId: string,
+    input: { callId: string; name: string },
+  ): Promise<ToolDecision> {
+    return this.#locks.run(sessionId, async () => {
+      const state = await this.#load(tenant, sessionId);
+      const existing = state.calls.find((c) => c.callId === input.callId);
+      if (existing) return decisionOf(existing);
+      const agent = await this.#agentOf(state.meta);
+      const tools = this.#tools(agent);
+      const declared = tools.find((t) => t.name === input.name);
+      const call: CallRecord = {
+        callId: input.callId,
+        name: input.name,
+        stepIndex: state.meta.steps,
+        status: 'executed',
+      };
+      if (!declared) {
+        call.status = 'refused';
+        call.reason = 'tool_unavailable';
+      } else if (!foldActiveTools(tools, state.log).includes(input.name)) {
+        call.status = 'refused';
+        call.reason = 'tool_inactive';
+      } else if (declared.needsApproval && declared.name !== FINISH_TOOL) {
+        call.status = 'awaiting_approval';
+      } else if (declared.client) {
+        call.status = 'awaiting_client';
+        call.deadlineAt = this.#deps.clock.now() + (declared.deadlineMs ?? DEFAULT_CLIENT_DEADLINE_MS);
+      }
+      await this.#deps.store.putCall(sessionId, call);
+      return decisionOf(call);
+    });
+  }
+
+  /**
+   * R21: an approval answers "may this call run", not "override the switch":
+   * a switch-off in the log or still queued refuses it.
+   */
+  async answerApproval(tenant: string, sessionId: string, callId: string, approved: boolean): Promise<ToolDecision> {
+    return this.#locks.run(sessionId, async () => {
+      const state = await this.#load(tenant, sessionId);
+      const call = state.calls.find((c) => c.callId === callId);
+      if (!call) throw new CtxflowError('state_call_not_found', `call ${callId} not found`);
+      if (call.status !== 'awaiting_approval') return decisionOf(call);
+      const agent = await this.#agentOf(state.meta);
+      const tools = this.#tools(agent);
+      const next: CallRecord = { ...call };
+      if (!approved) {
+        next.status = 'denied';
+      } else if (!foldActiveTools(tools, state.log, state.queue).includes(call.name)) {
+        next.status = 'refused';
+        next.reason = 'tool_inactive';
+      } else if (tools.find((t) => t.name === call.name)?.client) {
+        next.status = 'awaiting_client';
+        next.deadlineAt =
+          this.#deps.clock.now() + (tools.find((t) => t.name === call.name)?.deadlineMs ?? DEFAULT_CLIENT_DEADLINE_MS);
+      } else {
+        next.status = 'executed';
+      }
+      await this.#deps.store.putCall(sessionId, next);
+      return decisionOf(next);
+    });
+  }
+
+  /** R35: a client tool's answer; after its deadline it becomes a late-answer notice. */
+  async answerClientCall(tenant: string, sessionId: string, callId: string, content: string) {
+    return this.#locks.run(sessionId, async () => {
+      const state = await this.#load(tenant, sessionId);
+      const call = state.calls.find((c) => c.callId === callId);
+      if (!call || (call.status !== 'awaiting_client' && call.status !== 'answered')) {
+        throw new CtxflowError('state_call_not_found', `call ${callId} is not waiting for a client answer`);
+      }
+      if (call.status === 'answered') return { late: false, recorded: 0 };
+      const now = this.#deps.clock.now();
+      const at = new Date(now).toISOString();
+      const late = now > (call.deadlineAt ?? Number.POSITIVE_INFINITY);
+      if (late) {
+        const item: SourcedItem = {
+          kind: 'notice',
+          source: 'late-answer',
+          content: `Late answer from tool ${call.name} (call ${callId}), after its deadline:\n${content}`,
+        };
+        validateItems([{ kind: item.kind, content: item.content }], 'app');
+        await this.#deps.store.enqueue(sessionId, [{ item, at }], { type: 'site', callId, site: 'late-answer' });
+      } else {
+        await this.#deps.store.appendMessages(sessionId, [{ type: 'message', role: 'tool', content, callId, at }]);
+      }
+      await this.#deps.store.putCall(sessionId, { ...call, status: 'answered' });
+      return { late, recorded: 1 };
+    });
+  }
+
+  // ---------------------------------------------------------------- rewinds, branches, restarts
+
+  async #target(sessionId: string, ref: { toStepId?: string; beforeStepId?: string }) {
+    const steps = await this.#deps.store.listSteps(sessionId);
+    const id = ref.toStepId ?? ref.beforeStepId;
+    if (id === undefined) throw new CtxflowError('validation_error', 'give toStepId or beforeStepId');
+    const step = steps.find((s) => s.stepId === id);
+    if (!step) throw new CtxflowError('state_step_not_found', `step ${id} not found in session ${sessionId}`);
+    const before = ref.toStepId === undefined;
+    return {
+      steps,
+      step,
+      toLength: before ? step.logStart : step.logEnd,
+      /** Steps that survive. */
+      keep: steps.filter((s) => (before ? s.ordinal < step.ordinal : s.ordinal <= step.ordinal)),
+      /** Calls made in answer to model call `ordinal` or later are removed with it. */
+      callRemoved: (call: { stepIndex: number }) => call.stepIndex >= step.ordinal,
+    };
+  }
+
+  /**
+   * R28, R29: truncates the log after a step (`toStepId`) or before it
+   * (`beforeStepId`). Delivered items whose rows were cut are queued again once,
+   * unless the tool call that queued them was cut too; the cursor, the active
+   * tools and memory follow from what is left.
+   */
+  async rewind(tenant: string, sessionId: string, ref: { toStepId?: string; beforeStepId?: string }) {
+    return this.#locks.run(sessionId, () => this.#rewind(tenant, sessionId, ref));
+  }
+
+  async #rewind(tenant: string, sessionId: string, ref: { toStepId?: string; beforeStepId?: string }) {
+    const state = await this.#load(tenant, sessionId);
+    const target = await this.#target(sessionId, ref);
+    const removedCalls = new Set(state.calls.filter(target.callRemoved).map((c) => c.callId));
+    const goesWithCall = (q: QueuedItem) => q.callId !== undefined && removedCalls.has(q.callId);
+    const requeue = state.log
+      .slice(target.toLength)
+      .flatMap((e) => (e.type === 'row' && e.queued && !goesWithCall(e.queued) ? [e.queued] : []));
+    const meta = structuredClone(state.meta);
+    meta.steps = target.keep.length;
+    meta.lastRequestEnd = Math.min(meta.lastRequestEnd ?? 0, target.toLength);
+    if (meta.run && meta.run.startLength > target.toLength) meta.run.open = false;
+    const ok = await this.#deps.store.rewind(sessionId, {
+      expectedLogLength: state.log.length,
+      toLength: target.toLength,
+      requeue,
+      dropItems: state.queue.filter(goesWithCall).map((q) => q.itemId),
+      dropCalls: [...removedCalls],
+      dropSteps: target.steps.filter((s) => !target.keep.includes(s)).map((s) => s.stepId),
+      meta,
+    });
+    if (!ok) throw new CtxflowError('state_conflict', `session ${sessionId} changed during the rewind; send it again`);
+    const at = new Date(this.#deps.clock.now()).toISOString();
+    this.#deps.events.publish(sessionId, { type: 'rewind', toLength: target.toLength, at });
+    const after = await this.#load(tenant, sessionId);
+    const agent = await this.#agentOf(after.meta);
+    return {
+      logLength: after.log.length,
+      requeued: requeue.length,
+      queued: after.queue.length,
+      cursor: foldCursor(after.log) ?? null,
+      activeTools: foldActiveTools(this.#tools(agent), after.log),
+    };
+  }
+
+  /** R31: a run that failed restarts from its start; its rows are re-made once each. */
+  async restartRun(tenant: string, sessionId: string, input: { requestId?: string } = {}): Promise<StepResult> {
+    return this.#locks.run(sessionId, async () => {
+      const state = await this.#load(tenant, sessionId);
+      const run = state.meta.run;
+      const steps = await this.#deps.store.listSteps(sessionId);
+      const first = run ? steps.find((s) => s.runId === run.runId) : undefined;
+      if (first) await this.#rewind(tenant, sessionId, { beforeStepId: first.stepId });
+      return this.#pass(tenant, sessionId, 'retry', input.requestId);
+    });
+  }
+
+  /** R32: a branch copies rows with their cursors and tool effects, never the queue. */
+  async branch(tenant: string, sessionId: string, input: { atStepId?: string }): Promise<SessionMeta> {
+    return this.#locks.run(sessionId, async () => {
+      const state = await this.#load(tenant, sessionId);
+      let log = state.log;
+      let steps = await this.#deps.store.listSteps(sessionId);
+      let calls = state.calls;
+      if (input.atStepId !== undefined) {
+        const target = await this.#target(sessionId, { toStepId: input.atStepId });
+        log = state.log.slice(0, target.toLength);
+        steps = target.keep;
+        calls = state.calls.filter((c) => !target.callRemoved(c));
+      }
+      const meta: SessionMeta = {
+        ...structuredClone(state.meta),
+        sessionId: this.#newId('ses'),
+        createdAt: new Date(this.#deps.clock.now()).toISOString(),
+        steps: steps.length,
+        branchOf: { sessionId, ...(input.atStepId === undefined ? {} : { atStepId: input.atStepId }) },
+        lastRequestEnd: Math.min(state.meta.lastRequestEnd ?? 0, log.length),
+      };
+      if (meta.run && meta.run.startLength > log.length) meta.run.open = false;
+      await this.#deps.store.createSession(meta, structuredClone(log), structuredClone(steps), structuredClone(calls));
+      const agent = await this.#agentOf(state.meta);
+      await this.#deps.stepContextFor(agent)?.copySession?.(sessionId, meta.sessionId);
+      return meta;
+    });
+  }
+}

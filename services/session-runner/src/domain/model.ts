@@ -1,0 +1,164 @@
+import type { ContextRow, Cursor, RowSource, SourcedItem, StepMode } from '@ctxflow/contracts';
+
+/** A context block (N1): verbatim text with an optional opaque id (N2). */
+export interface ContextBlock {
+  id?: string;
+  content: string;
+}
+
+/** A tool as the agent declares it. The model is always offered every declared tool (R16). */
+export interface ToolDeclaration {
+  name: string;
+  description?: string;
+  /** The runtime's client executes it; an answer after `deadlineMs` becomes a late-answer notice (R35). */
+  client?: boolean;
+  deadlineMs?: number;
+  /** A call waits for an approval before it runs (R21). */
+  needsApproval?: boolean;
+}
+
+export interface StepContextSettings {
+  /** An HTTP hook: POST `{ sessionId, cursor }`, answer `{ items, cursor }`. Absent: the ticket feed. */
+  url?: string;
+  /** A batch with its cursor, in bytes of JSON (R25). */
+  maxBytes: number;
+  /** The hook's time limit; its abort signal fires then (R25). */
+  timeoutMs: number;
+}
+
+export interface AgentRecord {
+  agentId: string;
+  tenant: string;
+  /** Frozen into each run when the run is created (N3). */
+  context: ContextBlock[];
+  model?: string;
+  /** Declared tools, `__finish__` last unless declared explicitly. */
+  tools: ToolDeclaration[];
+  stepContext: StepContextSettings;
+  memory: { autoInject: boolean };
+  /** A prefix idle longer than this is treated as gone cold (N4). */
+  cacheTtlMs: number;
+  createdAt: string;
+  version: number;
+}
+
+/** A run: the steps between two user turns; it freezes the agent context (N3). */
+export interface RunState {
+  runId: string;
+  agentContext: ContextBlock[];
+  model?: string;
+  /** Log length when the run started: where a failed run restarts from (R31). */
+  startLength: number;
+  /** Steps committed before the run started. */
+  startOrdinal: number;
+  open: boolean;
+}
+
+export interface SessionMeta {
+  sessionId: string;
+  tenant: string;
+  agentId?: string;
+  createdAt: string;
+  /** Thread context (N4): `live` is in the cached prefix, `staged` waits for the next rebuild. */
+  thread: { live: ContextBlock[]; staged?: ContextBlock[] };
+  /** A forceRefresh asked for; folded at the next step (N5). */
+  forceRefresh: boolean;
+  run?: RunState;
+  /** The system prefix the last request carried, with what it was built from. */
+  prefix?: { system: string; agentContext: ContextBlock[]; model?: string };
+  /** Milliseconds since the epoch of the last step's commit (cache warmth). */
+  lastStepAt?: number;
+  /** Surviving steps: the next step's ordinal is `steps + 1`. */
+  steps: number;
+  /** Log length the last request covered (for prompt-prefix reuse). */
+  lastRequestEnd?: number;
+  branchOf?: { sessionId: string; atStepId?: string };
+}
+
+export type MessageRole = 'user' | 'assistant' | 'tool';
+
+export interface MessageEntry {
+  type: 'message';
+  seq: number;
+  role: MessageRole;
+  content: string;
+  callId?: string;
+  toolCalls?: { callId: string; name: string }[];
+  at: string;
+}
+
+export interface RowEntry {
+  type: 'row';
+  seq: number;
+  row: ContextRow;
+  stepId: string;
+  /** The queued item this row delivered; absent for hook and memory rows. */
+  itemId?: string;
+  /** The queue record, kept so a rewind can deliver it again (R28). */
+  queued?: QueuedItem;
+  at: string;
+}
+
+export type LogEntry = MessageEntry | RowEntry;
+
+/** An item waiting for the next model call (R7). */
+export interface QueuedItem {
+  itemId: string;
+  item: SourcedItem;
+  /** The tool call that queued it: a rewind that removes the call removes the item (R29). */
+  callId?: string;
+  /** Steps committed when the call was made (see CallRecord.stepIndex). */
+  callStepIndex?: number;
+  at: string;
+}
+
+export type NewQueuedItem = Omit<QueuedItem, 'itemId'>;
+
+export type CallStatus = 'executed' | 'refused' | 'awaiting_approval' | 'awaiting_client' | 'answered' | 'denied';
+
+export interface CallRecord {
+  callId: string;
+  name: string;
+  /** Steps committed when the call was made: the call answers model call number `stepIndex`. */
+  stepIndex: number;
+  status: CallStatus;
+  reason?: string;
+  deadlineAt?: number;
+}
+
+export interface StepRecord {
+  stepId: string;
+  requestId?: string;
+  ordinal: number;
+  mode: StepMode;
+  runId: string;
+  /** Log positions: rows of this step are `[logStart, logEnd)`. */
+  logStart: number;
+  logEnd: number;
+  rowIds: string[];
+  system: string;
+  activeTools: string[];
+  cursor?: Cursor;
+  cache: { rebuilt: boolean; reason?: RebuildReason };
+  at: string;
+}
+
+export type RebuildReason = 'new_thread' | 'agent_context' | 'model_change' | 'force_refresh' | 'cache_cold' | 'branch';
+
+export interface SessionState {
+  meta: SessionMeta;
+  log: LogEntry[];
+  queue: QueuedItem[];
+  calls: CallRecord[];
+}
+
+export type SkipReason = 'hook_error' | 'hook_timeout' | 'hook_invalid' | 'memory_too_large';
+
+/** A chunk on the session's stream. Never carries a context row (R4). */
+export type StreamChunk =
+  | { type: 'context_skipped'; stepId: string; reason: SkipReason; message: string; at: string }
+  | { type: 'step'; stepId: string; mode: StepMode; rowCount: number; at: string }
+  | { type: 'message'; seq: number; role: MessageRole; content: string; at: string }
+  | { type: 'rewind'; toLength: number; at: string };
+
+export type { RowSource };

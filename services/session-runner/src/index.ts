@@ -1,0 +1,29 @@
+export { HttpStepContext } from './adapters/http-step-context.ts';
+export { MemoryMemoryRecall } from './adapters/memory-memory-recall.ts';
+export { MemorySessionEvents } from './adapters/memory-session-events.ts';
+export { MemorySessionStore } from './adapters/memory-session-store.ts';
+export type { RunnerAppDeps } from './build-app.ts';
+export { buildRunnerApp } from './build-app.ts';
+export { createEngine, hookSelector } from './create-engine.ts';
+export { foldActiveTools } from './domain/active-tools.ts';
+export type { AgentInput, EngineDeps, StepResult, ToolDecision } from './domain/context-engine.ts';
+export { ContextEngine, fingerprint, foldCursor } from './domain/context-engine.ts';
+export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook-batch.ts';
+export type * from './domain/model.ts';
+export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
+export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
+export type { Clock } from './ports/clock.ts';
+export { systemClock } from './ports/clock.ts';
+export type { MemoryRecall } from './ports/memory-recall.ts';
+export type { SessionEvents } from './ports/session-events.ts';
+export type {
+  CommitResult,
+  EnqueueDedupe,
+  EnqueueResult,
+  RewindCommit,
+  SessionStore,
+  StepCommit,
+} from './ports/session-store.ts';
+export type { StepContextRequest, StepContextSource } from './ports/step-context-source.ts';
+export type { RunnerTelemetry } from './ports/telemetry.ts';
+export { noopRunnerTelemetry } from './ports/telemetry.ts';

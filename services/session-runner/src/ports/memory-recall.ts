@@ -1,0 +1,6 @@
+/** Memories an agent recalls (R34). */
+export interface MemoryRecall {
+  /** Memories relevant to `query`, most relevant first. */
+  recall(request: { agentId: string; sessionId: string; query: string }): Promise<string[]>;
+  remember(agentId: string, content: string): Promise<void>;
+}

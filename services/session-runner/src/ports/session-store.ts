@@ -1,0 +1,105 @@
+import type {
+  AgentRecord,
+  CallRecord,
+  LogEntry,
+  NewQueuedItem,
+  QueuedItem,
+  SessionMeta,
+  SessionState,
+  StepRecord,
+} from '../domain/model.ts';
+
+/** How an enqueue is deduplicated. */
+export type EnqueueDedupe =
+  /** An app request key (R13): same fingerprint replays, another conflicts. */
+  | { type: 'key'; key: string; fingerprint: string }
+  /** A tool's or hook's call site (R10, R15): first wins, repeats record nothing. */
+  | { type: 'site'; callId: string; site: string };
+
+export type EnqueueResult =
+  | { outcome: 'recorded'; items: QueuedItem[] }
+  | { outcome: 'replayed' }
+  | { outcome: 'conflict' }
+  | { outcome: 'not_found' };
+
+export interface StepCommit {
+  step: StepRecord;
+  /** Appended in order at `step.logStart`; every entry's seq is its index. */
+  rows: LogEntry[];
+  /** Queue items delivered by these rows; each must still be queued. */
+  drain: string[];
+  /** The log length the pass was computed on; another length is a conflict. */
+  expectedLogLength: number;
+  meta: SessionMeta;
+}
+
+export type CommitResult =
+  | { outcome: 'committed' }
+  | { outcome: 'duplicate'; step: StepRecord }
+  | { outcome: 'conflict' };
+
+export interface RewindCommit {
+  expectedLogLength: number;
+  toLength: number;
+  /** Items delivered again, placed before what is queued now, in this order (R28). */
+  requeue: QueuedItem[];
+  /** Queued items removed with their call (R29). */
+  dropItems: string[];
+  /** Calls removed by the rewind, with their call sites (R29). */
+  dropCalls: string[];
+  /** Steps whose rows were truncated. */
+  dropSteps: string[];
+  meta: SessionMeta;
+}
+
+/**
+ * The session-runner's store. Every method is atomic on its own; the adapters
+ * (memory-session-store.ts, redis-session-store.ts) pass
+ * test/contract/session-store.contract.ts.
+ */
+export interface SessionStore {
+  /** Stores a new agent. */
+  putAgent(agent: AgentRecord): Promise<void>;
+  /** Replaces an agent if its version is still `expectedVersion`; false otherwise. */
+  replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<boolean>;
+  getAgent(agentId: string): Promise<AgentRecord | undefined>;
+
+  /** Creates a session with an initial log (a branch copies one) and steps; never a queue. */
+  createSession(meta: SessionMeta, log: LogEntry[], steps: StepRecord[], calls: CallRecord[]): Promise<void>;
+  /** Everything a step needs: meta, the whole log, the queue, the calls. */
+  load(sessionId: string): Promise<SessionState | undefined>;
+  /** Sessions of a tenant, newest first, at most `limit`. */
+  listSessions(tenant: string, limit: number): Promise<SessionMeta[]>;
+  /** Replaces the session meta (thread context edits); false when the session is absent. */
+  putMeta(meta: SessionMeta): Promise<boolean>;
+
+  /**
+   * Queues items, ids assigned by the store, with the dedupe check and record in
+   * the same atomic write: nothing is queued on `replayed` or `conflict`.
+   */
+  enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult>;
+
+  /** Appends messages at the end of the log; returns them with their seq. */
+  appendMessages(
+    sessionId: string,
+    messages: Omit<Extract<LogEntry, { type: 'message' }>, 'seq'>[],
+    meta?: SessionMeta,
+  ): Promise<LogEntry[]>;
+
+  /**
+   * The context pass's ONE commit (R2): rows, queue drain, step record (by id and
+   * request id) and meta, all or nothing. A request id already committed gives
+   * `duplicate` with that step; a changed log or a drained item no longer queued
+   * gives `conflict`.
+   */
+  commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult>;
+
+  /** Truncates the log and applies the queue and call changes in one write; false on conflict. */
+  rewind(sessionId: string, commit: RewindCommit): Promise<boolean>;
+
+  /** Inserts or replaces one call record. */
+  putCall(sessionId: string, call: CallRecord): Promise<void>;
+
+  getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined>;
+  listSteps(sessionId: string): Promise<StepRecord[]>;
+}

@@ -1,0 +1,51 @@
+import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import { installErrorHandler } from './error-handler.ts';
+
+export interface ServerOptions {
+  /** Fastify's logger option (a pino instance or options); false in tests. */
+  logger?: FastifyServerOptions['loggerInstance'] | false;
+  /** Prometheus exposition text for `GET /metrics`. */
+  metricsText?: () => Promise<string>;
+  /** Readiness checks for `GET /readyz`: name -> a probe that throws when not ready. */
+  readiness?: Record<string, () => Promise<void>>;
+  bodyLimit?: number;
+}
+
+/**
+ * A fastify instance with the shared error format and the operational routes
+ * (`/healthz`, `/readyz`, `/metrics`, never behind credentials). It never
+ * listens: tests call `app.inject()`.
+ */
+export function createServer(options: ServerOptions = {}): FastifyInstance {
+  const app = Fastify({
+    ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
+    bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024,
+    disableRequestLogging: false,
+  }) as unknown as FastifyInstance;
+  app.decorateRequest('tenant', '');
+  installErrorHandler(app);
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_request, reply) => {
+    const checks: Record<string, string> = {};
+    let ready = true;
+    for (const [name, probe] of Object.entries(options.readiness ?? {})) {
+      try {
+        await probe();
+        checks[name] = 'ok';
+      } catch (err) {
+        ready = false;
+        checks[name] = err instanceof Error ? err.message : 'not ready';
+      }
+    }
+    return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+  });
+
+  app.get('/metrics', async (_request, reply) => {
+    const text = options.metricsText ? await options.metricsText() : '';
+    return reply.type('text/plain; version=0.0.4; charset=utf-8').send(text);
+  });
+
+  return app;
+}
