@@ -1,0 +1,72 @@
+import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
+import { parseConfig } from '@ctxflow/service-kit';
+import { z } from 'zod';
+import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
+
+/** An unset or empty variable is absent. */
+const blank = <S extends z.ZodType>(schema: S) => z.preprocess((v) => (v === '' ? undefined : v), schema);
+
+const secret = blank(z.string().min(1).optional());
+
+/**
+ * The feed-ingestor's environment. Units live in the names (`_BYTES`, `_MS`).
+ * `KAFKA_BROKERS` / `REDIS_URL` set: the real bus and ledger; unset: in-memory.
+ */
+export const feedConfigSchema = z
+  .object({
+    CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
+    CTXFLOW_FEED_PORT: blank(z.coerce.number().int().min(0).max(65_535).default(8081)),
+    CTXFLOW_FEED_SECRET_GENERIC: secret,
+    CTXFLOW_FEED_SECRET_GITHUB: secret,
+    CTXFLOW_FEED_SECRET_JIRA: secret,
+    CTXFLOW_FEED_SECRET_ZENDESK: secret,
+    CTXFLOW_FEED_MAX_BYTES: blank(
+      z.coerce
+        .number()
+        .int()
+        .min(1024)
+        .max(16 * 1024 * 1024)
+        .default(DEFAULT_FEED_MAX_BYTES),
+    ),
+    CTXFLOW_FEED_DEDUPE_TTL_MS: blank(z.coerce.number().int().min(1000).default(DEFAULT_RETAIN_MS)),
+    CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
+    KAFKA_BROKERS: blank(
+      z
+        .string()
+        .transform((s) =>
+          s
+            .split(',')
+            .map((b) => b.trim())
+            .filter(Boolean),
+        )
+        .pipe(z.array(z.string().regex(/^[^\s:]+:\d+$/, 'expected host:port')).min(1))
+        .optional(),
+    ),
+    KAFKA_CLIENT: blank(z.enum(['kafkajs', 'platformatic']).optional()),
+    REDIS_URL: blank(z.url({ protocol: /^rediss?$/ }).optional()),
+  })
+  .transform((env) => {
+    const secrets: Partial<Record<FeedSource, string>> = {};
+    for (const source of FEED_SOURCES) {
+      const value = env[`CTXFLOW_FEED_SECRET_${source.toUpperCase()}` as keyof typeof env];
+      if (typeof value === 'string') secrets[source] = value;
+    }
+    return {
+      host: env.CTXFLOW_HOST,
+      port: env.CTXFLOW_FEED_PORT,
+      secrets: Object.freeze(secrets),
+      maxBodyBytes: env.CTXFLOW_FEED_MAX_BYTES,
+      dedupeTtlMs: env.CTXFLOW_FEED_DEDUPE_TTL_MS,
+      redisPrefix: env.CTXFLOW_REDIS_PREFIX,
+      kafkaBrokers: env.KAFKA_BROKERS,
+      kafkaClient: env.KAFKA_CLIENT,
+      redisUrl: env.REDIS_URL,
+    };
+  });
+
+export type FeedConfig = Readonly<z.output<typeof feedConfigSchema>>;
+
+/** Parses the environment once; every problem is reported at once (ConfigError). */
+export function loadFeedConfig(env: Record<string, string | undefined>): FeedConfig {
+  return parseConfig(feedConfigSchema, env);
+}

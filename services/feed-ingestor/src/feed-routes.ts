@@ -1,0 +1,154 @@
+import type { Publisher } from '@ctxflow/bus';
+import {
+  CtxflowError,
+  errorBody,
+  FEED_SOURCES,
+  type FeedSource,
+  isCtxflowError,
+  type TicketUpdate,
+  TOPICS,
+  ticketKey,
+} from '@ctxflow/contracts';
+import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import type { DeliveryLedger } from './delivery-ledger.ts';
+import { FEEDS } from './feeds.ts';
+
+/** Default body limit of a feed request, in bytes (256 KiB). */
+export const DEFAULT_FEED_MAX_BYTES = 256 * 1024;
+/** How long a delivery being published blocks a concurrent copy, in milliseconds. */
+export const DEFAULT_LEASE_MS = 30_000;
+/** How long a published delivery id is remembered, in milliseconds (72 h: GitHub keeps deliveries 3 days). */
+export const DEFAULT_RETAIN_MS = 72 * 60 * 60 * 1000;
+/** The `Retry-After` of a 503, in seconds. */
+export const DEFAULT_RETRY_AFTER_S = 5;
+
+export interface FeedRoutesDeps {
+  /** Publishes to TOPICS.ticketUpdates; resolves only once the bus acknowledged. */
+  publisher: Publisher;
+  ledger: DeliveryLedger;
+  /** Per-source HMAC secrets; a source without one answers 404 `feed_disabled`. */
+  secrets: Partial<Record<FeedSource, string>>;
+  /** Epoch milliseconds; the signed-timestamp window and `receivedAt` use it. */
+  clock?: () => number;
+  /** Body limit in bytes (default 256 KiB); over it is 413 `payload_too_large`. */
+  maxBodyBytes?: number;
+  leaseMs?: number;
+  retainMs?: number;
+  retryAfterSeconds?: number;
+}
+
+/** Fastify's own refusals in this scope, mapped to public codes. */
+function fromFastify(err: FastifyError, maxBodyBytes: number): CtxflowError | undefined {
+  switch (err.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new CtxflowError('payload_too_large', `body is over the ${maxBodyBytes}-byte limit`);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new CtxflowError('validation_error', 'content-type: expected application/json');
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new CtxflowError('validation_error', 'content-length does not match the body');
+  }
+  if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
+    return new CtxflowError('validation_error', err.message);
+  }
+  return undefined;
+}
+
+function parseJson(rawBody: Buffer): unknown {
+  if (rawBody.length === 0) throw new CtxflowError('validation_error', 'body: empty, expected a JSON object');
+  try {
+    return JSON.parse(rawBody.toString('utf8'));
+  } catch {
+    // The parser's message quotes the body; the answer names the problem only.
+    throw new CtxflowError('validation_error', 'body: not valid JSON (truncated or malformed)');
+  }
+}
+
+/**
+ * `POST /feeds/<source>` for every feed source. The plugin reads request
+ * bodies as raw bytes (its own application/json parser, in this plugin's
+ * encapsulated scope only: register it without fastify-plugin), verifies the
+ * sender's signature over those bytes, normalizes to one TicketUpdate and
+ * answers 202 only after the bus acknowledged it.
+ *
+ * Refusals publish nothing: 404 `feed_disabled` (no secret), 401
+ * `unauthorized` (signature, timestamp), 400 `validation_error` (body), 413
+ * `payload_too_large`, 503 `bus_unavailable` / `store_unavailable` with
+ * `Retry-After`. A repeated delivery id is answered 202 and published once.
+ * Neither secrets nor bodies are logged.
+ */
+export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) => {
+  const clock = deps.clock ?? Date.now;
+  const maxBodyBytes = deps.maxBodyBytes ?? DEFAULT_FEED_MAX_BYTES;
+  const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
+  const retainMs = deps.retainMs ?? DEFAULT_RETAIN_MS;
+  const retryAfter = String(deps.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_S);
+  const { publisher, ledger, secrets } = deps;
+
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: maxBodyBytes }, (_request, body, done) =>
+    done(null, body),
+  );
+
+  app.setErrorHandler((err: FastifyError, request, reply) => {
+    const known = isCtxflowError(err) ? err : fromFastify(err, maxBodyBytes);
+    if (!known) {
+      request.log.error({ errName: err.name, errCode: err.code }, 'feed request failed');
+      return reply.status(500).send(errorBody(new CtxflowError('internal_error', 'internal error')));
+    }
+    if (known.status === 503) {
+      reply.header('retry-after', retryAfter);
+      const cause = known.cause instanceof Error ? known.cause.message : undefined;
+      request.log.warn({ code: known.code, cause }, 'feed delivery not handed over');
+    }
+    return reply.status(known.status).send(errorBody(known));
+  });
+
+  async function publishOnce(update: TicketUpdate, request: FastifyRequest): Promise<'published' | 'duplicate'> {
+    const claim = await ledger.claim(update.id, leaseMs);
+    if (claim === 'done') return 'duplicate';
+    if (claim === 'in_flight') {
+      throw new CtxflowError('bus_unavailable', `delivery ${update.id} is being published by another request; retry`);
+    }
+    try {
+      await publisher.publish(TOPICS.ticketUpdates, [
+        { key: ticketKey(update), value: JSON.stringify(update), headers: { 'ctxflow-record-id': update.id } },
+      ]);
+    } catch (cause) {
+      // If the release fails too, the lease still ends after leaseMs and frees the id.
+      await ledger.release(update.id).catch(() => request.log.warn({ id: update.id }, 'delivery lease not released'));
+      throw new CtxflowError('bus_unavailable', 'the message bus did not acknowledge the update; retry', { cause });
+    }
+    // Published: a failed confirm only means a later retry may publish again (sinks drop it by record id).
+    await ledger
+      .confirm(update.id, retainMs)
+      .catch(() => request.log.warn({ id: update.id }, 'delivery not confirmed'));
+    return 'published';
+  }
+
+  for (const source of FEED_SOURCES) {
+    const feed = FEEDS[source];
+    app.post(`/feeds/${source}`, { bodyLimit: maxBodyBytes }, async (request: FastifyRequest, reply: FastifyReply) => {
+      const secret = secrets[source];
+      if (!secret) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
+      const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      const now = clock();
+      feed.verify({ headers: request.headers, rawBody }, secret, now);
+      const body = parseJson(rawBody);
+      const outcome = feed.normalize({ headers: request.headers, body, receivedAt: new Date(now).toISOString() });
+      if ('ignored' in outcome) {
+        request.log.info({ source, reason: outcome.ignored }, 'feed event ignored');
+        return reply.status(202).send({ ignored: true });
+      }
+      const { update } = outcome;
+      const result = await publishOnce(update, request);
+      request.log.info({ source, id: update.id, ticket: update.ticket, result }, 'feed delivery accepted');
+      return reply
+        .status(202)
+        .send(
+          result === 'duplicate'
+            ? { accepted: true, id: update.id, duplicate: true }
+            : { accepted: true, id: update.id },
+        );
+    });
+  }
+};

@@ -1,0 +1,11 @@
+import { checkHexSignature, hmacSha256, requireHeader, type Verifier } from './verifier.ts';
+
+/**
+ * GitHub webhooks:
+ *   X-Hub-Signature-256: sha256=<hex HMAC-SHA256(secret, raw body)>
+ * No timestamp is signed: replays are caught by deduplicating X-GitHub-Delivery.
+ */
+export const verifyGithub: Verifier = (request, secret) => {
+  const signature = requireHeader(request.headers, 'x-hub-signature-256');
+  checkHexSignature(signature, 'x-hub-signature-256', hmacSha256(secret, request.rawBody));
+};

@@ -1,0 +1,80 @@
+import { createHmac } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { OutgoingRecord, Publisher } from '@ctxflow/bus';
+import { CtxflowError, type FeedSource } from '@ctxflow/contracts';
+import { buildFeedApp, type FeedAppDeps, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+
+/** Fixed "now" of the feed tests: 2024-05-01T09:31:00Z, in epoch milliseconds. */
+export const NOW = Date.parse('2024-05-01T09:31:00Z');
+export const RECEIVED_AT = new Date(NOW).toISOString();
+
+export const SECRETS: Record<FeedSource, string> = {
+  generic: 'generic-test-secret-9f1c',
+  github: 'github-test-secret-27ab',
+  jira: 'jira-test-secret-c04e',
+  zendesk: 'zendesk-test-secret-e6d3',
+};
+
+/** A Publisher that records what the bus acknowledged; `failing` makes it reject like a bus that is down. */
+export class RecordingPublisher implements Publisher {
+  readonly published: { topic: string; record: OutgoingRecord }[] = [];
+  failing = false;
+  /** When set, publish waits for this promise first (a slow bus). */
+  gate: Promise<void> | undefined;
+
+  async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
+    if (this.gate) await this.gate;
+    if (this.failing) throw new CtxflowError('bus_unavailable', 'broker not reachable');
+    for (const record of records) this.published.push({ topic, record });
+  }
+
+  async close(): Promise<void> {}
+}
+
+export function fixture(name: string): Buffer {
+  return readFileSync(new URL(`../fixtures/feeds/${name}`, import.meta.url));
+}
+
+export function hmacHex(secret: string, ...parts: (string | Buffer)[]): string {
+  const mac = createHmac('sha256', secret);
+  for (const part of parts) mac.update(part);
+  return mac.digest('hex');
+}
+
+export function genericHeaders(body: Buffer | string, timestampS = Math.floor(NOW / 1000), secret = SECRETS.generic) {
+  const ts = String(timestampS);
+  return {
+    'content-type': 'application/json',
+    'x-ctxflow-timestamp': ts,
+    'x-ctxflow-signature': `sha256=${hmacHex(secret, ts, '.', body)}`,
+  };
+}
+
+export function githubHeaders(body: Buffer | string, event: string, delivery: string, secret = SECRETS.github) {
+  return {
+    'content-type': 'application/json',
+    'x-github-event': event,
+    'x-github-delivery': delivery,
+    'x-hub-signature-256': `sha256=${hmacHex(secret, body)}`,
+  };
+}
+
+export function jiraHeaders(body: Buffer | string, secret = SECRETS.jira) {
+  return { 'content-type': 'application/json', 'x-hub-signature': `sha256=${hmacHex(secret, body)}` };
+}
+
+export function zendeskHeaders(body: Buffer | string, timestamp = new Date(NOW).toISOString(), secret = SECRETS.zendesk) {
+  const signature = createHmac('sha256', secret).update(timestamp).update(body).digest('base64');
+  return {
+    'content-type': 'application/json',
+    'x-zendesk-webhook-signature-timestamp': timestamp,
+    'x-zendesk-webhook-signature': signature,
+  };
+}
+
+export async function feedApp(overrides: Partial<FeedAppDeps> = {}) {
+  const publisher = new RecordingPublisher();
+  const ledger = new MemoryDeliveryLedger({ clock: () => NOW });
+  const app = await buildFeedApp({ publisher, ledger, secrets: SECRETS, clock: () => NOW, ...overrides });
+  return { app, publisher, ledger };
+}

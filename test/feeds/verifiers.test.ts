@@ -1,0 +1,32 @@
+import { FEEDS } from '@ctxflow/feed-ingestor';
+import { describe, expect, it } from 'vitest';
+
+const verifyGithub = FEEDS.github.verify;
+
+describe('feed signature verifiers', () => {
+  it("GitHub's published test vector verifies", () => {
+    // docs.github.com "Validating webhook deliveries": secret, payload and expected signature.
+    const headers = {
+      'x-hub-signature-256': 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17',
+    };
+    expect(() =>
+      verifyGithub({ headers, rawBody: Buffer.from('Hello, World!') }, "It's a Secret to Everybody", 0),
+    ).not.toThrow();
+  });
+
+  it('the same vector with one byte changed is refused as unauthorized', () => {
+    const headers = {
+      'x-hub-signature-256': 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17',
+    };
+    expect(() =>
+      verifyGithub({ headers, rawBody: Buffer.from('Hello, World?') }, "It's a Secret to Everybody", 0),
+    ).toThrow(expect.objectContaining({ code: 'unauthorized', status: 401 }));
+  });
+
+  it('a signature of the wrong length is unauthorized, not a crash of timingSafeEqual', () => {
+    const headers = { 'x-hub-signature-256': 'sha256=757107ea' };
+    expect(() => verifyGithub({ headers, rawBody: Buffer.from('Hello, World!') }, 'secret', 0)).toThrow(
+      expect.objectContaining({ code: 'unauthorized' }),
+    );
+  });
+});
