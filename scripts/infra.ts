@@ -1,0 +1,790 @@
+/**
+ * Local service provisioning without containers: a single-node Apache Kafka 4 broker
+ * (KRaft) from Maven Central jars on the machine's JDK, Redis on 6379, and a
+ * three-node Redis Cluster, all on 127.0.0.1.
+ *
+ * CLI:
+ *   node scripts/infra.ts up [--redis-cluster]   start what is missing, print KEY=value lines on stdout
+ *   node scripts/infra.ts down                   stop what `up` (or a test run) started, wait until gone
+ *
+ * Everything lives in `.infra/` at the repository root (gitignored). A service counts as
+ * "ours" only when `.infra` holds its pid file; `down` never touches anything else
+ * (e.g. the machine's own Redis on 6379). Every start and stop takes a per-service lock
+ * (`.infra/locks/<name>`), so concurrent test runs in one checkout do not race.
+ *
+ * Progress goes to stderr; stdout carries only the KEY=value lines.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { closeSync, existsSync, openSync, readdirSync, readFileSync } from 'node:fs';
+import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { createConnection } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+export const INFRA_DIR = join(ROOT, '.infra');
+
+export const HOST = '127.0.0.1';
+export const KAFKA_PORT = 19092;
+export const KAFKA_CONTROLLER_PORT = 19093;
+export const REDIS_PORT = 6379;
+export const REDIS_CLUSTER_PORTS: readonly number[] = [17001, 17002, 17003];
+
+export const KAFKA_BROKERS = `${HOST}:${KAFKA_PORT}`;
+export const REDIS_URL = `redis://${HOST}:${REDIS_PORT}`;
+
+const KAFKA_DIR = join(INFRA_DIR, 'kafka');
+const KAFKA_LIBS = join(KAFKA_DIR, 'libs');
+const KAFKA_POM = join(ROOT, 'deploy/local/kafka/pom.xml');
+const KAFKA_LOG4J = join(ROOT, 'deploy/local/kafka/log4j2.properties');
+const KAFKA_PID = join(KAFKA_DIR, 'kafka.pid');
+const KAFKA_LOG = join(KAFKA_DIR, 'server.log');
+const REDIS_DIR = join(INFRA_DIR, 'redis');
+const REDIS_PID = join(REDIS_DIR, 'redis.pid');
+const CLUSTER_DIR = join(INFRA_DIR, 'redis-cluster');
+const LOCKS_DIR = join(INFRA_DIR, 'locks');
+const LEASES_DIR = join(INFRA_DIR, 'leases');
+
+/** Marker files: a service whose marker exists was started by a test run and is stopped by the last one out. */
+const AUTO_MARKERS = {
+  kafka: join(KAFKA_DIR, 'started-by-tests'),
+  redis: join(REDIS_DIR, 'started-by-tests'),
+  redisCluster: join(CLUSTER_DIR, 'started-by-tests'),
+} as const;
+export type ServiceName = keyof typeof AUTO_MARKERS;
+
+const KAFKA_READY_TIMEOUT_MS = 120_000;
+const REDIS_READY_TIMEOUT_MS = 15_000;
+const CLUSTER_READY_TIMEOUT_MS = 30_000;
+const STOP_TIMEOUT_MS = 30_000;
+/** A cold start downloads the Kafka jars while holding the lock: waiters must outlast that. */
+const LOCK_TIMEOUT_MS = 600_000;
+
+export interface EnsureResult {
+  /** True when this call started the service; false when it was already answering. */
+  started: boolean;
+}
+export interface KafkaResult extends EnsureResult {
+  brokers: string;
+}
+export interface RedisResult extends EnsureResult {
+  url: string;
+}
+export interface RedisClusterResult extends EnsureResult {
+  /** `host:port` of every master, e.g. `127.0.0.1:17001`. */
+  nodes: string[];
+}
+export interface EnsureOptions {
+  /** Mark what this call starts as owned by test runs (see {@link releaseTestLease}). */
+  forTests?: boolean;
+}
+
+function log(message: string): void {
+  process.stderr.write(`[infra] ${message}\n`);
+}
+
+const sleep = (ms: number) => new Promise<void>((done) => setTimeout(done, ms));
+
+// ---------------------------------------------------------------------------
+// Processes, pid files, locks
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Command line of a live process, '' when gone (Linux /proc). */
+function commandLine(pid: number): string {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+}
+
+/** Pid from a pid file when that process is alive and its command line contains `expect`; else undefined. */
+async function livePid(pidFile: string, expect: string): Promise<number | undefined> {
+  let text: string;
+  try {
+    text = await readFile(pidFile, 'utf8');
+  } catch {
+    return undefined;
+  }
+  const pid = Number.parseInt(text.trim(), 10);
+  if (!Number.isInteger(pid) || pid <= 0) return undefined;
+  if (!isAlive(pid) || !commandLine(pid).includes(expect)) return undefined;
+  return pid;
+}
+
+/** SIGTERM, then SIGKILL after `timeoutMs`; resolves once the process is gone. */
+async function stopPid(pid: number, what: string, timeoutMs = STOP_TIMEOUT_MS): Promise<void> {
+  if (!isAlive(pid)) return;
+  log(`stopping ${what} (pid ${pid})`);
+  try {
+    process.kill(pid, 'SIGTERM');
+  } catch {
+    return;
+  }
+  const deadline = Date.now() + timeoutMs;
+  while (isAlive(pid) && !isZombie(pid)) {
+    if (Date.now() > deadline) {
+      log(`${what} (pid ${pid}) ignored SIGTERM for ${timeoutMs} ms: SIGKILL`);
+      try {
+        process.kill(pid, 'SIGKILL');
+      } catch {
+        return;
+      }
+      await sleep(200);
+      return;
+    }
+    await sleep(100);
+  }
+}
+
+/** A zombie has exited but waits for its parent to reap it: gone for our purposes. */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Runs `fn` holding the lock `name`: a directory made atomically with mkdir, holding
+ * the owner's pid. A lock whose owner died is taken over.
+ */
+async function withLock<T>(name: string, fn: () => Promise<T>): Promise<T> {
+  await mkdir(LOCKS_DIR, { recursive: true });
+  const dir = join(LOCKS_DIR, name);
+  const deadline = Date.now() + LOCK_TIMEOUT_MS;
+  let waited = false;
+  for (;;) {
+    try {
+      await mkdir(dir);
+      await writeFile(join(dir, 'owner'), String(process.pid));
+      break;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      if (await lockIsStale(dir)) {
+        await rm(dir, { recursive: true, force: true });
+        continue;
+      }
+      if (Date.now() > deadline)
+        throw new Error(`infra: timed out after ${LOCK_TIMEOUT_MS} ms waiting for lock ${dir}`);
+      if (!waited) log(`waiting for lock ${name} (held by another process)`);
+      waited = true;
+      await sleep(200);
+    }
+  }
+  try {
+    return await fn();
+  } finally {
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
+async function lockIsStale(dir: string): Promise<boolean> {
+  try {
+    const owner = Number.parseInt(await readFile(join(dir, 'owner'), 'utf8'), 10);
+    return !Number.isInteger(owner) || !isAlive(owner);
+  } catch {
+    // Owner file not written yet, or the lock vanished: stale only if it has been like that for a while.
+    try {
+      return Date.now() - (await stat(dir)).mtimeMs > 10_000;
+    } catch {
+      return false;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Probes
+
+/** Resolves true when a TCP connection to host:port succeeds within `timeoutMs`. */
+export function tcpConnects(port: number, host = HOST, timeoutMs = 1_000): Promise<boolean> {
+  return new Promise((done) => {
+    const socket = createConnection({ host, port });
+    const finish = (ok: boolean) => {
+      socket.destroy();
+      done(ok);
+    };
+    socket.setTimeout(timeoutMs, () => finish(false));
+    socket.once('connect', () => finish(true));
+    socket.once('error', () => finish(false));
+  });
+}
+
+/**
+ * Sends one request over a fresh TCP connection and resolves with the bytes received
+ * once `complete(bytes)` says the reply is whole; rejects on error, close or timeout.
+ */
+function exchange(
+  port: number,
+  request: Buffer,
+  complete: (received: Buffer) => boolean,
+  host = HOST,
+  timeoutMs = 2_000,
+): Promise<Buffer> {
+  return new Promise((done, fail) => {
+    const socket = createConnection({ host, port });
+    let received = Buffer.alloc(0);
+    const timer = setTimeout(() => {
+      socket.destroy();
+      fail(new Error(`no complete reply from ${host}:${port} within ${timeoutMs} ms`));
+    }, timeoutMs);
+    const finish = (err?: Error) => {
+      clearTimeout(timer);
+      socket.destroy();
+      if (err) fail(err);
+      else done(received);
+    };
+    socket.once('connect', () => socket.write(request));
+    socket.on('data', (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      if (complete(received)) finish();
+    });
+    socket.once('error', (err) => finish(err));
+    socket.once('close', () => finish(new Error(`${host}:${port} closed the connection`)));
+  });
+}
+
+/**
+ * Kafka ApiVersions v0 round trip. Request (after an int32 size prefix):
+ *   request_api_key int16 = 18, request_api_version int16 = 0, correlation_id int32, client_id nullable string
+ * Response (after an int32 size prefix): correlation_id int32, error_code int16, api_keys [...]
+ * Resolves true when the correlation id comes back with error_code 0.
+ */
+export async function kafkaAnswers(port = KAFKA_PORT, host = HOST): Promise<boolean> {
+  const clientId = Buffer.from('ctxflow-infra');
+  const correlationId = 0x0c7f;
+  const body = Buffer.alloc(10 + clientId.length);
+  body.writeInt16BE(18, 0);
+  body.writeInt16BE(0, 2);
+  body.writeInt32BE(correlationId, 4);
+  body.writeInt16BE(clientId.length, 8);
+  clientId.copy(body, 10);
+  const size = Buffer.alloc(4);
+  size.writeInt32BE(body.length, 0);
+  try {
+    const reply = await exchange(
+      port,
+      Buffer.concat([size, body]),
+      (bytes) => bytes.length >= 4 && bytes.length >= 4 + bytes.readInt32BE(0),
+      host,
+    );
+    return reply.length >= 10 && reply.readInt32BE(4) === correlationId && reply.readInt16BE(8) === 0;
+  } catch {
+    return false;
+  }
+}
+
+/** Encodes a command as a RESP array of bulk strings. */
+function respCommand(args: readonly string[]): Buffer {
+  const parts = [`*${args.length}\r\n`];
+  for (const arg of args) parts.push(`$${Buffer.byteLength(arg)}\r\n${arg}\r\n`);
+  return Buffer.from(parts.join(''));
+}
+
+/**
+ * Sends one Redis command and returns the reply as text: the payload of a simple string
+ * (`+OK`), bulk string (`$n`), or integer (`:n`). An error reply (`-ERR ...`) rejects.
+ * Arrays are not needed here and are not parsed.
+ */
+export async function redisCommand(port: number, args: readonly string[], host = HOST): Promise<string> {
+  const reply = await exchange(
+    port,
+    respCommand(args),
+    (bytes) => {
+      const lineEnd = bytes.indexOf('\r\n');
+      if (lineEnd < 0) return false;
+      if (bytes[0] !== 0x24 /* $ */) return true;
+      const length = Number.parseInt(bytes.subarray(1, lineEnd).toString(), 10);
+      return length < 0 || bytes.length >= lineEnd + 2 + length + 2;
+    },
+    host,
+  );
+  const lineEnd = reply.indexOf('\r\n');
+  const head = reply.subarray(1, lineEnd).toString();
+  switch (reply[0]) {
+    case 0x2b /* + */:
+    case 0x3a /* : */:
+      return head;
+    case 0x2d /* - */:
+      throw new Error(`redis ${host}:${port} ${args[0]}: ${head}`);
+    case 0x24 /* $ */:
+      {
+        const length = Number.parseInt(head, 10);
+        return length < 0 ? '' : reply.subarray(lineEnd + 2, lineEnd + 2 + length).toString();
+      }
+    default:
+      throw new Error(`redis ${host}:${port}: unexpected reply ${JSON.stringify(reply.toString().slice(0, 80))}`);
+  }
+}
+
+export async function redisAnswers(port = REDIS_PORT, host = HOST): Promise<boolean> {
+  try {
+    return (await redisCommand(port, ['PING'], host)) === 'PONG';
+  } catch {
+    return false;
+  }
+}
+
+async function clusterStateOk(port: number): Promise<boolean> {
+  try {
+    return (await redisCommand(port, ['CLUSTER', 'INFO'])).includes('cluster_state:ok');
+  } catch {
+    return false;
+  }
+}
+
+async function waitFor(what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`infra: ${what} not ready after ${timeoutMs} ms`);
+    await sleep(150);
+  }
+}
+
+function run(command: string, args: readonly string[], what: string): string {
+  const result = spawnSync(command, args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  if (result.error) throw new Error(`infra: ${what}: cannot run ${command}: ${result.error.message}`);
+  if (result.status !== 0) {
+    throw new Error(
+      `infra: ${what} failed (exit ${result.status}): ${command} ${args.join(' ')}\n${result.stdout}${result.stderr}`,
+    );
+  }
+  return result.stdout;
+}
+
+// ---------------------------------------------------------------------------
+// Kafka
+
+async function fileHash(path: string): Promise<string> {
+  return createHash('sha256')
+    .update(await readFile(path))
+    .digest('hex');
+}
+
+/** Copies the broker's jars into .infra/kafka/libs with Maven; skipped while the pom is unchanged. */
+async function ensureKafkaJars(): Promise<void> {
+  const stamp = join(KAFKA_LIBS, '.pom-sha256');
+  const wanted = await fileHash(KAFKA_POM);
+  if (existsSync(stamp) && (await readFile(stamp, 'utf8')) === wanted) return;
+  log('fetching Kafka jars with Maven (cached in ~/.m2 after the first time)');
+  const started = Date.now();
+  await rm(KAFKA_LIBS, { recursive: true, force: true });
+  run(
+    'mvn',
+    ['-q', '-B', '-f', KAFKA_POM, 'dependency:copy-dependencies', `-DoutputDirectory=${KAFKA_LIBS}`],
+    'fetching the Kafka jars',
+  );
+  // The SLF4J binding must be the same Log4j release as log4j-core, or the broker logs nothing.
+  const jars = readdirSync(KAFKA_LIBS);
+  const version = (artifact: string) =>
+    jars.find((jar) => jar.startsWith(`${artifact}-2.`))?.slice(artifact.length + 1, -'.jar'.length);
+  const core = version('log4j-core');
+  const binding = version('log4j-slf4j-impl');
+  if (!core || core !== binding) {
+    throw new Error(
+      `infra: log4j-core ${core} and log4j-slf4j-impl ${binding} differ: set log4j.version in ${KAFKA_POM}`,
+    );
+  }
+  await writeFile(stamp, wanted);
+  log(`Kafka jars ready in ${Date.now() - started} ms`);
+}
+
+function kafkaServerProperties(): string {
+  return [
+    '# Written by scripts/infra.ts on every start: edit that file, not this one.',
+    'process.roles=broker,controller',
+    'node.id=1',
+    `controller.quorum.voters=1@${HOST}:${KAFKA_CONTROLLER_PORT}`,
+    `listeners=PLAINTEXT://${HOST}:${KAFKA_PORT},CONTROLLER://${HOST}:${KAFKA_CONTROLLER_PORT}`,
+    `advertised.listeners=PLAINTEXT://${HOST}:${KAFKA_PORT}`,
+    'controller.listener.names=CONTROLLER',
+    'inter.broker.listener.name=PLAINTEXT',
+    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    `log.dirs=${join(KAFKA_DIR, 'data')}`,
+    // One broker: the internal topics can have one replica only, else "group coordinator not available".
+    'offsets.topic.replication.factor=1',
+    'offsets.topic.num.partitions=4',
+    'transaction.state.log.replication.factor=1',
+    'transaction.state.log.min.isr=1',
+    'share.coordinator.state.topic.replication.factor=1',
+    'share.coordinator.state.topic.min.isr=1',
+    'group.initial.rebalance.delay.ms=0',
+    'auto.create.topics.enable=true',
+    'num.partitions=4',
+    'delete.topic.enable=true',
+    '',
+  ].join('\n');
+}
+
+/** Formats the KRaft storage once (the data dir then holds meta.properties). */
+async function ensureKafkaStorage(propertiesFile: string): Promise<void> {
+  if (existsSync(join(KAFKA_DIR, 'data', 'meta.properties'))) return;
+  // A cluster id is 16 random bytes in URL-safe base64 without padding (what `random-uuid` prints).
+  const clusterId = randomBytes(16).toString('base64url');
+  log(`formatting Kafka storage (cluster id ${clusterId})`);
+  run(
+    'java',
+    [
+      `-Dlog4j2.configurationFile=${KAFKA_LOG4J}`,
+      '-cp',
+      `${KAFKA_LIBS}/*`,
+      'kafka.tools.StorageTool',
+      'format',
+      '-t',
+      clusterId,
+      '-c',
+      propertiesFile,
+    ],
+    'formatting the Kafka storage',
+  );
+}
+
+async function kafkaReady(pid: number): Promise<boolean> {
+  if (!isAlive(pid) || isZombie(pid)) {
+    throw new Error(`infra: Kafka (pid ${pid}) exited during start; last lines of ${KAFKA_LOG}:\n${tail(KAFKA_LOG)}`);
+  }
+  const logText = existsSync(KAFKA_LOG) ? readFileSync(KAFKA_LOG, 'utf8') : '';
+  return logText.includes('Kafka Server started') && (await tcpConnects(KAFKA_PORT));
+}
+
+function tail(path: string, lines = 30): string {
+  try {
+    return readFileSync(path, 'utf8').split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
+/**
+ * Makes sure a Kafka broker answers on 127.0.0.1:19092: ours (pid file), or any Kafka
+ * already listening there; else starts one from the Maven jars, detached, and waits
+ * until its log says `Kafka Server started` and the port accepts connections.
+ */
+export async function ensureKafka(options: EnsureOptions = {}): Promise<KafkaResult> {
+  return withLock('kafka', async () => {
+    const ours = await livePid(KAFKA_PID, 'kafka.Kafka');
+    if (ours !== undefined) {
+      await waitFor('Kafka', KAFKA_READY_TIMEOUT_MS, () => kafkaReady(ours));
+      if (!options.forTests) await rm(AUTO_MARKERS.kafka, { force: true });
+      return { brokers: KAFKA_BROKERS, started: false };
+    }
+    if (await tcpConnects(KAFKA_PORT)) {
+      if (await kafkaAnswers()) {
+        log(`using the Kafka broker already listening on ${KAFKA_BROKERS} (not started here)`);
+        return { brokers: KAFKA_BROKERS, started: false };
+      }
+      throw new Error(`infra: port ${KAFKA_PORT} is taken by something that does not answer as Kafka`);
+    }
+
+    const begin = Date.now();
+    await mkdir(KAFKA_DIR, { recursive: true });
+    await ensureKafkaJars();
+    const propertiesFile = join(KAFKA_DIR, 'server.properties');
+    await writeFile(propertiesFile, kafkaServerProperties());
+    await ensureKafkaStorage(propertiesFile);
+
+    log(`starting Kafka on ${KAFKA_BROKERS} (controller ${HOST}:${KAFKA_CONTROLLER_PORT}), log ${KAFKA_LOG}`);
+    const out = openSync(KAFKA_LOG, 'w');
+    const child = spawn(
+      'java',
+      [
+        '-Xms256m',
+        '-Xmx1g',
+        '-XX:+UseG1GC',
+        '-Djava.awt.headless=true',
+        `-Dlog4j2.configurationFile=${KAFKA_LOG4J}`,
+        '-cp',
+        `${KAFKA_LIBS}/*`,
+        'kafka.Kafka',
+        propertiesFile,
+      ],
+      { cwd: KAFKA_DIR, detached: true, stdio: ['ignore', out, out] },
+    );
+    closeSync(out);
+    child.unref();
+    const pid = child.pid;
+    if (pid === undefined) throw new Error('infra: could not start java for Kafka');
+    await writeFile(KAFKA_PID, String(pid));
+    if (options.forTests) await writeFile(AUTO_MARKERS.kafka, '');
+    await waitFor('Kafka', KAFKA_READY_TIMEOUT_MS, () => kafkaReady(pid));
+    log(`Kafka ready in ${Date.now() - begin} ms (pid ${pid})`);
+    return { brokers: KAFKA_BROKERS, started: true };
+  });
+}
+
+/** Stops the Kafka broker that `ensureKafka` started (pid file); returns whether one was running. */
+export async function stopKafka(): Promise<boolean> {
+  return withLock('kafka', async () => {
+    const pid = await livePid(KAFKA_PID, 'kafka.Kafka');
+    if (pid !== undefined) await stopPid(pid, 'Kafka');
+    await rm(KAFKA_PID, { force: true });
+    await rm(AUTO_MARKERS.kafka, { force: true });
+    return pid !== undefined;
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Redis
+
+interface RedisServerOptions {
+  port: number;
+  dir: string;
+  pidFile: string;
+  extra?: readonly string[];
+}
+
+/** Starts a daemonized redis-server with no persistence, bound to loopback. */
+async function startRedisServer({ port, dir, pidFile, extra = [] }: RedisServerOptions): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await rm(pidFile, { force: true });
+  run(
+    'redis-server',
+    [
+      '--port',
+      String(port),
+      '--bind',
+      HOST,
+      '--daemonize',
+      'yes',
+      '--pidfile',
+      pidFile,
+      '--dir',
+      dir,
+      '--logfile',
+      join(dir, 'redis.log'),
+      '--save',
+      '',
+      '--appendonly',
+      'no',
+      ...extra,
+    ],
+    `starting redis-server on ${port}`,
+  );
+}
+
+/** Uses the Redis on 127.0.0.1:6379 when it answers PING, else starts one there. */
+export async function ensureRedis(options: EnsureOptions = {}): Promise<RedisResult> {
+  return withLock('redis', async () => {
+    if (await redisAnswers()) {
+      if (!options.forTests && (await livePid(REDIS_PID, 'redis-server')) !== undefined) {
+        await rm(AUTO_MARKERS.redis, { force: true });
+      }
+      return { url: REDIS_URL, started: false };
+    }
+    const begin = Date.now();
+    log(`starting redis-server on ${HOST}:${REDIS_PORT}`);
+    await startRedisServer({ port: REDIS_PORT, dir: REDIS_DIR, pidFile: REDIS_PID });
+    if (options.forTests) await writeFile(AUTO_MARKERS.redis, '');
+    await waitFor(`Redis on ${REDIS_PORT}`, REDIS_READY_TIMEOUT_MS, () => redisAnswers());
+    log(`Redis ready in ${Date.now() - begin} ms`);
+    return { url: REDIS_URL, started: true };
+  });
+}
+
+/** Stops the Redis that `ensureRedis` started (pid file); never the machine's own. */
+export async function stopRedis(): Promise<boolean> {
+  return withLock('redis', async () => {
+    const pid = await livePid(REDIS_PID, 'redis-server');
+    if (pid !== undefined) await stopPid(pid, 'Redis');
+    await rm(REDIS_PID, { force: true });
+    await rm(AUTO_MARKERS.redis, { force: true });
+    return pid !== undefined;
+  });
+}
+
+// ---------------------------------------------------------------------------
+// Redis Cluster
+
+export interface RedisClusterOptions extends EnsureOptions {
+  ports?: readonly number[];
+}
+
+const clusterNodeDir = (port: number) => join(CLUSTER_DIR, String(port));
+const clusterPidFile = (port: number) => join(clusterNodeDir(port), 'redis.pid');
+
+/**
+ * Makes sure a Redis Cluster of one master per port (default 17001-17003, cluster bus on
+ * port + 10000) answers with `cluster_state:ok`. A healthy cluster already there is reused;
+ * otherwise our nodes are stopped, their nodes files wiped, and a fresh cluster is created.
+ */
+export async function startRedisCluster(options: RedisClusterOptions = {}): Promise<RedisClusterResult> {
+  const ports = options.ports ?? REDIS_CLUSTER_PORTS;
+  const nodes = ports.map((port) => `${HOST}:${port}`);
+  return withLock('redis-cluster', async () => {
+    const healthy = await Promise.all(ports.map((port) => clusterStateOk(port)));
+    if (healthy.every(Boolean)) {
+      if (!options.forTests) await rm(AUTO_MARKERS.redisCluster, { force: true });
+      return { nodes, started: false };
+    }
+    const begin = Date.now();
+    await stopClusterNodes(ports);
+    for (const port of ports) {
+      if (await tcpConnects(port)) throw new Error(`infra: port ${port} is taken by a process not started here`);
+      if (await tcpConnects(port + 10_000)) throw new Error(`infra: cluster bus port ${port + 10_000} is taken`);
+    }
+    log(`starting a Redis Cluster on ${nodes.join(',')}`);
+    await mkdir(CLUSTER_DIR, { recursive: true });
+    for (const port of ports) {
+      const dir = clusterNodeDir(port);
+      await rm(dir, { recursive: true, force: true });
+      await startRedisServer({
+        port,
+        dir,
+        pidFile: clusterPidFile(port),
+        extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'],
+      });
+    }
+    if (options.forTests) await writeFile(AUTO_MARKERS.redisCluster, '');
+    for (const port of ports) await waitFor(`Redis node ${port}`, REDIS_READY_TIMEOUT_MS, () => redisAnswers(port));
+    run(
+      'redis-cli',
+      ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'],
+      'creating the Redis Cluster',
+    );
+    await waitFor('Redis Cluster', CLUSTER_READY_TIMEOUT_MS, async () =>
+      (await Promise.all(ports.map((port) => clusterStateOk(port)))).every(Boolean),
+    );
+    log(`Redis Cluster ready in ${Date.now() - begin} ms`);
+    return { nodes, started: true };
+  });
+}
+
+async function stopClusterNodes(ports: readonly number[]): Promise<boolean> {
+  let stopped = false;
+  for (const port of ports) {
+    const pid = await livePid(clusterPidFile(port), 'redis-server');
+    if (pid !== undefined) {
+      await stopPid(pid, `Redis Cluster node ${port}`);
+      stopped = true;
+    }
+    await rm(clusterPidFile(port), { force: true });
+  }
+  return stopped;
+}
+
+/** Stops the cluster nodes that `startRedisCluster` started (pid files). */
+export async function stopRedisCluster(options: { ports?: readonly number[] } = {}): Promise<boolean> {
+  return withLock('redis-cluster', async () => {
+    const ports = options.ports ?? clusterPortsOnDisk();
+    const stopped = await stopClusterNodes(ports);
+    await rm(AUTO_MARKERS.redisCluster, { force: true });
+    return stopped;
+  });
+}
+
+/** Ports of every cluster node directory in .infra (covers clusters started on non-default ports). */
+function clusterPortsOnDisk(): number[] {
+  try {
+    return readdirSync(CLUSTER_DIR)
+      .map((name) => Number.parseInt(name, 10))
+      .filter((port) => Number.isInteger(port));
+  } catch {
+    return [];
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Everything, and leases for concurrent test runs
+
+/** Stops everything that this checkout's `.infra` started; the machine's own services are untouched. */
+export async function stopInfra(): Promise<void> {
+  await Promise.all([stopKafka(), stopRedis(), stopRedisCluster()]);
+}
+
+const STOPPERS: Record<ServiceName, () => Promise<boolean>> = {
+  kafka: stopKafka,
+  redis: stopRedis,
+  redisCluster: () => stopRedisCluster(),
+};
+
+/**
+ * Registers a test run (by pid) as a user of the local services. Call before the
+ * `ensure*` functions with `forTests: true`, and pair with {@link releaseTestLease}.
+ */
+export async function acquireTestLease(): Promise<void> {
+  await withLock('leases', async () => {
+    await mkdir(LEASES_DIR, { recursive: true });
+    await writeFile(join(LEASES_DIR, String(process.pid)), '');
+  });
+}
+
+/**
+ * Ends this run's lease. When no other live test run holds one, stops every service
+ * that a test run started (`forTests`), so concurrent runs in one checkout never pull
+ * a broker from under each other; services started by `infra:up` are left running.
+ * Returns the services it stopped.
+ */
+export async function releaseTestLease(): Promise<ServiceName[]> {
+  return withLock('leases', async () => {
+    await rm(join(LEASES_DIR, String(process.pid)), { force: true });
+    let others: string[] = [];
+    try {
+      others = readdirSync(LEASES_DIR);
+    } catch {}
+    const live = others.filter((name) => {
+      const pid = Number.parseInt(name, 10);
+      if (Number.isInteger(pid) && isAlive(pid)) return true;
+      rm(join(LEASES_DIR, name), { force: true }).catch(() => {});
+      return false;
+    });
+    if (live.length > 0) {
+      log(`leaving test services running for ${live.length} other test run(s)`);
+      return [];
+    }
+    const stopped: ServiceName[] = [];
+    for (const name of Object.keys(AUTO_MARKERS) as ServiceName[]) {
+      if (existsSync(AUTO_MARKERS[name]) && (await STOPPERS[name]())) stopped.push(name);
+    }
+    return stopped;
+  });
+}
+
+// ---------------------------------------------------------------------------
+// CLI
+
+async function main(argv: readonly string[]): Promise<number> {
+  const [command, ...flags] = argv;
+  const unknown = flags.filter((flag) => flag !== '--redis-cluster');
+  if (unknown.length > 0 || (command !== 'up' && command !== 'down')) {
+    process.stderr.write('usage: node scripts/infra.ts up [--redis-cluster] | down\n');
+    return 2;
+  }
+  if (command === 'down') {
+    await stopInfra();
+    log('down');
+    return 0;
+  }
+  const withCluster = flags.includes('--redis-cluster');
+  const [kafka, redis, cluster] = await Promise.all([
+    ensureKafka(),
+    ensureRedis(),
+    withCluster ? startRedisCluster() : Promise.resolve(undefined),
+  ]);
+  process.stdout.write(`KAFKA_BROKERS=${kafka.brokers}\n`);
+  process.stdout.write(`REDIS_URL=${redis.url}\n`);
+  if (cluster) process.stdout.write(`REDIS_CLUSTER_NODES=${cluster.nodes.join(',')}\n`);
+  return 0;
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n`);
+      process.exitCode = 1;
+    },
+  );
+}
