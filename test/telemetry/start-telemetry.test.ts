@@ -1,0 +1,226 @@
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import {
+  createContextTelemetry,
+  createFeedTelemetry,
+  readTelemetryConfig,
+  SPAN_CONTEXT_PASS,
+  SPAN_STORE_COMMIT,
+  startTelemetry,
+} from '@ctxflow/telemetry';
+import { metrics, trace } from '@opentelemetry/api';
+import { afterEach, describe, expect, it } from 'vitest';
+
+/** One OTLP request as the collector stand-in received it. */
+interface Received {
+  path: string;
+  contentType: string | undefined;
+  body: Buffer;
+}
+
+let server: Server | undefined;
+afterEach(async () => {
+  if (server) {
+    server.close();
+    await once(server, 'close');
+    server = undefined;
+  }
+});
+
+async function collector(): Promise<{ endpoint: string; received: Received[] }> {
+  const received: Received[] = [];
+  server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      received.push({ path: req.url ?? '', contentType: req.headers['content-type'], body: Buffer.concat(chunks) });
+      res.writeHead(200, { 'content-type': req.headers['content-type'] ?? 'application/json' });
+      res.end(req.headers['content-type'] === 'application/json' ? '{}' : '');
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return { endpoint: `http://127.0.0.1:${port}`, received };
+}
+
+function bodyOf(received: Received[], path: string): string {
+  return received
+    .filter((r) => r.path === path)
+    .map((r) => r.body.toString('utf8'))
+    .join('\n');
+}
+
+describe('readTelemetryConfig', () => {
+  it('with no variables: no exporter, parent-based always-on sampling, the given service name', () => {
+    expect(readTelemetryConfig('feed-ingestor', {})).toEqual({
+      serviceName: 'feed-ingestor',
+      resourceAttributes: {},
+      traces: undefined,
+      metrics: undefined,
+      logs: undefined,
+      sampler: 'parentbased_always_on',
+      samplerRatio: 1,
+      metricExportIntervalMs: 60_000,
+    });
+  });
+
+  it('appends the signal path to the shared endpoint, takes signal endpoints as given, reads protocols', () => {
+    const config = readTelemetryConfig('x', {
+      OTEL_SERVICE_NAME: 'ctxflow-runner',
+      OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=prod,team=ops%2Cplatform',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+      OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'http://logs:9000/ingest',
+      OTEL_EXPORTER_OTLP_LOGS_PROTOCOL: 'http/protobuf',
+      OTEL_METRICS_EXPORTER: 'none',
+      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+      OTEL_TRACES_SAMPLER_ARG: '0.25',
+      OTEL_METRIC_EXPORT_INTERVAL: '15000',
+    });
+    expect(config).toEqual({
+      serviceName: 'ctxflow-runner',
+      resourceAttributes: { 'deployment.environment': 'prod', team: 'ops,platform' },
+      traces: { url: 'http://collector:4318/v1/traces', protocol: 'http/json' },
+      metrics: undefined,
+      logs: { url: 'http://logs:9000/ingest', protocol: 'http/protobuf' },
+      sampler: 'parentbased_traceidratio',
+      samplerRatio: 0.25,
+      metricExportIntervalMs: 15_000,
+    });
+  });
+
+  it('refuses grpc, an unknown sampler and a bad ratio, naming every problem at once', () => {
+    expect(() =>
+      readTelemetryConfig('x', {
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+        OTEL_TRACES_SAMPLER: 'sometimes',
+        OTEL_METRIC_EXPORT_INTERVAL: 'soon',
+      }),
+    ).toThrow(
+      new Error(
+        'invalid OpenTelemetry configuration: ' +
+          'OTEL_TRACES_SAMPLER "sometimes" is not one of always_on, always_off, traceidratio, ' +
+          'parentbased_always_on, parentbased_always_off, parentbased_traceidratio; ' +
+          'OTEL_METRIC_EXPORT_INTERVAL "soon" is not a positive integer (ms); ' +
+          'OTLP protocol "grpc" for traces is not supported (http/protobuf, http/json); ' +
+          'OTLP protocol "grpc" for metrics is not supported (http/protobuf, http/json); ' +
+          'OTLP protocol "grpc" for logs is not supported (http/protobuf, http/json)',
+      ),
+    );
+    expect(() =>
+      readTelemetryConfig('x', { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' }),
+    ).toThrow(/OTEL_TRACES_SAMPLER_ARG "1.5" is not a ratio/);
+  });
+});
+
+describe('startTelemetry', () => {
+  it('with no OTLP endpoint: collects metrics for GET /metrics, exports nothing, shuts down', async () => {
+    const running = startTelemetry({ serviceName: 'ctxflow-test-noenv', env: {} });
+    try {
+      const telemetry = createContextTelemetry();
+      telemetry.contextSkipped({ sessionId: 'ses-start-1', stepId: 's1', reason: 'hook_error', message: 'boom' });
+      telemetry.stepCommitted({
+        sessionId: 'ses-start-1',
+        stepId: 's1',
+        mode: 'first',
+        rows: [{ kind: 'instruction', source: 'app' }],
+        durationMs: 5,
+        requestBytes: 10,
+        prefixReusedBytes: 0,
+      });
+      createFeedTelemetry().ingested({ source: 'zendesk' });
+
+      const text = await running.metricsText();
+      expect(text).toContain('target_info{service_name="ctxflow-test-noenv"');
+      expect(text).toContain(
+        'ctxflow_context_skipped_total{ctxflow_skip_reason="hook_error",otel_scope_name="ctxflow"} 1',
+      );
+      expect(text).toContain(
+        'ctxflow_context_rows_total{ctxflow_row_kind="instruction",ctxflow_row_source="app",otel_scope_name="ctxflow"} 1',
+      );
+      expect(text).toContain('ctxflow_feed_ingested_total{ctxflow_feed_source="zendesk",otel_scope_name="ctxflow"} 1');
+    } finally {
+      await running.shutdown();
+    }
+    // The globals are released: a new start can register again.
+    const again = startTelemetry({ serviceName: 'ctxflow-test-noenv-2', env: {} });
+    expect(await again.metricsText()).toContain('target_info{service_name="ctxflow-test-noenv-2"');
+    await again.shutdown();
+  });
+
+  it('a second start while one runs does not throw and shares the providers; the last shutdown releases them', async () => {
+    const first = startTelemetry({ serviceName: 'ctxflow-test-first', env: {} });
+    const second = startTelemetry({ serviceName: 'ctxflow-test-second', env: {} });
+    expect(second.config.serviceName).toBe('ctxflow-test-first');
+    createFeedTelemetry().refused({ source: 'generic', reason: 'unauthorized' });
+    const line =
+      'ctxflow_feed_refused_total{ctxflow_feed_source="generic",ctxflow_feed_reason="unauthorized",otel_scope_name="ctxflow"} 1';
+    expect(await second.metricsText()).toContain(line);
+
+    await first.shutdown();
+    await first.shutdown();
+    expect(await second.metricsText()).toContain(line);
+    await second.shutdown();
+    // Released: the global meter is a no-op again.
+    const probe = metrics.getMeter('probe').createCounter('probe');
+    expect(probe.constructor.name).toMatch(/Noop/);
+  });
+
+  it('nests spans through the context manager and exports spans, logs and metrics as OTLP http/json', async () => {
+    const { endpoint, received } = await collector();
+    const running = startTelemetry({
+      serviceName: 'ctxflow-test-json',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' },
+    });
+    const telemetry = createContextTelemetry();
+    let parentTrace = '';
+    await telemetry.withSpan(SPAN_CONTEXT_PASS, { 'ctxflow.session_id': 'ses-otlp-json' }, async () => {
+      parentTrace = trace.getActiveSpan()?.spanContext().traceId ?? '';
+      await telemetry.withSpan(SPAN_STORE_COMMIT, { 'ctxflow.row.count': 1 }, async () => {
+        telemetry.contextSkipped({ sessionId: 'ses-otlp-json', stepId: 's1', reason: 'hook_invalid', message: 'bad' });
+      });
+    });
+    await running.shutdown();
+
+    expect(received.every((r) => r.contentType === 'application/json')).toBe(true);
+    const spans = JSON.parse(bodyOf(received, '/v1/traces')).resourceSpans[0].scopeSpans[0].spans as {
+      name: string;
+      traceId: string;
+      spanId: string;
+      parentSpanId?: string;
+    }[];
+    const pass = spans.find((s) => s.name === 'ctxflow.context_pass');
+    const commit = spans.find((s) => s.name === 'ctxflow.store.commit');
+    expect(pass?.traceId).toBe(parentTrace);
+    expect(commit?.traceId).toBe(parentTrace);
+    expect(commit?.parentSpanId).toBe(pass?.spanId);
+
+    const logsBody = bodyOf(received, '/v1/logs');
+    expect(logsBody).toContain('"eventName":"core.context.skipped"');
+    expect(logsBody).toContain(`"traceId":"${parentTrace}"`);
+    expect(bodyOf(received, '/v1/metrics')).toContain('"name":"ctxflow.context.skipped"');
+  });
+
+  it('exports as OTLP http/protobuf', async () => {
+    const { endpoint, received } = await collector();
+    const running = startTelemetry({
+      serviceName: 'ctxflow-test-proto',
+      env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' },
+    });
+    const telemetry = createContextTelemetry();
+    await telemetry.withSpan(SPAN_CONTEXT_PASS, {}, async () => {
+      telemetry.contextSkipped({ sessionId: 'ses-otlp-proto', stepId: 's1', reason: 'hook_error', message: 'x' });
+    });
+    await running.shutdown();
+
+    expect(received.map((r) => r.path).sort()).toEqual(['/v1/logs', '/v1/metrics', '/v1/traces']);
+    expect(received.every((r) => r.contentType === 'application/x-protobuf')).toBe(true);
+    // Protobuf carries strings as raw UTF-8 bytes.
+    expect(bodyOf(received, '/v1/traces')).toContain('ctxflow.context_pass');
+    expect(bodyOf(received, '/v1/logs')).toContain('core.context.skipped');
+    expect(bodyOf(received, '/v1/metrics')).toContain('ctxflow.context.skipped');
+  });
+});
