@@ -20,7 +20,6 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024,
-    disableRequestLogging: false,
   }) as unknown as FastifyInstance;
   app.decorateRequest('tenant', '');
   installErrorHandler(app);

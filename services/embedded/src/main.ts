@@ -1,0 +1,46 @@
+import { ConfigError, createLogger } from '@ctxflow/service-kit';
+import { createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { buildEmbeddedApp } from './build-embedded-app.ts';
+import { loadEmbeddedConfig } from './config.ts';
+
+/** The composition root of `npm start`: reads configuration once, builds, listens. */
+async function main() {
+  let config: ReturnType<typeof loadEmbeddedConfig>;
+  try {
+    config = loadEmbeddedConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`ctxflow: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  const logger = createLogger({ service: 'ctxflow-embedded', level: config.logLevel });
+  const telemetry = startTelemetry({ serviceName: 'ctxflow' });
+  const embedded = await buildEmbeddedApp({
+    config,
+    logger,
+    telemetry: createContextTelemetry(),
+    metricsText: () => telemetry.metricsText(),
+  });
+  if (config.apiKeys.size === 0) {
+    logger.warn(`no CTXFLOW_API_KEYS: serving loopback only (${config.host}), every caller is tenant "default"`);
+  }
+  await embedded.app.listen({ host: config.host, port: config.port });
+  const feeds = Object.keys(config.secrets);
+  logger.info({ host: config.host, port: config.port, feeds }, 'ctxflow embedded: listening');
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'stopping: finishing in-flight requests');
+    await embedded.close();
+    await telemetry.shutdown();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+await main();
