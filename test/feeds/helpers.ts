@@ -63,7 +63,11 @@ export function jiraHeaders(body: Buffer | string, secret = SECRETS.jira) {
   return { 'content-type': 'application/json', 'x-hub-signature': `sha256=${hmacHex(secret, body)}` };
 }
 
-export function zendeskHeaders(body: Buffer | string, timestamp = new Date(NOW).toISOString(), secret = SECRETS.zendesk) {
+export function zendeskHeaders(
+  body: Buffer | string,
+  timestamp = new Date(NOW).toISOString(),
+  secret = SECRETS.zendesk,
+) {
   const signature = createHmac('sha256', secret).update(timestamp).update(body).digest('base64');
   return {
     'content-type': 'application/json',

@@ -1,6 +1,14 @@
-import { TOPICS, type TicketUpdate } from '@ctxflow/contracts';
+import { type TicketUpdate, TOPICS } from '@ctxflow/contracts';
 import { describe, expect, it } from 'vitest';
-import { feedApp, fixture, genericHeaders, githubHeaders, jiraHeaders, RECEIVED_AT, zendeskHeaders } from './helpers.ts';
+import {
+  feedApp,
+  fixture,
+  genericHeaders,
+  githubHeaders,
+  jiraHeaders,
+  RECEIVED_AT,
+  zendeskHeaders,
+} from './helpers.ts';
 
 const GH_DELIVERY = '72d3162e-cc78-11e3-81ab-4c9367dc0958';
 
@@ -86,7 +94,8 @@ const cases: Case[] = [
       scope: 'Codertocat/Hello-World',
       eventId: `${GH_DELIVERY}-c`,
       kind: 'commented',
-      summary: "Codertocat commented on Codertocat/Hello-World#1: You are totally right! I'll get this fixed right away.",
+      summary:
+        "Codertocat commented on Codertocat/Hello-World#1: You are totally right! I'll get this fixed right away.",
       title: 'Spelling error in the README file',
       url: 'https://github.com/Codertocat/Hello-World/issues/1#issuecomment-492700400',
       author: 'Codertocat',

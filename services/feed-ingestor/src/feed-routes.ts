@@ -104,7 +104,10 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   });
 
   async function publishOnce(update: TicketUpdate, request: FastifyRequest): Promise<'published' | 'duplicate'> {
-    const claim = await ledger.claim(update.id, leaseMs);
+    const claim = await ledger.claim(update.id, leaseMs).catch((cause: unknown) => {
+      if (isCtxflowError(cause)) throw cause;
+      throw new CtxflowError('store_unavailable', 'the delivery ledger did not answer', { cause });
+    });
     if (claim === 'done') return 'duplicate';
     if (claim === 'in_flight') {
       throw new CtxflowError('bus_unavailable', `delivery ${update.id} is being published by another request; retry`);
@@ -130,7 +133,11 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     app.post(`/feeds/${source}`, { bodyLimit: maxBodyBytes }, async (request: FastifyRequest, reply: FastifyReply) => {
       const secret = secrets[source];
       if (!secret) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
-      const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
+      // Only this scope's application/json parser yields a Buffer; another media type was parsed by another parser.
+      if (request.body !== undefined && !Buffer.isBuffer(request.body)) {
+        throw new CtxflowError('validation_error', 'content-type: expected application/json');
+      }
+      const rawBody = request.body ?? Buffer.alloc(0);
       const now = clock();
       feed.verify({ headers: request.headers, rawBody }, secret, now);
       const body = parseJson(rawBody);
