@@ -7,6 +7,13 @@ export type {
   Subscription,
   TopicAdmin,
 } from './bus.ts';
+export type { Bus, CreateBusOptions, KafkaClientName } from './create-bus.ts';
+export { createBus } from './create-bus.ts';
+export type { BusLog, KafkaBusOptions } from './kafka-options.ts';
+export type { KafkajsBus } from './kafkajs-bus.ts';
+export { createKafkajsBus } from './kafkajs-bus.ts';
 export type { MemoryBus, MemoryBusOptions } from './memory-bus.ts';
 export { createMemoryBus } from './memory-bus.ts';
 export { murmur2, partitionForKey } from './partition-for-key.ts';
+export type { PlatformaticBus } from './platformatic-bus.ts';
+export { createPlatformaticBus } from './platformatic-bus.ts';

@@ -1,0 +1,86 @@
+/** Options shared by the Kafka adapters (kafkajs-bus.ts, platformatic-bus.ts). Times are in ms. */
+import { CtxflowError } from '@ctxflow/contracts';
+
+/** Where adapters report what they cannot throw (pino-shaped: fields first). */
+export interface BusLog {
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+export interface KafkaBusOptions {
+  /** `host:port` of at least one broker. */
+  brokers: string[];
+  clientId: string;
+  /** TCP connect timeout per attempt. Default 3000. */
+  connectTimeoutMs?: number;
+  /** Timeout of one broker request (a produce waits for acks=all within it). Default 30000. */
+  requestTimeoutMs?: number;
+  /** Retries of a failed client operation before `bus_unavailable`. Default 5. */
+  retries?: number;
+  /** Consumer group session timeout. Default 30000. */
+  sessionTimeoutMs?: number;
+  /** Consumer group heartbeat interval. Default 3000. */
+  heartbeatIntervalMs?: number;
+  /** How long a rebalance waits for members to rejoin. Default 60000. */
+  rebalanceTimeoutMs?: number;
+  /** Longest a fetch waits on the broker for new records (bounds `close()` latency). Default 500. */
+  maxWaitMs?: number;
+  /** Delay before redelivering after a handler rejection. Default 500. */
+  retryBackoffMs?: number;
+  /** Replication factor of topics made by `ensureTopics`; -1 takes the broker's default. Default -1. */
+  replicationFactor?: number;
+  log?: BusLog;
+}
+
+export type ResolvedKafkaBusOptions = Required<KafkaBusOptions>;
+
+const silent: BusLog = {
+  warn() {},
+  error() {},
+};
+
+export function resolveKafkaBusOptions(options: KafkaBusOptions): ResolvedKafkaBusOptions {
+  if (options.brokers.length === 0) throw new CtxflowError('internal_error', 'a Kafka bus needs at least one broker');
+  return {
+    brokers: options.brokers,
+    clientId: options.clientId,
+    connectTimeoutMs: options.connectTimeoutMs ?? 3_000,
+    requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
+    retries: options.retries ?? 5,
+    sessionTimeoutMs: options.sessionTimeoutMs ?? 30_000,
+    heartbeatIntervalMs: options.heartbeatIntervalMs ?? 3_000,
+    rebalanceTimeoutMs: options.rebalanceTimeoutMs ?? 60_000,
+    maxWaitMs: options.maxWaitMs ?? 500,
+    retryBackoffMs: options.retryBackoffMs ?? 500,
+    replicationFactor: options.replicationFactor ?? -1,
+    log: options.log ?? silent,
+  };
+}
+
+export function busUnavailable(what: string, cause: unknown): CtxflowError {
+  const reason = cause instanceof Error ? cause.message : String(cause);
+  return new CtxflowError('bus_unavailable', `${what}: ${reason}`, { cause });
+}
+
+/** A sleep that ends early when `signal` aborts. */
+export function pause(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) {
+      resolve();
+      return;
+    }
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/** Offsets cross the port as decimal strings; this checks one before it reaches a client. */
+export function parseOffset(offset: string): bigint {
+  if (!/^\d+$/.test(offset)) throw new CtxflowError('internal_error', `not a Kafka offset: ${offset}`);
+  return BigInt(offset);
+}
