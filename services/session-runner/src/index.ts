@@ -27,3 +27,5 @@ export type {
 export type { StepContextRequest, StepContextSource } from './ports/step-context-source.ts';
 export type { RunnerTelemetry } from './ports/telemetry.ts';
 export { noopRunnerTelemetry } from './ports/telemetry.ts';
+export type { StepRequestConsumerDeps, StepResultRecord } from './step-request-consumer.ts';
+export { STEP_CONSUMER_GROUP, startStepRequestConsumer } from './step-request-consumer.ts';

@@ -1,0 +1,77 @@
+import type { IncomingRecord, Publisher, Subscriber, Subscription } from '@ctxflow/bus';
+import { isCtxflowError, stepRequestSchema, TOPICS } from '@ctxflow/contracts';
+import type { ContextEngine } from './domain/context-engine.ts';
+import type { SessionStore } from './ports/session-store.ts';
+
+export const STEP_CONSUMER_GROUP = 'ctxflow-session-runner';
+
+export interface StepRequestConsumerDeps {
+  engine: ContextEngine;
+  store: SessionStore;
+  subscriber: Subscriber;
+  publisher: Publisher;
+  log?: { warn(obj: object, msg: string): void };
+}
+
+/**
+ * A step result on TOPICS.stepResults, keyed by session id: the HTTP step answer
+ * plus the request it answers, or a refusal. A redelivered request publishes
+ * the same stepId again (the commit happened once); consumers keep the first.
+ */
+export type StepResultRecord =
+  | ({ requestId: string; sessionId: string; ok: true } & Awaited<ReturnType<ContextEngine['step']>>)
+  | { requestId: string; sessionId: string; ok: false; error: { code: string; message: string; retryable: boolean } };
+
+/**
+ * Consumes step requests (`{ sessionId, requestId, mode }`, keyed by session so
+ * one session's steps stay ordered on one consumer), runs the context pass and
+ * publishes the result. The step's commit records `requestId`, so a request
+ * redelivered after a crash between commit and offset commit commits nothing
+ * new and answers the same step.
+ */
+export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): Promise<Subscription> {
+  const handleOne = async (record: IncomingRecord) => {
+    let raw: unknown;
+    try {
+      raw = JSON.parse(record.value);
+    } catch {
+      deps.log?.warn({ offset: record.offset, partition: record.partition }, 'step request is not JSON: skipped');
+      return;
+    }
+    const parsed = stepRequestSchema.safeParse(raw);
+    if (!parsed.success) {
+      deps.log?.warn({ offset: record.offset, partition: record.partition }, 'invalid step request: skipped');
+      return;
+    }
+    const request = parsed.data;
+    let result: StepResultRecord;
+    try {
+      const state = await deps.store.load(request.sessionId);
+      const tenant = request.tenant ?? state?.meta.tenant ?? '';
+      const step = await deps.engine.step(tenant, request.sessionId, {
+        mode: request.mode,
+        requestId: request.requestId,
+      });
+      result = { requestId: request.requestId, sessionId: request.sessionId, ok: true, ...step };
+    } catch (err) {
+      if (!isCtxflowError(err) || err.retryable) throw err; // redelivered: the bus retries
+      result = {
+        requestId: request.requestId,
+        sessionId: request.sessionId,
+        ok: false,
+        error: { code: err.code, message: err.message, retryable: err.retryable },
+      };
+    }
+    await deps.publisher.publish(TOPICS.stepResults, [
+      { key: request.sessionId, value: JSON.stringify(result), headers: { 'ctxflow-record-id': request.requestId } },
+    ]);
+  };
+  const subscription = await deps.subscriber.subscribe({
+    topic: TOPICS.stepRequests,
+    groupId: STEP_CONSUMER_GROUP,
+    async handle(records) {
+      for (const record of records) await handleOne(record);
+    },
+  });
+  return subscription;
+}
