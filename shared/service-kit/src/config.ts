@@ -26,3 +26,40 @@ export function parseConfig<S extends z.ZodType>(
   }
   return Object.freeze(parsed.data);
 }
+
+/**
+ * Parses a service's schema and its credentials together, reporting every
+ * problem at once: `CTXFLOW_API_KEYS` (`tenant:key,...`) must be well formed,
+ * and without keys only a loopback `CTXFLOW_HOST` may be bound.
+ */
+export function parseConfigWithAuth<S extends z.ZodType>(
+  schema: S,
+  env: Record<string, string | undefined>,
+  helpers: {
+    parseApiKeys(raw: string | undefined): Map<string, string>;
+    isLoopback(host: string): boolean;
+  },
+): Readonly<z.infer<S> & { apiKeys: Map<string, string> }> {
+  const problems: string[] = [];
+  let parsed: Readonly<z.infer<S>> | undefined;
+  try {
+    parsed = parseConfig(schema, env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problems.push(...err.problems);
+  }
+  let apiKeys = new Map<string, string>();
+  try {
+    apiKeys = helpers.parseApiKeys(env.CTXFLOW_API_KEYS);
+  } catch (err) {
+    problems.push((err as Error).message);
+  }
+  const host = env.CTXFLOW_HOST || '127.0.0.1';
+  if (apiKeys.size === 0 && !helpers.isLoopback(host) && !problems.some((p) => p.startsWith('CTXFLOW_HOST'))) {
+    problems.push(
+      `CTXFLOW_HOST: refusing to bind ${host} without CTXFLOW_API_KEYS: without keys only loopback is served`,
+    );
+  }
+  if (problems.length > 0 || parsed === undefined) throw new ConfigError(problems);
+  return Object.freeze({ ...(parsed as object), apiKeys }) as Readonly<z.infer<S> & { apiKeys: Map<string, string> }>;
+}

@@ -1,5 +1,6 @@
 export { createAuthenticator, DEFAULT_TENANT, isLoopback, parseApiKeys, tenantHook } from './auth.ts';
-export { ConfigError, parseConfig } from './config.ts';
+export { ConfigError, parseConfig, parseConfigWithAuth } from './config.ts';
+export { blank, hostListVar, kafkaClientVar, logLevelVar, portVar, redisUrlVar } from './env.ts';
 export { installErrorHandler } from './error-handler.ts';
 export type { Logger } from './logger.ts';
 export { createLogger, REDACTED_PATHS } from './logger.ts';
