@@ -42,7 +42,10 @@ export const feedConfigSchema = z
         .pipe(z.array(z.string().regex(/^[^\s:]+:\d+$/, 'expected host:port')).min(1))
         .optional(),
     ),
-    KAFKA_CLIENT: blank(z.enum(['kafkajs', 'platformatic']).optional()),
+    KAFKA_CLIENT: blank(z.enum(['kafkajs', 'platformatic']).default('kafkajs')),
+    /** Partitions of the ticket-updates topic when this service creates it (keyed by `${source}:${ticket}`). */
+    CTXFLOW_TICKET_UPDATE_PARTITIONS: blank(z.coerce.number().int().min(1).max(1024).default(12)),
+    CTXFLOW_LOG_LEVEL: blank(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info')),
     REDIS_URL: blank(z.url({ protocol: /^rediss?$/ }).optional()),
   })
   .transform((env) => {
@@ -60,6 +63,8 @@ export const feedConfigSchema = z
       redisPrefix: env.CTXFLOW_REDIS_PREFIX,
       kafkaBrokers: env.KAFKA_BROKERS,
       kafkaClient: env.KAFKA_CLIENT,
+      ticketUpdatePartitions: env.CTXFLOW_TICKET_UPDATE_PARTITIONS,
+      logLevel: env.CTXFLOW_LOG_LEVEL,
       redisUrl: env.REDIS_URL,
     };
   });

@@ -1,0 +1,55 @@
+import { loadFeedConfig } from '@ctxflow/feed-ingestor';
+import { ConfigError } from '@ctxflow/service-kit';
+import { describe, expect, it } from 'vitest';
+
+describe('feed-ingestor configuration', () => {
+  it('defaults: 127.0.0.1:8081, 256 KiB bodies, no feeds, in-memory bus and ledger', () => {
+    const config = loadFeedConfig({ PATH: '/usr/bin' });
+    expect(config).toEqual({
+      host: '127.0.0.1',
+      port: 8081,
+      secrets: {},
+      maxBodyBytes: 262_144,
+      dedupeTtlMs: 259_200_000,
+      redisPrefix: 'ctxflow',
+      kafkaBrokers: undefined,
+      kafkaClient: 'kafkajs',
+      ticketUpdatePartitions: 12,
+      logLevel: 'info',
+      redisUrl: undefined,
+    });
+    expect(Object.isFrozen(config)).toBe(true);
+  });
+
+  it('secrets per source; an empty secret leaves that feed off', () => {
+    const config = loadFeedConfig({
+      CTXFLOW_FEED_SECRET_GITHUB: 'gh',
+      CTXFLOW_FEED_SECRET_ZENDESK: 'zd',
+      CTXFLOW_FEED_SECRET_JIRA: '',
+      KAFKA_BROKERS: '10.0.0.1:9092, 10.0.0.2:9092',
+      REDIS_URL: 'redis://10.0.0.3:6379',
+      CTXFLOW_FEED_MAX_BYTES: '65536',
+    });
+    expect(config.secrets).toEqual({ github: 'gh', zendesk: 'zd' });
+    expect(config.kafkaBrokers).toEqual(['10.0.0.1:9092', '10.0.0.2:9092']);
+    expect(config.redisUrl).toBe('redis://10.0.0.3:6379');
+    expect(config.maxBodyBytes).toBe(65_536);
+  });
+
+  it('every problem is reported at once, each naming its variable', () => {
+    let error: unknown;
+    try {
+      loadFeedConfig({
+        CTXFLOW_FEED_PORT: 'eighty',
+        KAFKA_BROKERS: 'no-port',
+        REDIS_URL: 'http://x',
+        KAFKA_CLIENT: 'rdkafka',
+      });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    const problems = (error as ConfigError).problems.map((p) => p.split(':')[0]);
+    expect(problems.sort()).toEqual(['CTXFLOW_FEED_PORT', 'KAFKA_BROKERS.0', 'KAFKA_CLIENT', 'REDIS_URL']);
+  });
+});
