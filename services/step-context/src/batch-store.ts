@@ -1,0 +1,121 @@
+import type { TicketUpdate } from '@ctxflow/contracts';
+
+/**
+ * One entry of a session's batch stream: a ticket update as it was applied to
+ * that session, stamped with its cursor. Cursors are integers starting at 1,
+ * strictly increasing within a session, never reused (a branch keeps its
+ * source's cursors). The runner's cursor is the cursor of the last entry it
+ * received; "new since C" is every entry with cursor > C.
+ */
+export interface BatchEntry {
+  cursor: number;
+  update: TicketUpdate;
+}
+
+/**
+ * What applying one update did to one session:
+ * - `appended`: a new entry (with its cursor);
+ * - `duplicate`: the session already has an entry with this update id;
+ * - `stale`: the session already has a newer update of the same ticket (by
+ *   `version` when both have one, else by `occurredAt`): older news is dropped.
+ */
+export type AppendOutcome = { outcome: 'appended'; cursor: number } | { outcome: 'duplicate' } | { outcome: 'stale' };
+
+/** The bus position of a consumed record; `offset` is a decimal string (Kafka offsets exceed 2^53). */
+export interface ConsumedPosition {
+  topic: string;
+  partition: number;
+  offset: string;
+}
+
+/** `refused`: the position was at or below the stored one, nothing was written. */
+export type ApplyResult = { applied: true; sessions: Record<string, AppendOutcome> } | { applied: false };
+
+/**
+ * Per-session, append-only streams of ticket updates, plus the consumed
+ * offsets that make consumption from the bus exactly-once. Adapters:
+ * memory-batch-store.ts (embedded default), redis-batch-store.ts; both pass
+ * test/contract/batch-store.contract.ts.
+ *
+ * Staleness is judged per session and ticket against the newest update
+ * appended to that session: an update is stale when both it and the newest
+ * carry a `version` and its version is lower, or otherwise when its
+ * `occurredAt` is earlier. Equal versions or times are not stale (distinct
+ * events of one moment); the update id catches repeats.
+ */
+export interface BatchStore {
+  /** Appends `update` to one session's stream: idempotent by `update.id`, stale updates dropped. */
+  append(sessionId: string, update: TicketUpdate): Promise<AppendOutcome>;
+  /**
+   * Entries with cursor > `after`, in cursor order: at most `maxEntries`, and
+   * stopping once the entries' stored size (JSON of the update, UTF-8 bytes)
+   * passes `maxBytes`; the entry that passes it is included, so a non-empty
+   * stream always yields at least one entry.
+   */
+  readSince(sessionId: string, after: number, limits: { maxEntries: number; maxBytes: number }): Promise<BatchEntry[]>;
+  /**
+   * A branch: `to` gets `from`'s entries with the same cursors, its dedupe ids
+   * and staleness marks. Entries `to` already had that `from` lacks (applied
+   * while the branch was being made) are kept, re-stamped after `from`'s last
+   * cursor. Safe to repeat.
+   */
+  copy(fromSessionId: string, toSessionId: string): Promise<void>;
+  /**
+   * Exactly-once consumption: appends `update` to every session in `sessionIds`
+   * (each as `append` would) AND records `position` as consumed, atomically.
+   * A position at or below the stored one for its topic and partition is
+   * refused whole (`applied: false`), nothing written.
+   */
+  applyUpdate(update: TicketUpdate, sessionIds: readonly string[], position: ConsumedPosition): Promise<ApplyResult>;
+  /** Records a consumed position that carried nothing to apply (a poison record); never moves backwards. */
+  recordOffset(position: ConsumedPosition): Promise<void>;
+  /** The next offset to read for a partition (the stored one plus 1), or undefined when none is stored. */
+  resumeFrom(topic: string, partition: number): Promise<string | undefined>;
+  close?(): Promise<void>;
+}
+
+/** Staleness mark of one ticket in one session: the newest appended version and time. */
+export interface TicketMark {
+  version?: number;
+  /** Epoch ms of `occurredAt`; undefined when it does not parse. */
+  occurredAtMs?: number;
+}
+
+/** The rule above, shared by the adapters (the Redis script restates it in Lua). */
+export function isStale(mark: TicketMark | undefined, update: Pick<TicketUpdate, 'version' | 'occurredAt'>): boolean {
+  if (!mark) return false;
+  if (mark.version !== undefined && update.version !== undefined) return update.version < mark.version;
+  const at = occurredAtMs(update.occurredAt);
+  return at !== undefined && mark.occurredAtMs !== undefined && at < mark.occurredAtMs;
+}
+
+/** The mark after appending `update`. */
+export function nextMark(
+  mark: TicketMark | undefined,
+  update: Pick<TicketUpdate, 'version' | 'occurredAt'>,
+): TicketMark {
+  const at = occurredAtMs(update.occurredAt);
+  const version = update.version ?? mark?.version;
+  const times = [mark?.occurredAtMs, at].filter((t): t is number => t !== undefined);
+  const next: TicketMark = {};
+  if (version !== undefined) next.version = version;
+  if (times.length > 0) next.occurredAtMs = Math.max(...times);
+  return next;
+}
+
+export function occurredAtMs(occurredAt: string): number | undefined {
+  const ms = Date.parse(occurredAt);
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** Offsets as canonical decimal strings; compares without losing precision. */
+export function compareOffsets(a: string, b: string): number {
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+export function canonicalOffset(offset: string): string {
+  if (!/^\d+$/.test(offset)) throw new Error(`offset ${JSON.stringify(offset)} is not a decimal integer`);
+  return BigInt(offset).toString();
+}

@@ -1,0 +1,121 @@
+import { byteLength, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
+import {
+  type AppendOutcome,
+  type ApplyResult,
+  type BatchEntry,
+  type BatchStore,
+  type ConsumedPosition,
+  canonicalOffset,
+  compareOffsets,
+  isStale,
+  nextMark,
+  type TicketMark,
+} from './batch-store.ts';
+
+interface SessionStream {
+  entries: BatchEntry[];
+  /** The last cursor handed out (0 before the first). */
+  seq: number;
+  /** Update ids already applied. */
+  ids: Set<string>;
+  /** ticketKey -> newest appended version and time. */
+  marks: Map<string, TicketMark>;
+}
+
+/**
+ * Batch streams in process memory: the embedded default. Every method runs
+ * without awaiting between its reads and writes, so each is atomic in the one
+ * process, as the Redis scripts are. Nothing survives a restart.
+ */
+export class MemoryBatchStore implements BatchStore {
+  readonly #streams = new Map<string, SessionStream>();
+  /** `${topic}\u0000${partition}` -> last consumed offset. */
+  readonly #offsets = new Map<string, string>();
+
+  async append(sessionId: string, update: TicketUpdate): Promise<AppendOutcome> {
+    return this.#append(this.#stream(sessionId), structuredClone(update));
+  }
+
+  async readSince(
+    sessionId: string,
+    after: number,
+    limits: { maxEntries: number; maxBytes: number },
+  ): Promise<BatchEntry[]> {
+    const stream = this.#streams.get(sessionId);
+    if (!stream) return [];
+    const out: BatchEntry[] = [];
+    let bytes = 0;
+    for (const entry of stream.entries) {
+      if (entry.cursor <= after) continue;
+      if (out.length >= limits.maxEntries || bytes > limits.maxBytes) break;
+      out.push(structuredClone(entry));
+      bytes += byteLength(entry.update);
+    }
+    return out;
+  }
+
+  async copy(fromSessionId: string, toSessionId: string): Promise<void> {
+    const from = this.#streams.get(fromSessionId);
+    const existing = this.#streams.get(toSessionId);
+    const target: SessionStream = from
+      ? {
+          entries: structuredClone(from.entries),
+          seq: from.seq,
+          ids: new Set(from.ids),
+          marks: new Map([...from.marks].map(([k, v]) => [k, { ...v }])),
+        }
+      : { entries: [], seq: 0, ids: new Set(), marks: new Map() };
+    for (const entry of existing?.entries ?? []) this.#append(target, entry.update);
+    this.#streams.set(toSessionId, target);
+  }
+
+  async applyUpdate(
+    update: TicketUpdate,
+    sessionIds: readonly string[],
+    position: ConsumedPosition,
+  ): Promise<ApplyResult> {
+    const offsetKey = `${position.topic}\u0000${position.partition}`;
+    const offset = canonicalOffset(position.offset);
+    const stored = this.#offsets.get(offsetKey);
+    if (stored !== undefined && compareOffsets(offset, stored) <= 0) return { applied: false };
+    const sessions: Record<string, AppendOutcome> = {};
+    for (const sessionId of sessionIds) {
+      sessions[sessionId] = this.#append(this.#stream(sessionId), structuredClone(update));
+    }
+    this.#offsets.set(offsetKey, offset);
+    return { applied: true, sessions };
+  }
+
+  async recordOffset(position: ConsumedPosition): Promise<void> {
+    const offsetKey = `${position.topic}\u0000${position.partition}`;
+    const offset = canonicalOffset(position.offset);
+    const stored = this.#offsets.get(offsetKey);
+    if (stored === undefined || compareOffsets(offset, stored) > 0) this.#offsets.set(offsetKey, offset);
+  }
+
+  async resumeFrom(topic: string, partition: number): Promise<string | undefined> {
+    const stored = this.#offsets.get(`${topic}\u0000${partition}`);
+    return stored === undefined ? undefined : (BigInt(stored) + 1n).toString();
+  }
+
+  #stream(sessionId: string): SessionStream {
+    let stream = this.#streams.get(sessionId);
+    if (!stream) {
+      stream = { entries: [], seq: 0, ids: new Set(), marks: new Map() };
+      this.#streams.set(sessionId, stream);
+    }
+    return stream;
+  }
+
+  #append(stream: SessionStream, update: TicketUpdate): AppendOutcome {
+    if (stream.ids.has(update.id)) return { outcome: 'duplicate' };
+    const key = ticketKey(update);
+    const mark = stream.marks.get(key);
+    if (isStale(mark, update)) return { outcome: 'stale' };
+    stream.seq += 1;
+    stream.entries.push({ cursor: stream.seq, update });
+    stream.ids.add(update.id);
+    stream.marks.set(key, nextMark(mark, update));
+    return { outcome: 'appended', cursor: stream.seq };
+  }
+}

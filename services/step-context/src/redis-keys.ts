@@ -1,0 +1,41 @@
+/**
+ * Every Redis key step-context writes, built here and nowhere else.
+ * `prefix` separates deployments and tests sharing one Redis (default `ctxflow`).
+ *
+ * Every key of one session sits under the hash tag `{<sessionId>}`, so one
+ * script can touch all of them on Redis Cluster. Keys that span sessions (the
+ * consumed offsets, the subscription index) have no session tag.
+ */
+export function stepContextKeys(prefix: string) {
+  const base = `${prefix}:step-context`;
+  return {
+    session(sessionId: string) {
+      const tag = `${base}:{${sessionId}}`;
+      return {
+        /** Stream: entry id `<cursor>-0`, fields `id`, `key`, `version`, `at`, `update` (apply-update.lua). */
+        stream: `${tag}:stream`,
+        /** String: the last cursor handed out. */
+        seq: `${tag}:seq`,
+        /** Set: update ids applied to the session. */
+        ids: `${tag}:ids`,
+        /** Hash: ticket key -> `<version>|<occurredAt ms>` of the newest appended update (either part may be empty). */
+        marks: `${tag}:marks`,
+        /** Hash: `<topic>:<partition>` -> last offset applied to this session (Redis Cluster mode only). */
+        offsets: `${tag}:offsets`,
+        /** Set: the session's subscriptions, each `subscriptionId()` (a JSON array). */
+        subscriptions: `${tag}:subs`,
+      };
+    },
+    /** Hash: `<topic>:<partition>` -> last consumed offset (decimal string). */
+    offsets: `${base}:offsets`,
+    /** Set of session ids following one subscription (`subscriptionId()`: exact or wildcard). */
+    subscribers: (subscriptionId: string) => `${base}:subscribers:${subscriptionId}`,
+  };
+}
+
+export type StepContextKeys = ReturnType<typeof stepContextKeys>;
+
+/** The hash field of a consumed position; Kafka topic names never contain ':'. */
+export function offsetField(topic: string, partition: number): string {
+  return `${topic}:${partition}`;
+}

@@ -1,0 +1,86 @@
+import { CtxflowError, type TicketUpdate } from '@ctxflow/contracts';
+import type { Cluster, Redis } from 'ioredis';
+import { type StepContextKeys, stepContextKeys } from './redis-keys.ts';
+import {
+  ANY_TICKET,
+  compareSubscriptions,
+  type Subscription,
+  type SubscriptionStore,
+  subscriptionId,
+} from './subscription-store.ts';
+
+/**
+ * Subscriptions on Redis: the session's own set (under its hash tag) and, per
+ * subscription, a set of subscriber session ids that `sessionsFor` reads.
+ *
+ * The two live in different hash slots, so no single script can write both on
+ * Redis Cluster. The order makes every partial write harmless and a retry
+ * complete: `subscribe` adds to the subscriber set first, then to the
+ * session's set (a crash between them leaves a session that already receives
+ * updates, and the retry lists it); `unsubscribe` removes from the session's
+ * set first, then from the subscriber set.
+ */
+export class RedisSubscriptionStore implements SubscriptionStore {
+  readonly #redis: Redis | Cluster;
+  readonly #keys: StepContextKeys;
+  readonly #ownsClient: boolean;
+
+  constructor(options: { redis: Redis | Cluster; prefix?: string; ownsClient?: boolean }) {
+    this.#redis = options.redis;
+    this.#keys = stepContextKeys(options.prefix ?? 'ctxflow');
+    this.#ownsClient = options.ownsClient ?? false;
+  }
+
+  async subscribe(sessionId: string, subscription: Subscription): Promise<boolean> {
+    const id = subscriptionId(subscription);
+    return this.#guard(async () => {
+      await this.#redis.sadd(this.#keys.subscribers(id), sessionId);
+      return (await this.#redis.sadd(this.#keys.session(sessionId).subscriptions, id)) === 1;
+    });
+  }
+
+  async unsubscribe(sessionId: string, subscription: Subscription): Promise<boolean> {
+    const id = subscriptionId(subscription);
+    return this.#guard(async () => {
+      const removed = (await this.#redis.srem(this.#keys.session(sessionId).subscriptions, id)) === 1;
+      await this.#redis.srem(this.#keys.subscribers(id), sessionId);
+      return removed;
+    });
+  }
+
+  async list(sessionId: string): Promise<Subscription[]> {
+    const ids = await this.#guard(() => this.#redis.smembers(this.#keys.session(sessionId).subscriptions));
+    return ids.map(parseSubscriptionId).sort(compareSubscriptions);
+  }
+
+  async sessionsFor(update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>): Promise<string[]> {
+    // Every subscription that can match (subscription-store.ts): the exact
+    // ticket, the wildcard of the update's scope, and the unscoped wildcard.
+    const candidates: Subscription[] = [
+      { source: update.source, ticket: update.ticket },
+      { source: update.source, ticket: ANY_TICKET },
+    ];
+    if (update.scope !== undefined) candidates.push({ source: update.source, ticket: ANY_TICKET, scope: update.scope });
+    const sets = await this.#guard(() =>
+      Promise.all(candidates.map((c) => this.#redis.smembers(this.#keys.subscribers(subscriptionId(c))))),
+    );
+    return [...new Set(sets.flat())].sort();
+  }
+
+  async close(): Promise<void> {
+    if (this.#ownsClient) await this.#redis.quit();
+  }
+
+  async #guard<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (cause) {
+      throw new CtxflowError('store_unavailable', 'the subscription store did not answer', { cause });
+    }
+  }
+}
+
+function parseSubscriptionId(id: string): Subscription {
+  const [source, ticket, scope] = JSON.parse(id) as [Subscription['source'], string, string | null];
+  return scope === null ? { source, ticket } : { source, ticket, scope };
+}

@@ -1,0 +1,68 @@
+import { type FeedSource, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
+
+/**
+ * One subscription of a session to ticket updates.
+ *
+ * - Exact: `{ source, ticket }` matches updates with that source and ticket key
+ *   (`owner/repo#12`, `PROJ-123`, `35436`, any string for generic).
+ * - Wildcard: `{ source, ticket: '*', scope }` matches every update of that
+ *   source whose `TicketUpdate.scope` equals `scope`: a GitHub repository
+ *   (`owner/repo`), a Jira project (`PROJ`), a Zendesk account id. For github,
+ *   jira and zendesk the scope is required: a wildcard never spans a whole
+ *   ticket system.
+ * - `{ source: 'generic', ticket: '*' }` without a scope matches every generic
+ *   update (generic updates carry no scope).
+ *
+ * `scope` is only meaningful with `ticket: '*'`; an exact subscription never has one.
+ */
+export interface Subscription {
+  source: FeedSource;
+  ticket: string;
+  scope?: string;
+}
+
+/** The wildcard ticket. */
+export const ANY_TICKET = '*';
+
+/** True when `subscription` matches `update` (the rule above). */
+export function matchesUpdate(subscription: Subscription, update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>) {
+  if (subscription.source !== update.source) return false;
+  if (subscription.ticket !== ANY_TICKET) return subscription.ticket === update.ticket;
+  return subscription.scope === undefined || subscription.scope === update.scope;
+}
+
+/** A stable identity of a subscription (for sets and sorting). */
+export function subscriptionId(subscription: Subscription): string {
+  return JSON.stringify([subscription.source, subscription.ticket, subscription.scope ?? null]);
+}
+
+/** Sorts subscriptions by source, ticket, scope: the order `list` answers in. */
+export function compareSubscriptions(a: Subscription, b: Subscription): number {
+  const ka = subscriptionId(a);
+  const kb = subscriptionId(b);
+  return ka < kb ? -1 : ka > kb ? 1 : 0;
+}
+
+/** The key updates of one ticket share (`${source}:${ticket}`), the Kafka record key. */
+export { ticketKey };
+
+/**
+ * Which sessions follow which tickets. Adapters: memory-subscription-store.ts
+ * (embedded default), redis-subscription-store.ts; both pass
+ * test/contract/subscription-store.contract.ts. Tenancy is checked by the
+ * caller (subscription-routes.ts), not here.
+ */
+export interface SubscriptionStore {
+  /** Adds a subscription; false when the session already had it (idempotent). */
+  subscribe(sessionId: string, subscription: Subscription): Promise<boolean>;
+  /** Removes a subscription; false when the session did not have it. */
+  unsubscribe(sessionId: string, subscription: Subscription): Promise<boolean>;
+  /** The session's subscriptions, sorted by source, ticket, scope. */
+  list(sessionId: string): Promise<Subscription[]>;
+  /**
+   * The sessions with at least one subscription matching `update` (exact or
+   * wildcard), each once, sorted by session id.
+   */
+  sessionsFor(update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>): Promise<string[]>;
+  close?(): Promise<void>;
+}
