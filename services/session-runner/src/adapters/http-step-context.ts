@@ -1,7 +1,8 @@
 import type { StepContextRequest, StepContextSource } from '../ports/step-context-source.ts';
 
 /**
- * An agent's HTTP stepContext hook: `POST <url>` with `{ sessionId, cursor }`;
+ * An HTTP stepContext hook (an agent's own, or the step-context service in the
+ * stack): `POST <url>` with `{ sessionId, cursor, maxBytes }`;
  * the answer is `{ items, cursor }` (200) or nothing new (204). Any other status
  * is a hook error; the body is validated by the context pass.
  */
@@ -16,7 +17,11 @@ export class HttpStepContext implements StepContextSource {
     const response = await fetch(this.#url, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ sessionId: request.sessionId, cursor: request.cursor ?? null }),
+      body: JSON.stringify({
+        sessionId: request.sessionId,
+        cursor: request.cursor ?? null,
+        maxBytes: request.maxBytes,
+      }),
       signal: request.signal,
     });
     if (response.status === 204) return undefined;

@@ -1,0 +1,47 @@
+import {
+  blank,
+  hostListVar,
+  isLoopback,
+  kafkaClientVar,
+  logLevelVar,
+  parseApiKeys,
+  parseConfigWithAuth,
+  portVar,
+  redisUrlVar,
+} from '@ctxflow/service-kit';
+import { z } from 'zod';
+
+/**
+ * The session-runner's environment when it runs as its own process (the
+ * stack). `REDIS_URL` or `REDIS_CLUSTER_NODES`: the Redis store; `KAFKA_BROKERS`:
+ * step requests consumed from Kafka.
+ */
+export const runnerConfigSchema = z
+  .object({
+    CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
+    CTXFLOW_PORT: portVar(8080),
+    CTXFLOW_STEP_CONTEXT_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8082/step-context')),
+    CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
+    CTXFLOW_LOG_LEVEL: logLevelVar(),
+    KAFKA_BROKERS: hostListVar(),
+    KAFKA_CLIENT: kafkaClientVar(),
+    REDIS_URL: redisUrlVar(),
+    REDIS_CLUSTER_NODES: hostListVar(),
+  })
+  .transform((env) => ({
+    host: env.CTXFLOW_HOST,
+    port: env.CTXFLOW_PORT,
+    stepContextUrl: env.CTXFLOW_STEP_CONTEXT_URL,
+    redisPrefix: env.CTXFLOW_REDIS_PREFIX,
+    logLevel: env.CTXFLOW_LOG_LEVEL,
+    kafkaBrokers: env.KAFKA_BROKERS,
+    kafkaClient: env.KAFKA_CLIENT,
+    redisUrl: env.REDIS_URL,
+    redisClusterNodes: env.REDIS_CLUSTER_NODES,
+  }));
+
+export type RunnerConfig = ReturnType<typeof loadRunnerConfig>;
+
+export function loadRunnerConfig(env: Record<string, string | undefined>) {
+  return parseConfigWithAuth(runnerConfigSchema, env, { parseApiKeys, isLoopback });
+}
