@@ -1,0 +1,205 @@
+import { randomUUID } from 'node:crypto';
+import { byteLength } from '@ctxflow/contracts';
+import type { BatchStore } from '@ctxflow/step-context';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeUpdate } from '../step-context/helpers.ts';
+
+export interface BatchStoreFixture {
+  name: string;
+  /** A store on a fresh key space; `cleanup` removes it. */
+  create(): Promise<{ store: BatchStore; cleanup(): Promise<void> }>;
+}
+
+const all = { maxEntries: 10_000, maxBytes: 100 * 1024 * 1024 };
+
+/** The contract of the BatchStore port (src/batch-store.ts), for every adapter. */
+export function batchStoreContract(fixture: BatchStoreFixture): void {
+  describe(`BatchStore contract: ${fixture.name}`, () => {
+    let store: BatchStore;
+    let cleanup: () => Promise<void>;
+    const session = () => `s-${randomUUID()}`;
+    const topic = () => `topic-${randomUUID().slice(0, 8)}`;
+
+    beforeAll(async () => {
+      ({ store, cleanup } = await fixture.create());
+    });
+    afterAll(async () => {
+      await cleanup();
+    });
+
+    it('append stamps cursors 1, 2, 3 and readSince returns the entries in order', async () => {
+      const s = session();
+      const updates = [makeUpdate({ ticket: 'A' }), makeUpdate({ ticket: 'B' }), makeUpdate({ ticket: 'A' })];
+      const outcomes = [];
+      for (const u of updates) outcomes.push(await store.append(s, u));
+      expect(outcomes).toEqual([
+        { outcome: 'appended', cursor: 1 },
+        { outcome: 'appended', cursor: 2 },
+        { outcome: 'appended', cursor: 3 },
+      ]);
+      expect(await store.readSince(s, 0, all)).toEqual(updates.map((update, i) => ({ cursor: i + 1, update })));
+      expect((await store.readSince(s, 2, all)).map((e) => e.cursor)).toEqual([3]);
+      expect(await store.readSince(s, 3, all)).toEqual([]);
+      expect(await store.readSince(session(), 0, all)).toEqual([]);
+    });
+
+    it('append is idempotent by update id', async () => {
+      const s = session();
+      const u = makeUpdate();
+      expect(await store.append(s, u)).toEqual({ outcome: 'appended', cursor: 1 });
+      expect(await store.append(s, { ...u, summary: 'other text, same id' })).toEqual({ outcome: 'duplicate' });
+      expect(await store.readSince(s, 0, all)).toEqual([{ cursor: 1, update: u }]);
+    });
+
+    it('an older version of a ticket than one appended is stale; an equal one is not', async () => {
+      const s = session();
+      expect((await store.append(s, makeUpdate({ ticket: 'X', version: 5 }))).outcome).toBe('appended');
+      expect(await store.append(s, makeUpdate({ ticket: 'X', version: 3 }))).toEqual({ outcome: 'stale' });
+      expect((await store.append(s, makeUpdate({ ticket: 'X', version: 5 }))).outcome).toBe('appended');
+      // version wins over time when both carry one
+      const later = makeUpdate({ ticket: 'X', version: 4, occurredAt: '2030-01-01T00:00:00.000Z' });
+      expect(await store.append(s, later)).toEqual({ outcome: 'stale' });
+      // another ticket, another session: not affected
+      expect((await store.append(s, makeUpdate({ ticket: 'Y', version: 1 }))).outcome).toBe('appended');
+      expect((await store.append(session(), makeUpdate({ ticket: 'X', version: 1 }))).outcome).toBe('appended');
+      expect((await store.readSince(s, 0, all)).map((e) => e.update.version)).toEqual([5, 5, 1]);
+    });
+
+    it('without versions an earlier occurredAt is stale', async () => {
+      const s = session();
+      await store.append(s, makeUpdate({ ticket: 'X', occurredAt: '2026-01-01T10:00:00.000Z' }));
+      expect(await store.append(s, makeUpdate({ ticket: 'X', occurredAt: '2026-01-01T09:59:59.000Z' }))).toEqual({
+        outcome: 'stale',
+      });
+      expect((await store.append(s, makeUpdate({ ticket: 'X', occurredAt: '2026-01-01T10:00:00.000Z' }))).outcome).toBe(
+        'appended',
+      );
+      // one side without a version: compared by time
+      await store.append(s, makeUpdate({ ticket: 'X', version: 9, occurredAt: '2026-01-01T11:00:00.000Z' }));
+      expect(await store.append(s, makeUpdate({ ticket: 'X', occurredAt: '2026-01-01T10:30:00.000Z' }))).toEqual({
+        outcome: 'stale',
+      });
+      expect((await store.append(s, makeUpdate({ ticket: 'X', occurredAt: 'not a date' }))).outcome).toBe('appended');
+      expect(await store.append(s, makeUpdate({ ticket: 'X', version: 8 }))).toEqual({ outcome: 'stale' });
+      expect((await store.readSince(s, 0, all)).length).toBe(4);
+    });
+
+    it('readSince stops at maxEntries, and after the entry that passes maxBytes', async () => {
+      const s = session();
+      const updates = Array.from({ length: 5 }, (_, i) =>
+        makeUpdate({ ticket: `T${i}`, eventId: `e-${randomUUID()}`, summary: 'x'.repeat(300) }),
+      );
+      for (const u of updates) await store.append(s, u);
+      const size = byteLength(updates[0]); // every update has this size
+      const cursors = async (after: number, maxEntries: number, maxBytes: number) =>
+        (await store.readSince(s, after, { maxEntries, maxBytes })).map((e) => e.cursor);
+      expect(await cursors(0, 2, 1e9)).toEqual([1, 2]);
+      expect(await cursors(1, 100, 1)).toEqual([2]);
+      expect(await cursors(0, 100, size)).toEqual([1, 2]);
+      expect(await cursors(0, 100, 2 * size)).toEqual([1, 2, 3]);
+      expect(await cursors(0, 100, 2 * size - 1)).toEqual([1, 2]);
+    });
+
+    it('applyUpdate appends to every session and records the offset; at or below it, nothing is written', async () => {
+      const [a, b, t] = [session(), session(), topic()];
+      const u1 = makeUpdate({ ticket: 'Z' });
+      expect(await store.resumeFrom(t, 0)).toBeUndefined();
+      expect(await store.applyUpdate(u1, [a, b], { topic: t, partition: 0, offset: '7' })).toEqual({
+        applied: true,
+        sessions: { [a]: { outcome: 'appended', cursor: 1 }, [b]: { outcome: 'appended', cursor: 1 } },
+      });
+      expect(await store.resumeFrom(t, 0)).toBe('8');
+      const u2 = makeUpdate({ ticket: 'Z' });
+      expect(await store.applyUpdate(u2, [a, b], { topic: t, partition: 0, offset: '7' })).toEqual({ applied: false });
+      expect(await store.applyUpdate(u2, [a], { topic: t, partition: 0, offset: '6' })).toEqual({ applied: false });
+      expect(await store.readSince(a, 0, all)).toEqual([{ cursor: 1, update: u1 }]);
+      expect(await store.readSince(b, 0, all)).toEqual([{ cursor: 1, update: u1 }]);
+      expect(await store.resumeFrom(t, 0)).toBe('8');
+      // the same update at a later offset (a republish) is applied as a duplicate
+      expect(await store.applyUpdate(u1, [a], { topic: t, partition: 0, offset: '9' })).toEqual({
+        applied: true,
+        sessions: { [a]: { outcome: 'duplicate' } },
+      });
+      expect(await store.resumeFrom(t, 0)).toBe('10');
+      // partitions and topics are independent
+      expect(await store.resumeFrom(t, 1)).toBeUndefined();
+      expect((await store.applyUpdate(u2, [a], { topic: t, partition: 1, offset: '0' })).applied).toBe(true);
+      expect(await store.resumeFrom(t, 1)).toBe('1');
+      expect(await store.resumeFrom(topic(), 0)).toBeUndefined();
+    });
+
+    it('applyUpdate with no session records the offset; offsets beyond 2^53 compare exactly', async () => {
+      const t = topic();
+      expect(await store.applyUpdate(makeUpdate(), [], { topic: t, partition: 2, offset: '9007199254740993' })).toEqual(
+        { applied: true, sessions: {} },
+      );
+      expect(await store.resumeFrom(t, 2)).toBe('9007199254740994');
+      expect(
+        await store.applyUpdate(makeUpdate(), [session()], { topic: t, partition: 2, offset: '9007199254740992' }),
+      ).toEqual({ applied: false });
+      expect(
+        (await store.applyUpdate(makeUpdate(), [], { topic: t, partition: 2, offset: '10000000000000000' })).applied,
+      ).toBe(true);
+      expect(await store.resumeFrom(t, 2)).toBe('10000000000000001');
+    });
+
+    it('applyUpdate reports stale and duplicate per session', async () => {
+      const [a, b, t] = [session(), session(), topic()];
+      await store.append(a, makeUpdate({ ticket: 'Q', version: 10 }));
+      const dup = makeUpdate({ ticket: 'Q', version: 11 });
+      await store.append(b, dup);
+      const old = makeUpdate({ ticket: 'Q', version: 2 });
+      expect(await store.applyUpdate(old, [a, b], { topic: t, partition: 0, offset: '0' })).toEqual({
+        applied: true,
+        sessions: { [a]: { outcome: 'stale' }, [b]: { outcome: 'stale' } },
+      });
+      expect(await store.applyUpdate(dup, [a, b], { topic: t, partition: 0, offset: '1' })).toEqual({
+        applied: true,
+        sessions: { [a]: { outcome: 'appended', cursor: 2 }, [b]: { outcome: 'duplicate' } },
+      });
+    });
+
+    it('recordOffset never moves backwards', async () => {
+      const t = topic();
+      await store.recordOffset({ topic: t, partition: 0, offset: '41' });
+      await store.recordOffset({ topic: t, partition: 0, offset: '3' });
+      expect(await store.resumeFrom(t, 0)).toBe('42');
+      expect((await store.applyUpdate(makeUpdate(), [], { topic: t, partition: 0, offset: '41' })).applied).toBe(false);
+    });
+
+    it('copy gives the branch the same entries and cursors, ids and staleness marks', async () => {
+      const [from, to] = [session(), session()];
+      const u1 = makeUpdate({ ticket: 'C', version: 4 });
+      const u2 = makeUpdate({ ticket: 'D' });
+      await store.append(from, u1);
+      await store.append(from, u2);
+      await store.copy(from, to);
+      expect(await store.readSince(to, 0, all)).toEqual([
+        { cursor: 1, update: u1 },
+        { cursor: 2, update: u2 },
+      ]);
+      expect(await store.append(to, u2)).toEqual({ outcome: 'duplicate' });
+      expect(await store.append(to, makeUpdate({ ticket: 'C', version: 3 }))).toEqual({ outcome: 'stale' });
+      const u3 = makeUpdate({ ticket: 'E' });
+      expect(await store.append(to, u3)).toEqual({ outcome: 'appended', cursor: 3 });
+      // the source is untouched by the branch
+      expect((await store.readSince(from, 0, all)).map((e) => e.cursor)).toEqual([1, 2]);
+      // repeating the copy keeps the branch's own entry after the source's
+      await store.append(from, makeUpdate({ ticket: 'F' }));
+      await store.copy(from, to);
+      expect((await store.readSince(to, 0, all)).map((e) => [e.cursor, e.update.ticket])).toEqual([
+        [1, 'C'],
+        [2, 'D'],
+        [3, 'F'],
+        [4, 'E'],
+      ]);
+    });
+
+    it('copy of a session without entries gives an empty stream that starts at cursor 1', async () => {
+      const to = session();
+      await store.copy(session(), to);
+      expect(await store.readSince(to, 0, all)).toEqual([]);
+      expect(await store.append(to, makeUpdate())).toEqual({ outcome: 'appended', cursor: 1 });
+    });
+  });
+}

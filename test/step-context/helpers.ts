@@ -1,0 +1,40 @@
+import { randomUUID } from 'node:crypto';
+import type { TicketUpdate } from '@ctxflow/contracts';
+import type { Cluster, Redis } from 'ioredis';
+
+let counter = 0;
+
+/** A valid TicketUpdate; every call gets a fresh id unless given one. */
+export function makeUpdate(overrides: Partial<TicketUpdate> = {}): TicketUpdate {
+  counter++;
+  const eventId = overrides.eventId ?? `evt-${counter}-${randomUUID().slice(0, 8)}`;
+  const source = overrides.source ?? 'generic';
+  return {
+    id: `${source}:${eventId}`,
+    source,
+    ticket: 'T-1',
+    eventId,
+    kind: 'commented',
+    summary: `update ${counter}`,
+    occurredAt: '2026-01-01T10:00:00.000Z',
+    receivedAt: '2026-01-01T10:00:01.000Z',
+    ...overrides,
+  };
+}
+
+export function uniquePrefix(): string {
+  return `test:${randomUUID().slice(0, 12)}`;
+}
+
+/** Deletes every key under `prefix` on a Redis or every master of a cluster. */
+export async function deleteKeys(redis: Redis | Cluster, prefix: string): Promise<void> {
+  const nodes = 'nodes' in redis && typeof redis.nodes === 'function' ? redis.nodes('master') : [redis as Redis];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 500);
+      cursor = next;
+      for (const key of keys) await redis.del(key);
+    } while (cursor !== '0');
+  }
+}
