@@ -2,6 +2,7 @@ export { HttpStepContext } from './adapters/http-step-context.ts';
 export { MemoryMemoryRecall } from './adapters/memory-memory-recall.ts';
 export { MemorySessionEvents } from './adapters/memory-session-events.ts';
 export { MemorySessionStore } from './adapters/memory-session-store.ts';
+export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
 export { createEngine, hookSelector } from './create-engine.ts';

@@ -1,0 +1,359 @@
+import { readFileSync } from 'node:fs';
+import { CtxflowError } from '@ctxflow/contracts';
+import type { Cluster, Redis } from 'ioredis';
+import type {
+  AgentRecord,
+  CallRecord,
+  LogEntry,
+  MessageEntry,
+  NewQueuedItem,
+  QueuedItem,
+  SessionMeta,
+  SessionState,
+  StepRecord,
+} from '../domain/model.ts';
+import type {
+  CommitResult,
+  EnqueueDedupe,
+  EnqueueResult,
+  RewindCommit,
+  SessionStore,
+  StepCommit,
+} from '../ports/session-store.ts';
+import { type StoreKeys, storeKeys } from './redis/keys.ts';
+
+function lua(file: string): string {
+  return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
+}
+
+/** Every session script takes the nine session keys (keys.ts SESSION_KEY_ORDER). */
+const SESSION_SCRIPTS = {
+  ctxCreateSession: 'create-session.lua',
+  ctxEnqueue: 'enqueue.lua',
+  ctxAppendMessages: 'append-messages.lua',
+  ctxCommitStep: 'commit-step.lua',
+  ctxRewind: 'rewind.lua',
+  ctxPutMeta: 'put-meta.lua',
+  ctxPutCall: 'put-call.lua',
+} as const;
+const SESSION_KEY_COUNT = 9;
+
+type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
+type ScriptReply = number | string;
+type ScriptClient = Record<ScriptName, (...args: (string | number)[]) => Promise<ScriptReply>>;
+
+/** The refusals the scripts answer with (see each script's header). */
+export type StoreRefusal =
+  | 'session_not_found'
+  | 'session_exists'
+  | 'replayed'
+  | 'key_conflict'
+  | 'log_changed'
+  | 'item_not_queued'
+  | 'version_changed'
+  | 'bad_range';
+
+const REFUSALS: Record<number, StoreRefusal> = {
+  [-1]: 'session_not_found',
+  [-2]: 'session_exists',
+  [-3]: 'replayed',
+  [-4]: 'key_conflict',
+  [-5]: 'log_changed',
+  [-6]: 'item_not_queued',
+  [-7]: 'version_changed',
+  [-8]: 'bad_range',
+};
+
+/**
+ * THE mapping of a script's reply: a negative integer is a refusal (nothing was
+ * written); anything else is the script's answer. An unknown code is a bug.
+ */
+export function scriptOutcome(reply: ScriptReply): { refusal: StoreRefusal } | { ok: ScriptReply } {
+  if (typeof reply === 'number' && reply < 0) {
+    const refusal = REFUSALS[reply];
+    if (!refusal) throw new Error(`session store script answered an unknown code ${reply}`);
+    return { refusal };
+  }
+  return { ok: reply };
+}
+
+/** Reply errors of a server that is up but cannot serve now; anything else from Redis is a bug. */
+const TRANSIENT_REPLY = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK)\b/;
+
+function unavailable(cause: unknown): boolean {
+  if (!(cause instanceof Error)) return true;
+  if (cause.name === 'ReplyError') return TRANSIENT_REPLY.test(cause.message);
+  return true;
+}
+
+/** JSON of a queued item with `itemId` as its LAST property: the scripts read it at the element's end. */
+function encodeQueued(item: QueuedItem): string {
+  const { itemId, ...rest } = item;
+  return JSON.stringify({ ...rest, itemId });
+}
+
+function parse<T>(json: string): T {
+  return JSON.parse(json) as T;
+}
+
+/** A calls-hash value is `<order> <CallRecord JSON>` (put-call.lua). */
+function parseCalls(hash: Record<string, string>): CallRecord[] {
+  return Object.values(hash)
+    .map((value) => {
+      const space = value.indexOf(' ');
+      return { order: Number(value.slice(0, space)), call: parse<CallRecord>(value.slice(space + 1)) };
+    })
+    .sort((a, b) => a.order - b.order)
+    .map((entry) => entry.call);
+}
+
+export interface RedisSessionStoreOptions {
+  /** Key prefix (default `ctx`): keys are `<prefix>:{<sessionId>}:log` etc. No braces. */
+  prefix?: string;
+}
+
+/**
+ * The session store on Redis or a Redis Cluster (see redis/keys.ts for the key
+ * shapes). Every write of a session is ONE Lua script over keys sharing the
+ * session's hash tag, so each method is atomic on its own; each script checks
+ * everything before its first write, because Redis never rolls a script back.
+ * The tenant index is another slot: it is written after the session and may
+ * name a session that is gone, which listSessions skips.
+ *
+ * A Redis that does not answer surfaces as a retryable `store_unavailable`.
+ */
+export class RedisSessionStore implements SessionStore {
+  readonly #client: Redis | Cluster;
+  readonly #scripts: ScriptClient;
+  readonly #keys: StoreKeys;
+
+  constructor(client: Redis | Cluster, options: RedisSessionStoreOptions = {}) {
+    this.#keys = storeKeys(options.prefix);
+    // defineCommand sends EVALSHA and falls back to EVAL on NOSCRIPT (a restarted Redis).
+    const scripts = client as unknown as Partial<ScriptClient>;
+    for (const [name, file] of Object.entries(SESSION_SCRIPTS)) {
+      if (typeof scripts[name as ScriptName] !== 'function') {
+        client.defineCommand(name, { numberOfKeys: SESSION_KEY_COUNT, lua: lua(file) });
+      }
+    }
+    if (typeof scripts.ctxReplaceAgent !== 'function') {
+      client.defineCommand('ctxReplaceAgent', { numberOfKeys: 1, lua: lua('replace-agent.lua') });
+    }
+    this.#client = client;
+    this.#scripts = client as unknown as ScriptClient;
+  }
+
+  // ---------------------------------------------------------------- agents
+
+  async putAgent(agent: AgentRecord): Promise<void> {
+    const key = this.#keys.agent(agent.agentId);
+    await this.#guard(() => this.#client.hset(key, 'record', JSON.stringify(agent), 'version', String(agent.version)));
+  }
+
+  async replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<boolean> {
+    const reply = await this.#guard(() =>
+      this.#scripts.ctxReplaceAgent(
+        this.#keys.agent(agent.agentId),
+        String(expectedVersion),
+        String(agent.version),
+        JSON.stringify(agent),
+      ),
+    );
+    return !('refusal' in scriptOutcome(reply));
+  }
+
+  async getAgent(agentId: string): Promise<AgentRecord | undefined> {
+    const json = await this.#guard(() => this.#client.hget(this.#keys.agent(agentId), 'record'));
+    return json === null ? undefined : parse<AgentRecord>(json);
+  }
+
+  // ---------------------------------------------------------------- sessions
+
+  async createSession(meta: SessionMeta, log: LogEntry[], steps: StepRecord[], calls: CallRecord[]): Promise<void> {
+    const args: string[] = [JSON.stringify(meta), String(log.length), String(steps.length), String(calls.length)];
+    for (const entry of log) args.push(JSON.stringify(entry));
+    for (const step of steps) args.push(step.stepId, step.requestId ?? '', JSON.stringify(step));
+    for (const call of calls) args.push(call.callId, JSON.stringify(call));
+    const reply = await this.#session('ctxCreateSession', meta.sessionId, args);
+    const outcome = scriptOutcome(reply);
+    if ('refusal' in outcome) throw new Error(`session ${meta.sessionId} exists`);
+    // Another slot: written after the session, so an index entry never names a session
+    // that was never created (it may name one that is gone: listSessions skips those).
+    const score = Date.parse(meta.createdAt);
+    await this.#guard(() =>
+      this.#client.zadd(this.#keys.tenantSessions(meta.tenant), Number.isNaN(score) ? 0 : score, meta.sessionId),
+    );
+  }
+
+  async load(sessionId: string): Promise<SessionState | undefined> {
+    const keys = this.#keys.session(sessionId);
+    // One slot, one MULTI: a consistent snapshot of the session.
+    const replies = await this.#guard(() =>
+      this.#client.multi().get(keys.meta).lrange(keys.log, 0, -1).lrange(keys.queue, 0, -1).hgetall(keys.calls).exec(),
+    );
+    if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
+    for (const [err] of replies) if (err) throw this.#wrap(err);
+    const [meta, log, queue, calls] = replies.map(([, value]) => value) as [
+      string | null,
+      string[],
+      string[],
+      Record<string, string>,
+    ];
+    if (meta === null) return undefined;
+    return {
+      meta: parse<SessionMeta>(meta),
+      log: log.map((entry) => parse<LogEntry>(entry)),
+      queue: queue.map((item) => parse<QueuedItem>(item)),
+      calls: parseCalls(calls),
+    };
+  }
+
+  async listSessions(tenant: string, limit: number): Promise<SessionMeta[]> {
+    const index = this.#keys.tenantSessions(tenant);
+    const found: SessionMeta[] = [];
+    if (limit <= 0) return found;
+    // Pages of `limit`, newest first, until `limit` live sessions are found or the index ends.
+    for (let offset = 0; found.length < limit; offset += limit) {
+      const ids = await this.#guard(() => this.#client.zrevrange(index, offset, offset + limit - 1));
+      if (ids.length === 0) break;
+      const metas = await this.#guard(() =>
+        Promise.all(ids.map((id) => this.#client.get(this.#keys.session(id).meta))),
+      );
+      for (const json of metas) {
+        if (json === null) continue;
+        const meta = parse<SessionMeta>(json);
+        if (meta.tenant === tenant && found.length < limit) found.push(meta);
+      }
+      if (ids.length < limit) break;
+    }
+    return found;
+  }
+
+  async putMeta(meta: SessionMeta): Promise<boolean> {
+    const reply = await this.#session('ctxPutMeta', meta.sessionId, [JSON.stringify(meta)]);
+    return !('refusal' in scriptOutcome(reply));
+  }
+
+  // ---------------------------------------------------------------- writes of the engine
+
+  async enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult> {
+    const head =
+      dedupe === undefined
+        ? ['none', '', '']
+        : dedupe.type === 'key'
+          ? ['key', dedupe.key, dedupe.fingerprint]
+          : ['site', `${dedupe.callId}|${dedupe.site}`, ''];
+    const reply = await this.#session('ctxEnqueue', sessionId, [...head, ...items.map((item) => JSON.stringify(item))]);
+    const outcome = scriptOutcome(reply);
+    if ('refusal' in outcome) {
+      switch (outcome.refusal) {
+        case 'replayed':
+          return { outcome: 'replayed' };
+        case 'key_conflict':
+          return { outcome: 'conflict' };
+        default:
+          return { outcome: 'not_found' };
+      }
+    }
+    const last = Number(outcome.ok);
+    const first = last - items.length + 1;
+    return {
+      outcome: 'recorded',
+      items: items.map((item, i) => ({ ...structuredClone(item), itemId: `itm_${first + i}` })),
+    };
+  }
+
+  async appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta?: SessionMeta,
+  ): Promise<LogEntry[]> {
+    const reply = await this.#session('ctxAppendMessages', sessionId, [
+      meta === undefined ? '' : JSON.stringify(meta),
+      ...messages.map((message) => JSON.stringify(message)),
+    ]);
+    const outcome = scriptOutcome(reply);
+    if ('refusal' in outcome) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    const start = Number(outcome.ok);
+    return messages.map((message, i) => ({ ...structuredClone(message), seq: start + i }) as MessageEntry);
+  }
+
+  async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
+    const reply = await this.#session('ctxCommitStep', sessionId, [
+      String(commit.expectedLogLength),
+      commit.step.stepId,
+      JSON.stringify(commit.step),
+      commit.step.requestId ?? '',
+      JSON.stringify(commit.meta),
+      String(commit.drain.length),
+      ...commit.drain,
+      ...commit.rows.map((row) => JSON.stringify(row)),
+    ]);
+    const outcome = scriptOutcome(reply);
+    if ('refusal' in outcome) return { outcome: 'conflict' };
+    if (typeof outcome.ok === 'string') return { outcome: 'duplicate', step: parse<StepRecord>(outcome.ok) };
+    return { outcome: 'committed' };
+  }
+
+  async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {
+    const reply = await this.#session('ctxRewind', sessionId, [
+      String(commit.expectedLogLength),
+      String(commit.toLength),
+      JSON.stringify(commit.meta),
+      String(commit.requeue.length),
+      String(commit.dropItems.length),
+      String(commit.dropCalls.length),
+      String(commit.dropSteps.length),
+      ...commit.requeue.map(encodeQueued),
+      ...commit.dropItems,
+      ...commit.dropCalls,
+      ...commit.dropSteps,
+    ]);
+    return !('refusal' in scriptOutcome(reply));
+  }
+
+  async putCall(sessionId: string, call: CallRecord): Promise<void> {
+    // An absent session records nothing (as the in-memory store).
+    await this.#session('ctxPutCall', sessionId, [call.callId, JSON.stringify(call)]);
+  }
+
+  // ---------------------------------------------------------------- steps
+
+  async getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined> {
+    const keys = this.#keys.session(sessionId);
+    let stepId = ref.stepId;
+    if (stepId === undefined && ref.requestId !== undefined) {
+      const requestId = ref.requestId;
+      stepId = (await this.#guard(() => this.#client.hget(keys.requests, requestId))) ?? undefined;
+    }
+    if (stepId === undefined) return undefined;
+    const id = stepId;
+    const json = await this.#guard(() => this.#client.hget(keys.steps, id));
+    return json === null ? undefined : parse<StepRecord>(json);
+  }
+
+  async listSteps(sessionId: string): Promise<StepRecord[]> {
+    const values = await this.#guard(() => this.#client.hvals(this.#keys.session(sessionId).steps));
+    return values.map((json) => parse<StepRecord>(json)).sort((a, b) => a.ordinal - b.ordinal);
+  }
+
+  // ---------------------------------------------------------------- plumbing
+
+  #session(name: keyof typeof SESSION_SCRIPTS, sessionId: string, args: string[]): Promise<ScriptReply> {
+    const keys = this.#keys.sessionList(sessionId);
+    return this.#guard(() => this.#scripts[name](...keys, ...args));
+  }
+
+  async #guard<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (cause) {
+      throw this.#wrap(cause);
+    }
+  }
+
+  #wrap(cause: unknown): unknown {
+    if (unavailable(cause)) return new CtxflowError('store_unavailable', 'the session store did not answer', { cause });
+    return cause;
+  }
+}

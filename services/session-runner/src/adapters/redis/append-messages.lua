@@ -1,0 +1,32 @@
+--[[
+  Appends messages at the end of the log, each given its seq (its index), and optionally
+  replaces the meta, in one write.
+
+  KEYS (keys.ts SESSION_KEY_ORDER):
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
+  ARGV:
+    1 SessionMeta JSON, or '' to keep the meta
+    2.. MessageEntry JSON objects without seq, in order
+  Returns:
+    n >= 0  appended: the first message has seq n, the next n+1, ...
+    -1      session not found (nothing written)
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+
+local start = redis.call('LLEN', KEYS[2])
+for j = 2, #ARGV do
+  local message = ARGV[j]
+  local field = '"seq":' .. (start + j - 2)
+  if message == '{}' then
+    message = '{' .. field .. '}'
+  else
+    message = string.sub(message, 1, -2) .. ',' .. field .. '}'
+  end
+  redis.call('RPUSH', KEYS[2], message)
+end
+if ARGV[1] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[1])
+end
+return start

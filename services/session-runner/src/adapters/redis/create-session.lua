@@ -1,0 +1,57 @@
+--[[
+  Creates a session with an initial log, steps and calls (a branch copies them); never a queue.
+
+  KEYS (all under the session's hash tag, in keys.ts SESSION_KEY_ORDER):
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
+  ARGV:
+    1 SessionMeta JSON
+    2 nLog    3 nSteps    4 nCalls
+    then nLog LogEntry JSONs, in log order;
+    then nSteps triples: stepId, requestId ('' for none), StepRecord JSON;
+    then nCalls pairs: callId, CallRecord JSON (their order is the calls' order).
+  Returns:
+     1  created
+    -2  the session exists (nothing written)
+]]
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return -2
+end
+
+local nLog = tonumber(ARGV[2])
+local nSteps = tonumber(ARGV[3])
+local nCalls = tonumber(ARGV[4])
+
+-- Keys without a meta are leftovers of nothing valid: start clean.
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
+
+local i = 5
+-- RPUSH in chunks: unpack() is bounded by the Lua C stack.
+local CHUNK = 1000
+local from = i
+local last = i + nLog - 1
+while from <= last do
+  local to = math.min(from + CHUNK - 1, last)
+  redis.call('RPUSH', KEYS[2], unpack(ARGV, from, to))
+  from = to + 1
+end
+i = i + nLog
+
+for _ = 1, nSteps do
+  local stepId, requestId, step = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  redis.call('HSET', KEYS[7], stepId, step)
+  if requestId ~= '' then
+    redis.call('HSET', KEYS[8], requestId, stepId)
+  end
+  i = i + 3
+end
+
+for order = 1, nCalls do
+  redis.call('HSET', KEYS[6], ARGV[i], order .. ' ' .. ARGV[i + 1])
+  i = i + 2
+end
+if nCalls > 0 then
+  redis.call('HSET', KEYS[9], 'call', nCalls)
+end
+
+redis.call('SET', KEYS[1], ARGV[1])
+return 1

@@ -1,0 +1,85 @@
+/**
+ * Every Redis key shape of the session store, in one place.
+ *
+ * All keys of one session share the hash tag `{<sessionId>}`, so a Lua script
+ * may touch them all on a Redis Cluster (one slot). Agents live in their own
+ * slot (`{agent:<agentId>}`), and so does each tenant's session index
+ * (`{tenant:<tenant>}`): neither is ever written in the same script as a session.
+ */
+export interface SessionKeys {
+  /** String: the SessionMeta as JSON. Its presence is the session's existence. */
+  meta: string;
+  /** List: one LogEntry as JSON per element; element i has `seq` i. */
+  log: string;
+  /** List: one QueuedItem as JSON per element, `itemId` always its last property. */
+  queue: string;
+  /** Hash: app request key -> fingerprint of its items (R13). */
+  keys: string;
+  /** Set: `<callId>|<site>` of every call site that recorded (R10, R15). */
+  sites: string;
+  /** Hash: callId -> `<order> <CallRecord JSON>`; order is the first insertion's rank. */
+  calls: string;
+  /** Hash: stepId -> StepRecord JSON. */
+  steps: string;
+  /** Hash: requestId -> stepId. */
+  requests: string;
+  /** Hash of counters: `item` (last queue item number), `call` (last call order). */
+  seq: string;
+}
+
+/** The order in which session keys are passed to every session script (KEYS[1..9]). */
+export const SESSION_KEY_ORDER = [
+  'meta',
+  'log',
+  'queue',
+  'keys',
+  'sites',
+  'calls',
+  'steps',
+  'requests',
+  'seq',
+] as const satisfies readonly (keyof SessionKeys)[];
+
+export interface StoreKeys {
+  session(sessionId: string): SessionKeys;
+  /** The session keys in SESSION_KEY_ORDER, as a script's KEYS. */
+  sessionList(sessionId: string): string[];
+  /** Hash: `record` (AgentRecord JSON) and `version`. */
+  agent(agentId: string): string;
+  /** Sorted set: sessionId scored by creation time (ms since the epoch). */
+  tenantSessions(tenant: string): string;
+}
+
+/**
+ * Key builder for `prefix` (default `ctx`): `ctx:{<sessionId>}:meta`, `ctx:{agent:<agentId>}`,
+ * `ctx:{tenant:<tenant>}:sessions`. The prefix must not contain braces (it would move the hash tag).
+ */
+export function storeKeys(prefix = 'ctx'): StoreKeys {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new Error(`the session store key prefix must not contain braces: ${JSON.stringify(prefix)}`);
+  }
+  const session = (sessionId: string): SessionKeys => {
+    if (sessionId === '') throw new Error('a session id must not be empty (it is the hash tag)');
+    const base = `${prefix}:{${sessionId}}`;
+    return {
+      meta: `${base}:meta`,
+      log: `${base}:log`,
+      queue: `${base}:queue`,
+      keys: `${base}:keys`,
+      sites: `${base}:sites`,
+      calls: `${base}:calls`,
+      steps: `${base}:steps`,
+      requests: `${base}:requests`,
+      seq: `${base}:seq`,
+    };
+  };
+  return {
+    session,
+    sessionList(sessionId) {
+      const keys = session(sessionId);
+      return SESSION_KEY_ORDER.map((name) => keys[name]);
+    },
+    agent: (agentId) => `${prefix}:{agent:${agentId}}`,
+    tenantSessions: (tenant) => `${prefix}:{tenant:${tenant}}:sessions`,
+  };
+}

@@ -1,0 +1,26 @@
+--[[
+  Inserts or replaces one call record. A replaced call keeps its place in the calls' order;
+  a new one goes last.
+
+  KEYS (keys.ts SESSION_KEY_ORDER):
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
+  ARGV:
+    1 callId
+    2 CallRecord JSON
+  Returns:
+     1  stored
+    -1  session not found (nothing written)
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+local current = redis.call('HGET', KEYS[6], ARGV[1])
+local order
+if current then
+  order = string.match(current, '^(%d+) ')
+end
+if not order then
+  order = redis.call('HINCRBY', KEYS[9], 'call', 1)
+end
+redis.call('HSET', KEYS[6], ARGV[1], order .. ' ' .. ARGV[2])
+return 1

@@ -1,0 +1,16 @@
+--[[
+  Replaces the session meta (thread context edits) when the session exists.
+
+  KEYS (keys.ts SESSION_KEY_ORDER):
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
+  ARGV:
+    1 SessionMeta JSON
+  Returns:
+     1  replaced
+    -1  session not found (nothing written)
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return 1

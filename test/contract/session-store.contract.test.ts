@@ -1,0 +1,228 @@
+/**
+ * The session store contract against every adapter: in memory, Redis, Redis Cluster;
+ * then what only the Redis adapter promises (key layout, a dangling index entry,
+ * store_unavailable, NOSCRIPT after a restart).
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { createHash, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { MemorySessionStore, RedisSessionStore, type SessionMeta } from '@ctxflow/session-runner';
+import { Cluster, Redis } from 'ioredis';
+import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { requireRedis, requireRedisCluster } from '../support/services.ts';
+import { sessionStoreContract } from './session-store.contract.ts';
+
+/** Deletes every key under `prefix` on every master (SCAN is per node on a cluster). */
+async function deletePrefix(client: Redis | Cluster, prefix: string): Promise<void> {
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 500);
+      cursor = next;
+      // One DEL per key: on a cluster the keys of one page live in many slots.
+      for (const key of keys) await node.del(key);
+    } while (cursor !== '0');
+  }
+}
+
+/** The SHA1 under which Redis caches enqueue.lua (what EVALSHA names). */
+const ENQUEUE_SHA = createHash('sha1')
+  .update(readFileSync(new URL('../../services/session-runner/src/adapters/redis/enqueue.lua', import.meta.url)))
+  .digest('hex');
+
+const uniquePrefix = () => `ctxtest-${randomUUID().slice(0, 12)}`;
+
+sessionStoreContract('memory', async () => ({ store: new MemorySessionStore(), cleanup: async () => {} }));
+
+let redis: Redis | undefined;
+function redisClient(): Redis {
+  redis ??= new Redis(requireRedis(), { lazyConnect: false, maxRetriesPerRequest: 3 });
+  return redis;
+}
+
+let cluster: Cluster | undefined;
+function clusterClient(): Cluster {
+  cluster ??= new Cluster(requireRedisCluster(), { redisOptions: { maxRetriesPerRequest: 3 } });
+  return cluster;
+}
+
+afterAll(async () => {
+  await redis?.quit();
+  await cluster?.quit();
+});
+
+sessionStoreContract('redis', async () => {
+  const client = redisClient();
+  const prefix = uniquePrefix();
+  return { store: new RedisSessionStore(client, { prefix }), cleanup: () => deletePrefix(client, prefix) };
+});
+
+sessionStoreContract('redis cluster', async () => {
+  const client = clusterClient();
+  const prefix = uniquePrefix();
+  return { store: new RedisSessionStore(client, { prefix }), cleanup: () => deletePrefix(client, prefix) };
+});
+
+function meta(overrides: Partial<SessionMeta> = {}): SessionMeta {
+  return {
+    sessionId: `ses_${randomUUID()}`,
+    tenant: `tenant-${randomUUID()}`,
+    createdAt: '2026-01-01T00:00:00.000Z',
+    thread: { live: [] },
+    forceRefresh: false,
+    steps: 0,
+    ...overrides,
+  };
+}
+
+function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => done(port));
+    });
+  });
+}
+
+/** A private redis-server (no persistence) on `port`, ready when it answers PING. */
+async function startRedisServer(port: number): Promise<ChildProcess> {
+  const child = spawn(
+    'redis-server',
+    ['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    {
+      stdio: 'ignore',
+    },
+  );
+  const failed = new Promise<never>((_, fail) => child.once('error', fail));
+  const probe = new Redis(port, '127.0.0.1', {
+    lazyConnect: true,
+    retryStrategy: () => 50,
+    maxRetriesPerRequest: null,
+  });
+  probe.on('error', () => {});
+  try {
+    await Promise.race([probe.ping(), failed]);
+  } finally {
+    probe.disconnect();
+  }
+  return child;
+}
+
+async function stopRedisServer(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((done) => child.once('exit', done));
+  child.kill('SIGTERM');
+  await exited;
+}
+
+describe('RedisSessionStore', () => {
+  it('keeps every key of a session under its hash tag, agents and the tenant index in their own', async () => {
+    const client = redisClient();
+    const prefix = uniquePrefix();
+    onTestFinished(() => deletePrefix(client, prefix));
+    const store = new RedisSessionStore(client, { prefix });
+    const m = meta();
+    await store.createSession(m, [], [], []);
+    await store.enqueue(m.sessionId, [{ item: { kind: 'notice', source: 'app', content: 'a' }, at: m.createdAt }], {
+      type: 'key',
+      key: 'k',
+      fingerprint: 'f',
+    });
+    await store.putAgent({
+      agentId: 'agt_1',
+      tenant: m.tenant,
+      context: [],
+      tools: [],
+      stepContext: { maxBytes: 1, timeoutMs: 1 },
+      memory: { autoInject: false },
+      cacheTtlMs: 1,
+      createdAt: m.createdAt,
+      version: 1,
+    });
+    const keys = (await client.keys(`${prefix}:*`)).sort();
+    expect(keys).toEqual(
+      [
+        `${prefix}:{${m.sessionId}}:keys`,
+        `${prefix}:{${m.sessionId}}:meta`,
+        `${prefix}:{${m.sessionId}}:queue`,
+        `${prefix}:{${m.sessionId}}:seq`,
+        `${prefix}:{agent:agt_1}`,
+        `${prefix}:{tenant:${m.tenant}}:sessions`,
+      ].sort(),
+    );
+  });
+
+  it('listSessions skips an index entry whose session is gone and still fills the limit', async () => {
+    const client = redisClient();
+    const prefix = uniquePrefix();
+    onTestFinished(() => deletePrefix(client, prefix));
+    const store = new RedisSessionStore(client, { prefix });
+    const tenant = `tenant-${randomUUID()}`;
+    const older = meta({ tenant, createdAt: '2026-01-01T00:00:01.000Z' });
+    const newer = meta({ tenant, createdAt: '2026-01-01T00:00:02.000Z' });
+    await store.createSession(older, [], [], []);
+    await store.createSession(newer, [], [], []);
+    // The newest entry names a session that is not there (e.g. its keys were removed).
+    await client.zadd(`${prefix}:{tenant:${tenant}}:sessions`, Date.parse('2026-01-01T00:00:03.000Z'), 'ses_gone');
+    expect(await store.listSessions(tenant, 2)).toEqual([newer, older]);
+    expect(await store.listSessions(tenant, 1)).toEqual([newer]);
+  });
+
+  it('refuses a key prefix with braces (it would move the hash tag)', () => {
+    expect(() => new RedisSessionStore(redisClient(), { prefix: 'a{b}' })).toThrow(/braces/);
+  });
+
+  it('a Redis that does not answer is store_unavailable (retryable)', async () => {
+    const port = await freePort();
+    const client = new Redis(port, '127.0.0.1', {
+      lazyConnect: true,
+      enableOfflineQueue: false,
+      maxRetriesPerRequest: 0,
+      retryStrategy: () => null,
+    });
+    client.on('error', () => {});
+    onTestFinished(() => client.disconnect());
+    const store = new RedisSessionStore(client, { prefix: uniquePrefix() });
+    for (const attempt of [() => store.load('ses_1'), () => store.enqueue('ses_1', []), () => store.getAgent('a')]) {
+      await expect(attempt()).rejects.toMatchObject({ code: 'store_unavailable', retryable: true, status: 503 });
+    }
+  });
+
+  it('scripts run again after the Redis restarts (NOSCRIPT recovered by the client)', async () => {
+    const port = await freePort();
+    let server = await startRedisServer(port);
+    onTestFinished(() => stopRedisServer(server));
+    const client = new Redis(port, '127.0.0.1', { retryStrategy: () => 50, maxRetriesPerRequest: 50 });
+    client.on('error', () => {});
+    onTestFinished(() => client.disconnect());
+    const store = new RedisSessionStore(client, { prefix: uniquePrefix() });
+    const item = {
+      item: { kind: 'notice' as const, source: 'app' as const, content: 'a' },
+      at: '2026-01-01T00:00:00Z',
+    };
+
+    const before = meta();
+    await store.createSession(before, [], [], []);
+    expect(await store.enqueue(before.sessionId, [item])).toMatchObject({ outcome: 'recorded' });
+    expect(await client.script('EXISTS', ENQUEUE_SHA)).toEqual([1]);
+
+    // A restarted Redis without persistence has no scripts (and no data).
+    await stopRedisServer(server);
+    server = await startRedisServer(port);
+    expect(await client.script('EXISTS', ENQUEUE_SHA)).toEqual([0]);
+
+    const after = meta();
+    await store.createSession(after, [], [], []);
+    expect(await store.enqueue(after.sessionId, [item])).toEqual({
+      outcome: 'recorded',
+      items: [{ ...item, itemId: 'itm_1' }],
+    });
+    expect((await store.load(after.sessionId))?.queue).toEqual([{ ...item, itemId: 'itm_1' }]);
+    expect(await client.script('EXISTS', ENQUEUE_SHA)).toEqual([1]);
+  });
+});

@@ -1,0 +1,768 @@
+/**
+ * The session store contract: every adapter of the port in
+ * services/session-runner/src/ports/session-store.ts passes these tests
+ * (the in-memory store, and the Redis store on a real Redis and a Redis Cluster).
+ */
+import { randomUUID } from 'node:crypto';
+import type { SourcedItem } from '@ctxflow/contracts';
+import type {
+  AgentRecord,
+  CallRecord,
+  LogEntry,
+  MessageEntry,
+  NewQueuedItem,
+  QueuedItem,
+  RowEntry,
+  SessionMeta,
+  SessionStore,
+  StepCommit,
+  StepRecord,
+} from '@ctxflow/session-runner';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+
+export type SessionStoreFactory = () => Promise<{ store: SessionStore; cleanup(): Promise<void> }>;
+
+const T0 = Date.parse('2026-01-01T00:00:00Z');
+const iso = (offsetMs = 0) => new Date(T0 + offsetMs).toISOString();
+
+function agentRecord(overrides: Partial<AgentRecord> = {}): AgentRecord {
+  return {
+    agentId: `agt_${randomUUID()}`,
+    tenant: 'tenant-a',
+    context: [{ id: 'persona', content: 'You help with tickets.' }],
+    tools: [{ name: 'search' }, { name: '__finish__', description: 'Call when the task is complete.' }],
+    stepContext: { maxBytes: 32_768, timeoutMs: 5_000 },
+    memory: { autoInject: false },
+    cacheTtlMs: 300_000,
+    createdAt: iso(),
+    version: 1,
+    ...overrides,
+  };
+}
+
+function sessionMeta(overrides: Partial<SessionMeta> = {}): SessionMeta {
+  return {
+    sessionId: `ses_${randomUUID()}`,
+    tenant: 'tenant-a',
+    createdAt: iso(),
+    thread: { live: [{ content: 'Ticket 42' }] },
+    forceRefresh: false,
+    steps: 0,
+    ...overrides,
+  };
+}
+
+const note = (content: string, source: SourcedItem['source'] = 'app'): SourcedItem => ({
+  kind: 'notice',
+  source,
+  content,
+});
+
+const newItem = (content: string, extra: Partial<NewQueuedItem> = {}): NewQueuedItem => ({
+  item: note(content),
+  at: iso(),
+  ...extra,
+});
+
+function message(content: string, role: MessageEntry['role'] = 'user'): Omit<MessageEntry, 'seq'> {
+  return { type: 'message', role, content, at: iso() };
+}
+
+function row(seq: number, stepId: string, content: string, queued?: QueuedItem): RowEntry {
+  const entry: RowEntry = {
+    type: 'row',
+    seq,
+    stepId,
+    at: iso(),
+    row: { id: `${stepId}.${seq}`, role: 'context', kind: 'notice', source: queued ? 'app' : 'hook', content },
+  };
+  if (queued) {
+    entry.itemId = queued.itemId;
+    entry.queued = queued;
+  }
+  return entry;
+}
+
+function stepRecord(overrides: Partial<StepRecord> & { stepId: string; logStart: number; logEnd: number }): StepRecord {
+  return {
+    ordinal: 1,
+    mode: 'first',
+    runId: 'run_1',
+    rowIds: [],
+    system: 'system prefix',
+    activeTools: ['search', '__finish__'],
+    cache: { rebuilt: true, reason: 'new_thread' },
+    at: iso(),
+    ...overrides,
+  };
+}
+
+/** A commit of `rows` (hook rows, or queued items when given) at the end of a log of `length`. */
+function stepCommit(
+  meta: SessionMeta,
+  length: number,
+  options: {
+    stepId?: string;
+    requestId?: string;
+    ordinal?: number;
+    delivered?: QueuedItem[];
+    hookRows?: string[];
+  } = {},
+): StepCommit {
+  const stepId = options.stepId ?? `stp_${randomUUID()}`;
+  const rows: RowEntry[] = [];
+  for (const queued of options.delivered ?? []) rows.push(row(length + rows.length, stepId, contentOf(queued), queued));
+  for (const content of options.hookRows ?? []) rows.push(row(length + rows.length, stepId, content));
+  const ordinal = options.ordinal ?? meta.steps + 1;
+  const step = stepRecord({
+    stepId,
+    ordinal,
+    logStart: length,
+    logEnd: length + rows.length,
+    rowIds: rows.map((r) => r.row.id),
+    ...(options.requestId === undefined ? {} : { requestId: options.requestId }),
+  });
+  return {
+    step,
+    rows,
+    drain: (options.delivered ?? []).map((q) => q.itemId),
+    expectedLogLength: length,
+    meta: { ...structuredClone(meta), steps: ordinal, lastStepAt: T0 + ordinal, lastRequestEnd: length + rows.length },
+  };
+}
+
+/** The text of a queued item (tools items have none). */
+const contentOf = (queued: QueuedItem): string => ('content' in queued.item ? queued.item.content : '');
+
+function itemNumber(itemId: string): number {
+  const match = /(\d+)$/.exec(itemId);
+  if (!match) throw new Error(`item id ${itemId} has no number`);
+  return Number(match[1]);
+}
+
+export function sessionStoreContract(name: string, factory: SessionStoreFactory): void {
+  describe(`SessionStore contract: ${name}`, () => {
+    let store: SessionStore;
+    let cleanup: () => Promise<void>;
+
+    beforeEach(async () => {
+      ({ store, cleanup } = await factory());
+    });
+    afterEach(async () => {
+      await cleanup();
+    });
+
+    /** A new session with an empty log; returns its meta. */
+    async function newSession(overrides: Partial<SessionMeta> = {}): Promise<SessionMeta> {
+      const meta = sessionMeta(overrides);
+      await store.createSession(meta, [], [], []);
+      return meta;
+    }
+
+    async function queued(sessionId: string, ...contents: string[]): Promise<QueuedItem[]> {
+      const result = await store.enqueue(
+        sessionId,
+        contents.map((c) => newItem(c)),
+      );
+      if (result.outcome !== 'recorded') throw new Error(`enqueue: ${result.outcome}`);
+      return result.items;
+    }
+
+    // ------------------------------------------------------------ agents
+
+    describe('agents', () => {
+      it('putAgent stores an agent that getAgent returns; an unknown agent is undefined', async () => {
+        const agent = agentRecord({ model: 'model-a' });
+        await store.putAgent(agent);
+        expect(await store.getAgent(agent.agentId)).toEqual(agent);
+        expect(await store.getAgent(`agt_${randomUUID()}`)).toBeUndefined();
+      });
+
+      it('replaceAgent replaces only while the version is the expected one', async () => {
+        const agent = agentRecord();
+        await store.putAgent(agent);
+        const next = { ...agent, version: 2, model: 'model-b' };
+        expect(await store.replaceAgent(next, 1)).toBe(true);
+        expect(await store.getAgent(agent.agentId)).toEqual(next);
+
+        const stale = { ...agent, version: 2, model: 'model-c' };
+        expect(await store.replaceAgent(stale, 1)).toBe(false);
+        expect(await store.getAgent(agent.agentId)).toEqual(next);
+      });
+
+      it('replaceAgent of an unknown agent is false and stores nothing', async () => {
+        const agent = agentRecord();
+        expect(await store.replaceAgent({ ...agent, version: 2 }, 1)).toBe(false);
+        expect(await store.getAgent(agent.agentId)).toBeUndefined();
+      });
+
+      it('agents are copies: changing what was given or returned changes nothing stored', async () => {
+        const agent = agentRecord();
+        const original = structuredClone(agent);
+        await store.putAgent(agent);
+        agent.context[0]!.content = 'changed after put';
+        const got = await store.getAgent(agent.agentId);
+        got!.tools.push({ name: 'injected' });
+        expect(await store.getAgent(agent.agentId)).toEqual(original);
+      });
+    });
+
+    // ------------------------------------------------------------ sessions
+
+    describe('sessions', () => {
+      it('createSession stores meta with an empty log, queue and calls; an unknown session loads undefined', async () => {
+        const meta = await newSession({ agentId: 'agt_1' });
+        expect(await store.load(meta.sessionId)).toEqual({ meta, log: [], queue: [], calls: [] });
+        expect(await store.listSteps(meta.sessionId)).toEqual([]);
+        expect(await store.load(`ses_${randomUUID()}`)).toBeUndefined();
+      });
+
+      it('createSession copies an initial log, steps and calls (a branch), never a queue', async () => {
+        const meta = sessionMeta({ steps: 2, branchOf: { sessionId: 'ses_parent', atStepId: 'stp_b' } });
+        const log: LogEntry[] = [
+          { ...message('hello'), seq: 0 } as MessageEntry,
+          row(1, 'stp_a', 'first row'),
+          { ...message('answer', 'assistant'), seq: 2 } as MessageEntry,
+          row(3, 'stp_b', 'second row'),
+        ];
+        const steps = [
+          stepRecord({ stepId: 'stp_b', ordinal: 2, logStart: 3, logEnd: 4, requestId: 'req_b' }),
+          stepRecord({ stepId: 'stp_a', ordinal: 1, logStart: 1, logEnd: 2, requestId: 'req_a' }),
+        ];
+        const calls: CallRecord[] = [
+          { callId: 'call_2', name: 'search', stepIndex: 1, status: 'executed' },
+          { callId: 'call_1', name: 'search', stepIndex: 0, status: 'refused', reason: 'tool_inactive' },
+        ];
+        await store.createSession(meta, log, steps, calls);
+
+        expect(await store.load(meta.sessionId)).toEqual({ meta, log, queue: [], calls });
+        expect(await store.listSteps(meta.sessionId)).toEqual([steps[1], steps[0]]);
+        expect(await store.getStep(meta.sessionId, { stepId: 'stp_a' })).toEqual(steps[1]);
+        expect(await store.getStep(meta.sessionId, { requestId: 'req_b' })).toEqual(steps[0]);
+        // The copied request ids are known: a step with one of them is a duplicate.
+        const again = stepCommit(meta, 4, { requestId: 'req_a', hookRows: ['x'], ordinal: 3 });
+        expect(await store.commitStep(meta.sessionId, again)).toEqual({ outcome: 'duplicate', step: steps[1] });
+      });
+
+      it('createSession of an existing session rejects and changes nothing', async () => {
+        const meta = await newSession();
+        await store.enqueue(meta.sessionId, [newItem('kept')]);
+        const before = await store.load(meta.sessionId);
+        await expect(
+          store.createSession({ ...meta, tenant: 'tenant-b' }, [{ ...message('x'), seq: 0 } as MessageEntry], [], []),
+        ).rejects.toThrow();
+        expect(await store.load(meta.sessionId)).toEqual(before);
+      });
+
+      it("listSessions gives a tenant's sessions newest first, at most limit, no other tenant's", async () => {
+        const tenant = `tenant-${randomUUID()}`;
+        const first = await newSession({ tenant, createdAt: iso(1_000) });
+        const second = await newSession({ tenant, createdAt: iso(2_000) });
+        await newSession({ tenant: `other-${randomUUID()}`, createdAt: iso(2_500) });
+        const third = await newSession({ tenant, createdAt: iso(3_000) });
+
+        expect(await store.listSessions(tenant, 10)).toEqual([third, second, first]);
+        expect(await store.listSessions(tenant, 2)).toEqual([third, second]);
+        expect(await store.listSessions(`nobody-${randomUUID()}`, 10)).toEqual([]);
+      });
+
+      it('putMeta replaces the meta of a session; false for an unknown session', async () => {
+        const meta = await newSession();
+        const next = { ...meta, thread: { live: meta.thread.live, staged: [{ id: 't', content: 'staged' }] } };
+        expect(await store.putMeta(next)).toBe(true);
+        expect((await store.load(meta.sessionId))?.meta).toEqual(next);
+
+        const ghost = sessionMeta();
+        expect(await store.putMeta(ghost)).toBe(false);
+        expect(await store.load(ghost.sessionId)).toBeUndefined();
+      });
+
+      it('sessions are copies: changing what was given or returned changes nothing stored', async () => {
+        const meta = sessionMeta();
+        const log: LogEntry[] = [{ ...message('hello'), seq: 0 } as MessageEntry];
+        await store.createSession(meta, log, [], []);
+        const expected = { meta: structuredClone(meta), log: structuredClone(log), queue: [], calls: [] };
+        meta.thread.live.push({ content: 'changed after create' });
+        (log[0] as MessageEntry).content = 'changed after create';
+
+        const state = await store.load(meta.sessionId);
+        state!.meta.steps = 99;
+        state!.log.push({ ...message('pushed'), seq: 1 } as MessageEntry);
+        const [listed] = await store.listSessions(expected.meta.tenant, 1);
+        listed!.forceRefresh = true;
+        expect(await store.load(meta.sessionId)).toEqual(expected);
+      });
+    });
+
+    // ------------------------------------------------------------ enqueue
+
+    describe('enqueue', () => {
+      it('an unknown session is not_found', async () => {
+        expect(await store.enqueue(`ses_${randomUUID()}`, [newItem('x')])).toEqual({ outcome: 'not_found' });
+      });
+
+      it('queues items in order with ids unique and increasing per session', async () => {
+        const meta = await newSession();
+        const a = await store.enqueue(meta.sessionId, [newItem('a'), newItem('b', { callId: 'c1', callStepIndex: 0 })]);
+        const b = await store.enqueue(meta.sessionId, [newItem('c')]);
+        expect(a.outcome).toBe('recorded');
+        expect(b.outcome).toBe('recorded');
+        const items = [...(a.outcome === 'recorded' ? a.items : []), ...(b.outcome === 'recorded' ? b.items : [])];
+        expect(items.map(contentOf)).toEqual(['a', 'b', 'c']);
+        expect(items[1]).toMatchObject({ callId: 'c1', callStepIndex: 0 });
+        const numbers = items.map((q) => itemNumber(q.itemId));
+        expect(numbers[1]! > numbers[0]! && numbers[2]! > numbers[1]!).toBe(true);
+        expect((await store.load(meta.sessionId))?.queue).toEqual(items);
+      });
+
+      it('a key with the same fingerprint replays and writes nothing', async () => {
+        const meta = await newSession();
+        const dedupe = { type: 'key', key: 'k1', fingerprint: 'fp1' } as const;
+        const first = await store.enqueue(meta.sessionId, [newItem('a')], dedupe);
+        expect(first.outcome).toBe('recorded');
+        expect(await store.enqueue(meta.sessionId, [newItem('a')], dedupe)).toEqual({ outcome: 'replayed' });
+        expect((await store.load(meta.sessionId))?.queue).toEqual(first.outcome === 'recorded' ? first.items : []);
+      });
+
+      it('a key with another fingerprint conflicts and writes nothing, not even an item id', async () => {
+        const meta = await newSession();
+        const [a] = await queued(meta.sessionId, 'a');
+        expect(
+          await store.enqueue(meta.sessionId, [newItem('a')], { type: 'key', key: 'k1', fingerprint: 'fp1' }),
+        ).toMatchObject({ outcome: 'recorded' });
+        const before = await store.load(meta.sessionId);
+        expect(
+          await store.enqueue(meta.sessionId, [newItem('b'), newItem('c')], {
+            type: 'key',
+            key: 'k1',
+            fingerprint: 'fp2',
+          }),
+        ).toEqual({ outcome: 'conflict' });
+        expect(await store.load(meta.sessionId)).toEqual(before);
+        // Another key records; its id follows the last recorded one (the refusal took none).
+        const [next] = await queued(meta.sessionId, 'd');
+        expect(itemNumber(next!.itemId)).toBe(itemNumber(a!.itemId) + 2);
+      });
+
+      it('keys are per session', async () => {
+        const one = await newSession();
+        const two = await newSession();
+        const dedupe = { type: 'key', key: 'shared', fingerprint: 'fp1' } as const;
+        expect((await store.enqueue(one.sessionId, [newItem('a')], dedupe)).outcome).toBe('recorded');
+        expect((await store.enqueue(two.sessionId, [newItem('a')], { ...dedupe, fingerprint: 'fp2' })).outcome).toBe(
+          'recorded',
+        );
+      });
+
+      it('a call site records first and only once; other sites and calls record', async () => {
+        const meta = await newSession();
+        const site = { type: 'site', callId: 'call_1', site: 'tool:search' } as const;
+        const first = await store.enqueue(meta.sessionId, [newItem('first', { callId: 'call_1' })], site);
+        expect(first.outcome).toBe('recorded');
+        expect(await store.enqueue(meta.sessionId, [newItem('second', { callId: 'call_1' })], site)).toEqual({
+          outcome: 'replayed',
+        });
+        expect(
+          (await store.enqueue(meta.sessionId, [newItem('other site')], { ...site, site: 'hook:pre' })).outcome,
+        ).toBe('recorded');
+        expect(
+          (await store.enqueue(meta.sessionId, [newItem('other call')], { ...site, callId: 'call_2' })).outcome,
+        ).toBe('recorded');
+        expect((await store.load(meta.sessionId))?.queue.map(contentOf)).toEqual(['first', 'other site', 'other call']);
+      });
+
+      it('concurrent enqueues under one key record exactly once', async () => {
+        const meta = await newSession();
+        const dedupe = { type: 'key', key: 'race', fingerprint: 'fp' } as const;
+        const results = await Promise.all(
+          Array.from({ length: 8 }, () => store.enqueue(meta.sessionId, [newItem('a'), newItem('b')], dedupe)),
+        );
+        expect(results.filter((r) => r.outcome === 'recorded')).toHaveLength(1);
+        expect(results.filter((r) => r.outcome === 'replayed')).toHaveLength(7);
+        expect((await store.load(meta.sessionId))?.queue.map(contentOf)).toEqual(['a', 'b']);
+      });
+
+      it('concurrent enqueues get distinct ids', async () => {
+        const meta = await newSession();
+        const results = await Promise.all(Array.from({ length: 10 }, (_, i) => queued(meta.sessionId, `n${i}`)));
+        const ids = results.flat().map((q) => q.itemId);
+        expect(new Set(ids).size).toBe(10);
+        expect((await store.load(meta.sessionId))?.queue).toHaveLength(10);
+      });
+
+      it('returned items are copies', async () => {
+        const meta = await newSession();
+        const [item] = await queued(meta.sessionId, 'a');
+        const expected = structuredClone(item);
+        (item!.item as { content: string }).content = 'changed';
+        expect((await store.load(meta.sessionId))?.queue).toEqual([expected]);
+      });
+    });
+
+    // ------------------------------------------------------------ appendMessages
+
+    describe('appendMessages', () => {
+      it('appends at the end with seq = index, and replaces the meta when given', async () => {
+        const meta = await newSession();
+        const first = await store.appendMessages(meta.sessionId, [message('one'), message('two', 'assistant')]);
+        expect(first).toEqual([
+          { ...message('one'), seq: 0 },
+          { ...message('two', 'assistant'), seq: 1 },
+        ]);
+        const next = { ...meta, forceRefresh: true };
+        const tool = { ...message('result', 'tool'), callId: 'call_1' };
+        expect(await store.appendMessages(meta.sessionId, [tool], next)).toEqual([{ ...tool, seq: 2 }]);
+        const state = await store.load(meta.sessionId);
+        expect(state?.log).toEqual([...first, { ...tool, seq: 2 }]);
+        expect(state?.meta).toEqual(next);
+      });
+
+      it('keeps the meta when none is given', async () => {
+        const meta = await newSession();
+        await store.appendMessages(meta.sessionId, [message('one')]);
+        expect((await store.load(meta.sessionId))?.meta).toEqual(meta);
+      });
+
+      it('rejects for an unknown session and creates nothing', async () => {
+        const id = `ses_${randomUUID()}`;
+        await expect(store.appendMessages(id, [message('x')])).rejects.toThrow();
+        expect(await store.load(id)).toBeUndefined();
+      });
+    });
+
+    // ------------------------------------------------------------ commitStep
+
+    describe('commitStep', () => {
+      it('appends the rows in order, drains exactly the given items, records the step and the meta', async () => {
+        const meta = await newSession();
+        await store.appendMessages(meta.sessionId, [message('hi')]);
+        const [a, b, c] = await queued(meta.sessionId, 'a', 'b', 'c');
+        const commit = stepCommit(meta, 1, { requestId: 'req_1', delivered: [a!, c!], hookRows: ['hook 1', 'hook 2'] });
+
+        expect(await store.commitStep(meta.sessionId, commit)).toEqual({ outcome: 'committed' });
+        const state = await store.load(meta.sessionId);
+        expect(state?.log.slice(1)).toEqual(commit.rows);
+        expect(state?.log.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4]);
+        expect(state?.queue).toEqual([b]);
+        expect(state?.meta).toEqual(commit.meta);
+        expect(await store.getStep(meta.sessionId, { stepId: commit.step.stepId })).toEqual(commit.step);
+        expect(await store.getStep(meta.sessionId, { requestId: 'req_1' })).toEqual(commit.step);
+        expect(await store.listSteps(meta.sessionId)).toEqual([commit.step]);
+      });
+
+      it('a step without rows or a request id is recorded by id', async () => {
+        const meta = await newSession();
+        const commit = stepCommit(meta, 0);
+        expect(await store.commitStep(meta.sessionId, commit)).toEqual({ outcome: 'committed' });
+        expect(await store.getStep(meta.sessionId, { stepId: commit.step.stepId })).toEqual(commit.step);
+        expect((await store.load(meta.sessionId))?.log).toEqual([]);
+      });
+
+      it('refuses a changed log length with conflict and writes nothing', async () => {
+        const meta = await newSession();
+        const [a] = await queued(meta.sessionId, 'a');
+        const commit = stepCommit(meta, 0, { requestId: 'req_1', delivered: [a!] });
+        await store.appendMessages(meta.sessionId, [message('arrived meanwhile')]);
+        const before = await store.load(meta.sessionId);
+
+        expect(await store.commitStep(meta.sessionId, commit)).toEqual({ outcome: 'conflict' });
+        expect(await store.load(meta.sessionId)).toEqual(before);
+        expect(await store.getStep(meta.sessionId, { stepId: commit.step.stepId })).toBeUndefined();
+        expect(await store.getStep(meta.sessionId, { requestId: 'req_1' })).toBeUndefined();
+      });
+
+      it('refuses a drained item that is no longer queued with conflict and writes nothing', async () => {
+        const meta = await newSession();
+        const [a, b] = await queued(meta.sessionId, 'a', 'b');
+        const first = stepCommit(meta, 0, { delivered: [a!] });
+        expect(await store.commitStep(meta.sessionId, first)).toEqual({ outcome: 'committed' });
+        const before = await store.load(meta.sessionId);
+
+        // Computed on the new length, but still draining `a`, which the first step delivered.
+        const second = stepCommit(before!.meta, 1, { requestId: 'req_2', delivered: [a!, b!] });
+        expect(await store.commitStep(meta.sessionId, second)).toEqual({ outcome: 'conflict' });
+        expect(await store.load(meta.sessionId)).toEqual(before);
+        expect(await store.getStep(meta.sessionId, { requestId: 'req_2' })).toBeUndefined();
+        expect(await store.listSteps(meta.sessionId)).toEqual([first.step]);
+      });
+
+      it('a known request id gives duplicate with the committed step and writes nothing', async () => {
+        const meta = await newSession();
+        const first = stepCommit(meta, 0, { requestId: 'req_1', hookRows: ['h'] });
+        expect(await store.commitStep(meta.sessionId, first)).toEqual({ outcome: 'committed' });
+        const before = await store.load(meta.sessionId);
+
+        const again = stepCommit(before!.meta, 1, { requestId: 'req_1', hookRows: ['other'] });
+        expect(await store.commitStep(meta.sessionId, again)).toEqual({ outcome: 'duplicate', step: first.step });
+        // Even computed on a stale length, a known request id is a duplicate, not a conflict.
+        const stale = stepCommit(meta, 0, { requestId: 'req_1' });
+        expect(await store.commitStep(meta.sessionId, stale)).toEqual({ outcome: 'duplicate', step: first.step });
+        expect(await store.load(meta.sessionId)).toEqual(before);
+        expect(await store.getStep(meta.sessionId, { stepId: again.step.stepId })).toBeUndefined();
+      });
+
+      it('an unknown session is a conflict and creates nothing', async () => {
+        const meta = sessionMeta();
+        expect(await store.commitStep(meta.sessionId, stepCommit(meta, 0, { hookRows: ['h'] }))).toEqual({
+          outcome: 'conflict',
+        });
+        expect(await store.load(meta.sessionId)).toBeUndefined();
+      });
+
+      it('of concurrent commits on one log length exactly one commits', async () => {
+        const meta = await newSession();
+        const [a] = await queued(meta.sessionId, 'a');
+        const commits = Array.from({ length: 6 }, (_, i) =>
+          stepCommit(meta, 0, { requestId: `req_${i}`, delivered: [a!], hookRows: [`h${i}`] }),
+        );
+        const results = await Promise.all(commits.map((c) => store.commitStep(meta.sessionId, c)));
+        expect(results.filter((r) => r.outcome === 'committed')).toHaveLength(1);
+        expect(results.filter((r) => r.outcome === 'conflict')).toHaveLength(5);
+        const winner = commits[results.findIndex((r) => r.outcome === 'committed')]!;
+        const state = await store.load(meta.sessionId);
+        expect(state?.log).toEqual(winner.rows);
+        expect(state?.queue).toEqual([]);
+      });
+
+      it('stored rows are copies of the commit', async () => {
+        const meta = await newSession();
+        const commit = stepCommit(meta, 0, { hookRows: ['h'] });
+        const expected = structuredClone(commit);
+        await store.commitStep(meta.sessionId, commit);
+        (commit.rows[0] as RowEntry).row.content = 'changed';
+        commit.step.rowIds.push('changed');
+        commit.meta.steps = 42;
+        const state = await store.load(meta.sessionId);
+        expect(state?.log).toEqual(expected.rows);
+        expect(state?.meta).toEqual(expected.meta);
+        const step = await store.getStep(meta.sessionId, { stepId: commit.step.stepId });
+        expect(step).toEqual(expected.step);
+        step!.rowIds.push('changed again');
+        expect(await store.listSteps(meta.sessionId)).toEqual([expected.step]);
+      });
+    });
+
+    // ------------------------------------------------------------ rewind
+
+    describe('rewind', () => {
+      /**
+       * A session with two steps: step 1 delivers a and b (b from call_1's tool), step 2
+       * delivers c; then d (from call_2) and e are queued; both calls are recorded, each
+       * with a call site.
+       */
+      async function twoSteps() {
+        const meta = await newSession();
+        await store.appendMessages(meta.sessionId, [message('hi')]);
+        await store.putCall(meta.sessionId, { callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' });
+        const a = (await queued(meta.sessionId, 'a'))[0]!;
+        const siteB = await store.enqueue(meta.sessionId, [newItem('b', { callId: 'call_1', callStepIndex: 0 })], {
+          type: 'site',
+          callId: 'call_1',
+          site: 'tool:search',
+        });
+        const b = siteB.outcome === 'recorded' ? siteB.items[0]! : undefined;
+        const step1 = stepCommit(meta, 1, { requestId: 'req_1', delivered: [a, b!], ordinal: 1 });
+        expect(await store.commitStep(meta.sessionId, step1)).toEqual({ outcome: 'committed' });
+        const c = (await queued(meta.sessionId, 'c'))[0]!;
+        await store.appendMessages(meta.sessionId, [message('thinking', 'assistant')]);
+        const step2 = stepCommit(step1.meta, 4, { requestId: 'req_2', delivered: [c], hookRows: ['h'], ordinal: 2 });
+        expect(await store.commitStep(meta.sessionId, step2)).toEqual({ outcome: 'committed' });
+        await store.putCall(meta.sessionId, { callId: 'call_2', name: 'search', stepIndex: 2, status: 'executed' });
+        const siteD = await store.enqueue(meta.sessionId, [newItem('d', { callId: 'call_2', callStepIndex: 2 })], {
+          type: 'site',
+          callId: 'call_2',
+          site: 'tool:search',
+        });
+        const d = siteD.outcome === 'recorded' ? siteD.items[0]! : undefined;
+        const e = (await queued(meta.sessionId, 'e'))[0]!;
+        const state = await store.load(meta.sessionId);
+        expect(state?.log).toHaveLength(6);
+        return { meta: step2.meta, a, b: b!, c, d: d!, e, step1, step2, state: state! };
+      }
+
+      it('truncates the log, requeues in front in order, drops items, calls, sites and steps', async () => {
+        const s = await twoSteps();
+        const id = s.meta.sessionId;
+        const meta = { ...s.meta, steps: 0, lastRequestEnd: 1 };
+        const ok = await store.rewind(id, {
+          expectedLogLength: 6,
+          toLength: 1,
+          requeue: [s.a, s.c],
+          dropItems: [s.d.itemId],
+          dropCalls: ['call_1', 'call_2'],
+          dropSteps: [s.step1.step.stepId, s.step2.step.stepId],
+          meta,
+        });
+        expect(ok).toBe(true);
+
+        const state = await store.load(id);
+        expect(state?.log).toEqual(s.state.log.slice(0, 1));
+        expect(state?.queue).toEqual([s.a, s.c, s.e]);
+        expect(state?.calls).toEqual([]);
+        expect(state?.meta).toEqual(meta);
+        expect(await store.listSteps(id)).toEqual([]);
+        expect(await store.getStep(id, { stepId: s.step1.step.stepId })).toBeUndefined();
+        expect(await store.getStep(id, { requestId: 'req_2' })).toBeUndefined();
+
+        // The dropped calls' sites record again.
+        expect(
+          (await store.enqueue(id, [newItem('b again')], { type: 'site', callId: 'call_1', site: 'tool:search' }))
+            .outcome,
+        ).toBe('recorded');
+        // A dropped step's request id is free: a new step with it commits.
+        const redo = stepCommit(meta, 1, { requestId: 'req_1', delivered: [s.a], ordinal: 1 });
+        expect(await store.commitStep(id, redo)).toEqual({ outcome: 'committed' });
+        expect(await store.getStep(id, { requestId: 'req_1' })).toEqual(redo.step);
+      });
+
+      it('keeps what it is not told to drop', async () => {
+        const s = await twoSteps();
+        const id = s.meta.sessionId;
+        const meta = { ...s.meta, steps: 1 };
+        // Rewind to after step 1: step 2's row of c is cut and c requeued; call_2 and d go.
+        const ok = await store.rewind(id, {
+          expectedLogLength: 6,
+          toLength: 3,
+          requeue: [s.c],
+          dropItems: [s.d.itemId],
+          dropCalls: ['call_2'],
+          dropSteps: [s.step2.step.stepId],
+          meta,
+        });
+        expect(ok).toBe(true);
+        const state = await store.load(id);
+        expect(state?.log).toEqual(s.state.log.slice(0, 3));
+        expect(state?.queue).toEqual([s.c, s.e]);
+        expect(state?.calls).toEqual([{ callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' }]);
+        expect(await store.listSteps(id)).toEqual([s.step1.step]);
+        expect(await store.getStep(id, { requestId: 'req_1' })).toEqual(s.step1.step);
+        // call_1's site survives: still first-wins.
+        expect(
+          await store.enqueue(id, [newItem('b again')], { type: 'site', callId: 'call_1', site: 'tool:search' }),
+        ).toEqual({ outcome: 'replayed' });
+        // Requeued items keep their ids and a new item's id is still new.
+        const [f] = await queued(id, 'f');
+        expect(new Set([s.a, s.b, s.c, s.d, s.e, f!].map((q) => q.itemId)).size).toBe(6);
+      });
+
+      it('a rewind to an empty log', async () => {
+        const s = await twoSteps();
+        const id = s.meta.sessionId;
+        const meta = { ...s.meta, steps: 0, lastRequestEnd: 0 };
+        expect(
+          await store.rewind(id, {
+            expectedLogLength: 6,
+            toLength: 0,
+            requeue: [],
+            dropItems: [],
+            dropCalls: [],
+            dropSteps: [s.step1.step.stepId, s.step2.step.stepId],
+            meta,
+          }),
+        ).toBe(true);
+        const state = await store.load(id);
+        expect(state?.log).toEqual([]);
+        expect(state?.queue).toEqual([s.d, s.e]);
+        expect(await store.appendMessages(id, [message('again')])).toEqual([{ ...message('again'), seq: 0 }]);
+      });
+
+      it('refuses a stale expectedLogLength and writes nothing', async () => {
+        const s = await twoSteps();
+        const id = s.meta.sessionId;
+        const before = await store.load(id);
+        const steps = await store.listSteps(id);
+        expect(
+          await store.rewind(id, {
+            expectedLogLength: 5,
+            toLength: 1,
+            requeue: [s.a],
+            dropItems: [s.d.itemId],
+            dropCalls: ['call_1'],
+            dropSteps: [s.step1.step.stepId],
+            meta: { ...s.meta, steps: 0 },
+          }),
+        ).toBe(false);
+        expect(await store.load(id)).toEqual(before);
+        expect(await store.listSteps(id)).toEqual(steps);
+        expect(
+          await store.enqueue(id, [newItem('x')], { type: 'site', callId: 'call_1', site: 'tool:search' }),
+        ).toEqual({ outcome: 'replayed' });
+      });
+
+      it('an unknown session is false and creates nothing', async () => {
+        const meta = sessionMeta();
+        expect(
+          await store.rewind(meta.sessionId, {
+            expectedLogLength: 0,
+            toLength: 0,
+            requeue: [],
+            dropItems: [],
+            dropCalls: [],
+            dropSteps: [],
+            meta,
+          }),
+        ).toBe(false);
+        expect(await store.load(meta.sessionId)).toBeUndefined();
+      });
+    });
+
+    // ------------------------------------------------------------ calls
+
+    describe('putCall', () => {
+      it('inserts calls in order; a replaced call keeps its place', async () => {
+        const meta = await newSession();
+        const one: CallRecord = { callId: 'call_1', name: 'search', stepIndex: 0, status: 'awaiting_approval' };
+        const two: CallRecord = {
+          callId: 'call_2',
+          name: 'fetch',
+          stepIndex: 0,
+          status: 'awaiting_client',
+          deadlineAt: T0,
+        };
+        await store.putCall(meta.sessionId, one);
+        await store.putCall(meta.sessionId, two);
+        const approved = { ...one, status: 'executed' as const };
+        await store.putCall(meta.sessionId, approved);
+        expect((await store.load(meta.sessionId))?.calls).toEqual([approved, two]);
+      });
+
+      it('a call of an unknown session records nothing', async () => {
+        const id = `ses_${randomUUID()}`;
+        await store.putCall(id, { callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' });
+        expect(await store.load(id)).toBeUndefined();
+      });
+
+      it('calls are copies', async () => {
+        const meta = await newSession();
+        const call: CallRecord = { callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' };
+        await store.putCall(meta.sessionId, call);
+        call.status = 'denied';
+        const state = await store.load(meta.sessionId);
+        state!.calls[0]!.name = 'changed';
+        expect((await store.load(meta.sessionId))?.calls).toEqual([{ ...call, status: 'executed' }]);
+      });
+    });
+
+    // ------------------------------------------------------------ steps
+
+    describe('steps', () => {
+      it('getStep and listSteps of an unknown session or step are empty', async () => {
+        const meta = await newSession();
+        expect(await store.getStep(meta.sessionId, { stepId: 'stp_none' })).toBeUndefined();
+        expect(await store.getStep(meta.sessionId, { requestId: 'req_none' })).toBeUndefined();
+        expect(await store.getStep(meta.sessionId, {})).toBeUndefined();
+        expect(await store.listSteps(`ses_${randomUUID()}`)).toEqual([]);
+        expect(await store.getStep(`ses_${randomUUID()}`, { stepId: 'stp_none' })).toBeUndefined();
+      });
+
+      it('listSteps orders by ordinal', async () => {
+        const meta = await newSession();
+        const first = stepCommit(meta, 0, { hookRows: ['1'], ordinal: 1, stepId: 'stp_z' });
+        await store.commitStep(meta.sessionId, first);
+        const second = stepCommit(first.meta, 1, { hookRows: ['2'], ordinal: 2, stepId: 'stp_a' });
+        await store.commitStep(meta.sessionId, second);
+        expect(await store.listSteps(meta.sessionId)).toEqual([first.step, second.step]);
+      });
+    });
+  });
+}
