@@ -7,10 +7,15 @@
  *   node scripts/infra.ts up [--redis-cluster]   start what is missing, print KEY=value lines on stdout
  *   node scripts/infra.ts down                   stop what `up` (or a test run) started, wait until gone
  *
- * Everything lives in `.infra/` at the repository root (gitignored). A service counts as
- * "ours" only when `.infra` holds its pid file; `down` never touches anything else
- * (e.g. the machine's own Redis on 6379). Every start and stop takes a per-service lock
- * (`.infra/locks/<name>`), so concurrent test runs in one checkout do not race.
+ * Data, logs and pid files live in `.infra/` at the repository root (gitignored). A service
+ * counts as "ours" only when this checkout's `.infra` holds its pid file; `down` never
+ * touches anything else (e.g. the machine's own Redis on 6379, or a broker started from
+ * another checkout, which `up` simply reuses). The ports are machine-wide, so the per-service
+ * locks and the leases of test runs live in a machine-wide folder (STATE_DIR).
+ *
+ * Test runs (test/setup/services.ts) take a lease and start services with `forTests`; the
+ * last test run on the machine to release its lease stops what test runs started, while
+ * services started by `infra:up` keep running until `infra:down`.
  *
  * Progress goes to stderr; stdout carries only the KEY=value lines.
  */
@@ -19,6 +24,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { createConnection } from 'node:net';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -38,21 +44,46 @@ const KAFKA_DIR = join(INFRA_DIR, 'kafka');
 const KAFKA_LIBS = join(KAFKA_DIR, 'libs');
 const KAFKA_POM = join(ROOT, 'deploy/local/kafka/pom.xml');
 const KAFKA_LOG4J = join(ROOT, 'deploy/local/kafka/log4j2.properties');
-const KAFKA_PID = join(KAFKA_DIR, 'kafka.pid');
 const KAFKA_LOG = join(KAFKA_DIR, 'server.log');
 const REDIS_DIR = join(INFRA_DIR, 'redis');
-const REDIS_PID = join(REDIS_DIR, 'redis.pid');
 const CLUSTER_DIR = join(INFRA_DIR, 'redis-cluster');
-const LOCKS_DIR = join(INFRA_DIR, 'locks');
-const LEASES_DIR = join(INFRA_DIR, 'leases');
+/** Pid files, in this checkout's .infra or in another checkout's (`dir`). */
+const kafkaPidFile = (dir = INFRA_DIR) => join(dir, 'kafka', 'kafka.pid');
+const redisPidFile = (dir = INFRA_DIR) => join(dir, 'redis', 'redis.pid');
+const clusterPidFile = (port: number, dir = INFRA_DIR) => join(dir, 'redis-cluster', String(port), 'redis.pid');
 
-/** Marker files: a service whose marker exists was started by a test run and is stopped by the last one out. */
-const AUTO_MARKERS = {
-  kafka: join(KAFKA_DIR, 'started-by-tests'),
-  redis: join(REDIS_DIR, 'started-by-tests'),
-  redisCluster: join(CLUSTER_DIR, 'started-by-tests'),
-} as const;
-export type ServiceName = keyof typeof AUTO_MARKERS;
+/**
+ * Machine-wide coordination. The ports are machine-wide, so the locks, the leases of test
+ * runs and the "started by a test run" markers are too: a clone in /tmp and the main
+ * checkout share one broker without pulling it from under each other.
+ */
+export const STATE_DIR = process.env.CTXFLOW_INFRA_STATE_DIR || join(tmpdir(), 'ctxflow-infra');
+const LOCKS_DIR = join(STATE_DIR, 'locks');
+const LEASES_DIR = join(STATE_DIR, 'leases');
+const MARKERS_DIR = join(STATE_DIR, 'started-by-tests');
+
+export const SERVICE_NAMES = ['kafka', 'redis', 'redisCluster'] as const;
+export type ServiceName = (typeof SERVICE_NAMES)[number];
+
+/** Records that a test run started `name` from this checkout; the last test run out stops it. */
+async function markStartedByTests(name: ServiceName): Promise<void> {
+  await mkdir(MARKERS_DIR, { recursive: true });
+  await writeFile(join(MARKERS_DIR, name), INFRA_DIR);
+}
+
+/** The .infra dir of the checkout whose test run started `name`, if one did. */
+async function markerOwner(name: ServiceName): Promise<string | undefined> {
+  try {
+    return (await readFile(join(MARKERS_DIR, name), 'utf8')) || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Drops the marker: always (`owner` undefined), or only when `owner` holds it. */
+async function clearMarker(name: ServiceName, owner?: string): Promise<void> {
+  if (owner === undefined || (await markerOwner(name)) === owner) await rm(join(MARKERS_DIR, name), { force: true });
+}
 
 const KAFKA_READY_TIMEOUT_MS = 120_000;
 const REDIS_READY_TIMEOUT_MS = 15_000;
@@ -473,15 +504,16 @@ function tail(path: string, lines = 30): string {
  */
 export async function ensureKafka(options: EnsureOptions = {}): Promise<KafkaResult> {
   return withLock('kafka', async () => {
-    const ours = await livePid(KAFKA_PID, 'kafka.Kafka');
+    const ours = await livePid(kafkaPidFile(), 'kafka.Kafka');
     if (ours !== undefined) {
       await waitFor('Kafka', KAFKA_READY_TIMEOUT_MS, () => kafkaReady(ours));
-      if (!options.forTests) await rm(AUTO_MARKERS.kafka, { force: true });
+      if (!options.forTests) await clearMarker('kafka');
       return { brokers: KAFKA_BROKERS, started: false };
     }
     if (await tcpConnects(KAFKA_PORT)) {
       if (await kafkaAnswers()) {
-        log(`using the Kafka broker already listening on ${KAFKA_BROKERS} (not started here)`);
+        log(`using the Kafka broker already listening on ${KAFKA_BROKERS} (not started from this checkout)`);
+        if (!options.forTests) await clearMarker('kafka');
         return { brokers: KAFKA_BROKERS, started: false };
       }
       throw new Error(`infra: port ${KAFKA_PORT} is taken by something that does not answer as Kafka`);
@@ -515,21 +547,24 @@ export async function ensureKafka(options: EnsureOptions = {}): Promise<KafkaRes
     child.unref();
     const pid = child.pid;
     if (pid === undefined) throw new Error('infra: could not start java for Kafka');
-    await writeFile(KAFKA_PID, String(pid));
-    if (options.forTests) await writeFile(AUTO_MARKERS.kafka, '');
+    await writeFile(kafkaPidFile(), String(pid));
+    if (options.forTests) await markStartedByTests('kafka');
     await waitFor('Kafka', KAFKA_READY_TIMEOUT_MS, () => kafkaReady(pid));
     log(`Kafka ready in ${Date.now() - begin} ms (pid ${pid})`);
     return { brokers: KAFKA_BROKERS, started: true };
   });
 }
 
-/** Stops the Kafka broker that `ensureKafka` started (pid file); returns whether one was running. */
-export async function stopKafka(): Promise<boolean> {
+/**
+ * Stops the Kafka broker that `ensureKafka` started from the checkout whose .infra is
+ * `infraDir` (its pid file); returns whether one was running.
+ */
+export async function stopKafka(infraDir = INFRA_DIR): Promise<boolean> {
   return withLock('kafka', async () => {
-    const pid = await livePid(KAFKA_PID, 'kafka.Kafka');
+    const pid = await livePid(kafkaPidFile(infraDir), 'kafka.Kafka');
     if (pid !== undefined) await stopPid(pid, 'Kafka');
-    await rm(KAFKA_PID, { force: true });
-    await rm(AUTO_MARKERS.kafka, { force: true });
+    await rm(kafkaPidFile(infraDir), { force: true });
+    await clearMarker('kafka', infraDir);
     return pid !== undefined;
   });
 }
@@ -577,28 +612,26 @@ async function startRedisServer({ port, dir, pidFile, extra = [] }: RedisServerO
 export async function ensureRedis(options: EnsureOptions = {}): Promise<RedisResult> {
   return withLock('redis', async () => {
     if (await redisAnswers()) {
-      if (!options.forTests && (await livePid(REDIS_PID, 'redis-server')) !== undefined) {
-        await rm(AUTO_MARKERS.redis, { force: true });
-      }
+      if (!options.forTests) await clearMarker('redis');
       return { url: REDIS_URL, started: false };
     }
     const begin = Date.now();
     log(`starting redis-server on ${HOST}:${REDIS_PORT}`);
-    await startRedisServer({ port: REDIS_PORT, dir: REDIS_DIR, pidFile: REDIS_PID });
-    if (options.forTests) await writeFile(AUTO_MARKERS.redis, '');
+    await startRedisServer({ port: REDIS_PORT, dir: REDIS_DIR, pidFile: redisPidFile() });
+    if (options.forTests) await markStartedByTests('redis');
     await waitFor(`Redis on ${REDIS_PORT}`, REDIS_READY_TIMEOUT_MS, () => redisAnswers());
     log(`Redis ready in ${Date.now() - begin} ms`);
     return { url: REDIS_URL, started: true };
   });
 }
 
-/** Stops the Redis that `ensureRedis` started (pid file); never the machine's own. */
-export async function stopRedis(): Promise<boolean> {
+/** Stops the Redis that `ensureRedis` started from the checkout of `infraDir` (pid file); never the machine's own. */
+export async function stopRedis(infraDir = INFRA_DIR): Promise<boolean> {
   return withLock('redis', async () => {
-    const pid = await livePid(REDIS_PID, 'redis-server');
+    const pid = await livePid(redisPidFile(infraDir), 'redis-server');
     if (pid !== undefined) await stopPid(pid, 'Redis');
-    await rm(REDIS_PID, { force: true });
-    await rm(AUTO_MARKERS.redis, { force: true });
+    await rm(redisPidFile(infraDir), { force: true });
+    await clearMarker('redis', infraDir);
     return pid !== undefined;
   });
 }
@@ -611,7 +644,6 @@ export interface RedisClusterOptions extends EnsureOptions {
 }
 
 const clusterNodeDir = (port: number) => join(CLUSTER_DIR, String(port));
-const clusterPidFile = (port: number) => join(clusterNodeDir(port), 'redis.pid');
 
 /**
  * Makes sure a Redis Cluster of one master per port (default 17001-17003, cluster bus on
@@ -624,7 +656,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   return withLock('redis-cluster', async () => {
     const healthy = await Promise.all(ports.map((port) => clusterStateOk(port)));
     if (healthy.every(Boolean)) {
-      if (!options.forTests) await rm(AUTO_MARKERS.redisCluster, { force: true });
+      if (!options.forTests) await clearMarker('redisCluster');
       return { nodes, started: false };
     }
     const begin = Date.now();
@@ -645,7 +677,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
         extra: ['--cluster-enabled', 'yes', '--cluster-config-file', 'nodes.conf', '--cluster-node-timeout', '5000'],
       });
     }
-    if (options.forTests) await writeFile(AUTO_MARKERS.redisCluster, '');
+    if (options.forTests) await markStartedByTests('redisCluster');
     for (const port of ports) await waitFor(`Redis node ${port}`, REDIS_READY_TIMEOUT_MS, () => redisAnswers(port));
     run(
       'redis-cli',
@@ -660,33 +692,36 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
   });
 }
 
-async function stopClusterNodes(ports: readonly number[]): Promise<boolean> {
+async function stopClusterNodes(ports: readonly number[], infraDir = INFRA_DIR): Promise<boolean> {
   let stopped = false;
   for (const port of ports) {
-    const pid = await livePid(clusterPidFile(port), 'redis-server');
+    const pid = await livePid(clusterPidFile(port, infraDir), 'redis-server');
     if (pid !== undefined) {
       await stopPid(pid, `Redis Cluster node ${port}`);
       stopped = true;
     }
-    await rm(clusterPidFile(port), { force: true });
+    await rm(clusterPidFile(port, infraDir), { force: true });
   }
   return stopped;
 }
 
-/** Stops the cluster nodes that `startRedisCluster` started (pid files). */
-export async function stopRedisCluster(options: { ports?: readonly number[] } = {}): Promise<boolean> {
+/** Stops the cluster nodes that `startRedisCluster` started from the checkout of `infraDir` (pid files). */
+export async function stopRedisCluster(
+  options: { ports?: readonly number[]; infraDir?: string } = {},
+): Promise<boolean> {
+  const infraDir = options.infraDir ?? INFRA_DIR;
   return withLock('redis-cluster', async () => {
-    const ports = options.ports ?? clusterPortsOnDisk();
-    const stopped = await stopClusterNodes(ports);
-    await rm(AUTO_MARKERS.redisCluster, { force: true });
+    const ports = options.ports ?? clusterPortsOnDisk(infraDir);
+    const stopped = await stopClusterNodes(ports, infraDir);
+    await clearMarker('redisCluster', infraDir);
     return stopped;
   });
 }
 
-/** Ports of every cluster node directory in .infra (covers clusters started on non-default ports). */
-function clusterPortsOnDisk(): number[] {
+/** Ports of every cluster node directory in an .infra (covers clusters started on non-default ports). */
+function clusterPortsOnDisk(infraDir: string): number[] {
   try {
-    return readdirSync(CLUSTER_DIR)
+    return readdirSync(join(infraDir, 'redis-cluster'))
       .map((name) => Number.parseInt(name, 10))
       .filter((port) => Number.isInteger(port));
   } catch {
@@ -702,10 +737,10 @@ export async function stopInfra(): Promise<void> {
   await Promise.all([stopKafka(), stopRedis(), stopRedisCluster()]);
 }
 
-const STOPPERS: Record<ServiceName, () => Promise<boolean>> = {
+const STOPPERS: Record<ServiceName, (infraDir: string) => Promise<boolean>> = {
   kafka: stopKafka,
   redis: stopRedis,
-  redisCluster: () => stopRedisCluster(),
+  redisCluster: (infraDir) => stopRedisCluster({ infraDir }),
 };
 
 /**
@@ -743,8 +778,9 @@ export async function releaseTestLease(): Promise<ServiceName[]> {
       return [];
     }
     const stopped: ServiceName[] = [];
-    for (const name of Object.keys(AUTO_MARKERS) as ServiceName[]) {
-      if (existsSync(AUTO_MARKERS[name]) && (await STOPPERS[name]())) stopped.push(name);
+    for (const name of SERVICE_NAMES) {
+      const owner = await markerOwner(name);
+      if (owner !== undefined && (await STOPPERS[name](owner))) stopped.push(name);
     }
     return stopped;
   });
