@@ -12,6 +12,8 @@ export interface EmbeddedDeps {
   telemetry?: ContextTelemetry;
   metricsText?: () => Promise<string>;
   clock?: Clock;
+  /** More route plugins without credentials, after the feeds (the benchmark adds its baseline route). */
+  openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
 }
 
 export interface EmbeddedApp {
@@ -43,6 +45,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
           clock: () => clock.now(),
         });
       },
+      ...(deps.openRoutes ?? []),
     ],
   });
   await app.ready();
