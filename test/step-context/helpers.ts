@@ -38,3 +38,17 @@ export async function deleteKeys(redis: Redis | Cluster, prefix: string): Promis
     } while (cursor !== '0');
   }
 }
+
+/** Polls until `check` passes or 5 s went by. */
+export async function eventually(check: () => Promise<void>, timeoutMs = 5_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      await check();
+      return;
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+}

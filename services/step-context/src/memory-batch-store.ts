@@ -45,8 +45,15 @@ export class MemoryBatchStore implements BatchStore {
     if (!stream) return [];
     const out: BatchEntry[] = [];
     let bytes = 0;
-    for (const entry of stream.entries) {
-      if (entry.cursor <= after) continue;
+    // Cursors increase along the array: find the first entry after `after` by bisection.
+    let low = 0;
+    let high = stream.entries.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      if (stream.entries[mid]!.cursor <= after) low = mid + 1;
+      else high = mid;
+    }
+    for (const entry of stream.entries.slice(low)) {
       if (out.length >= limits.maxEntries || bytes > limits.maxBytes) break;
       out.push(structuredClone(entry));
       bytes += byteLength(entry.update);

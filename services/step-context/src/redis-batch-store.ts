@@ -23,6 +23,9 @@ const OFFSET_REFUSED = -1;
 const DUPLICATE = 0;
 const STALE = -2;
 
+/** Entries per XRANGE call of readSince. */
+const READ_PAGE = 50;
+
 interface BatchCommands {
   ctxApplyUpdate(numberOfKeys: number, ...args: string[]): Promise<number | number[]>;
   ctxCopySession(...args: string[]): Promise<number>;
@@ -90,16 +93,23 @@ export class RedisBatchStore implements BatchStore {
     limits: { maxEntries: number; maxBytes: number },
   ): Promise<BatchEntry[]> {
     if (!Number.isSafeInteger(after) || after < 0) throw new Error(`cursor ${after} is not a non-negative integer`);
-    const rows = await this.#guard(() =>
-      this.#redis.xrange(this.#keys.session(sessionId).stream, `${after + 1}-0`, '+', 'COUNT', limits.maxEntries),
-    );
+    const stream = this.#keys.session(sessionId).stream;
     const out: BatchEntry[] = [];
     let bytes = 0;
-    for (const [id, fields] of rows) {
-      if (bytes > limits.maxBytes) break;
-      const json = fieldValue(fields, 'update');
-      out.push({ cursor: Number.parseInt(id, 10), update: JSON.parse(json) as TicketUpdate });
-      bytes += Buffer.byteLength(json, 'utf8');
+    let start = `${after + 1}-0`;
+    // Pages of READ_PAGE entries, so a small byte limit never pulls a long stream over the wire.
+    while (out.length < limits.maxEntries && bytes <= limits.maxBytes) {
+      const count = Math.min(READ_PAGE, limits.maxEntries - out.length);
+      const rows = await this.#guard(() => this.#redis.xrange(stream, start, '+', 'COUNT', count));
+      for (const [id, fields] of rows) {
+        if (bytes > limits.maxBytes) break;
+        const json = fieldValue(fields, 'update');
+        const cursor = Number.parseInt(id, 10);
+        out.push({ cursor, update: JSON.parse(json) as TicketUpdate });
+        bytes += Buffer.byteLength(json, 'utf8');
+        start = `${cursor + 1}-0`;
+      }
+      if (rows.length < count) break;
     }
     return out;
   }

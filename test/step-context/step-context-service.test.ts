@@ -1,0 +1,164 @@
+import { randomUUID } from 'node:crypto';
+import { createMemoryBus } from '@ctxflow/bus';
+import { ticketKey } from '@ctxflow/contracts';
+import {
+  type BatchStore,
+  MemoryBatchStore,
+  MemorySubscriptionStore,
+  RECORD_ID_HEADER,
+  StepContextService,
+  type SubscriptionStore,
+} from '@ctxflow/step-context';
+import { afterEach, describe, expect, it } from 'vitest';
+import { eventually, makeUpdate } from './helpers.ts';
+
+class RecordingLog {
+  warnings: { fields: Record<string, unknown>; message: string }[] = [];
+  info() {}
+  warn(fields: object, message: string) {
+    this.warnings.push({ fields: fields as Record<string, unknown>, message });
+  }
+}
+
+const all = { maxEntries: 10_000, maxBytes: 1e9 };
+
+describe('StepContextService', () => {
+  const services: StepContextService[] = [];
+  afterEach(async () => {
+    for (const s of services.splice(0)) await s.stop();
+  });
+
+  async function start(deps: {
+    batches: BatchStore;
+    subscriptions: SubscriptionStore;
+    topic: string;
+    groupId?: string;
+  }) {
+    const bus = createMemoryBus({ retryBackoffMs: 10 });
+    const log = new RecordingLog();
+    const service = new StepContextService({ subscriber: bus.subscriber, log, ...deps });
+    services.push(service);
+    await service.start();
+    return { bus, log, service };
+  }
+
+  it('appends each update to every subscribed session, once; poison records are logged with their offset and skipped', async () => {
+    const topic = `ticket-updates-${randomUUID()}`;
+    const batches = new MemoryBatchStore();
+    const subscriptions = new MemorySubscriptionStore();
+    await subscriptions.subscribe('s1', { source: 'github', ticket: 'octo/app#1' });
+    await subscriptions.subscribe('s2', { source: 'github', ticket: '*', scope: 'octo/app' });
+    const bus = createMemoryBus({ retryBackoffMs: 10 });
+    const log = new RecordingLog();
+    const service = new StepContextService({ subscriber: bus.subscriber, batches, subscriptions, log, topic });
+    services.push(service);
+    await service.start();
+
+    const u1 = makeUpdate({ source: 'github', ticket: 'octo/app#1', scope: 'octo/app' });
+    const u2 = makeUpdate({ source: 'github', ticket: 'octo/app#2', scope: 'octo/app' });
+    const record = (u: typeof u1) => ({
+      key: ticketKey(u),
+      value: JSON.stringify(u),
+      headers: { [RECORD_ID_HEADER]: u.id },
+    });
+    await bus.publisher.publish(topic, [
+      record(u1),
+      { key: 'github:octo/app#1', value: '{not json' },
+      {
+        key: 'github:octo/app#1',
+        value: JSON.stringify({ ...u1, id: undefined }),
+        headers: { [RECORD_ID_HEADER]: 'x' },
+      },
+      record(u1), // the same update published twice
+      record(u2),
+    ]);
+    await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('5'));
+    expect(await batches.readSince('s1', 0, all)).toEqual([{ cursor: 1, update: u1 }]);
+    expect(await batches.readSince('s2', 0, all)).toEqual([
+      { cursor: 1, update: u1 },
+      { cursor: 2, update: u2 },
+    ]);
+    expect(log.warnings).toEqual([
+      {
+        message: 'ticket update skipped: not JSON',
+        fields: expect.objectContaining({ topic, partition: 0, offset: '1', key: 'github:octo/app#1' }),
+      },
+      {
+        message: 'ticket update skipped: not a valid TicketUpdate',
+        fields: expect.objectContaining({
+          topic,
+          partition: 0,
+          offset: '2',
+          recordId: 'x',
+          issues: [expect.stringMatching(/^id: /)],
+        }),
+      },
+    ]);
+  });
+
+  it('resumes from the offset stored with the entries: a restarted consumer applies nothing twice', async () => {
+    const topic = `ticket-updates-${randomUUID()}`;
+    const batches = new MemoryBatchStore();
+    const subscriptions = new MemorySubscriptionStore();
+    await subscriptions.subscribe('s', { source: 'generic', ticket: '*' });
+    const first = await start({ batches, subscriptions, topic });
+    const u = Array.from({ length: 3 }, (_, i) => makeUpdate({ ticket: `G-${i}` }));
+    await first.bus.publisher.publish(
+      topic,
+      u.slice(0, 2).map((x) => ({ key: ticketKey(x), value: JSON.stringify(x) })),
+    );
+    await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('2'));
+    await first.service.stop();
+
+    // Replaying the same records (a redelivery after a crash) is refused by the stored offset.
+    await first.service.handle(
+      u
+        .slice(0, 2)
+        .map((x, i) => ({
+          topic,
+          partition: 0,
+          offset: String(i),
+          key: ticketKey(x),
+          value: JSON.stringify(x),
+          headers: {},
+        })),
+    );
+    // A new consumer of a fresh group on the same bus reads from the topic's start, resumeFrom skips what was applied.
+    const second = new StepContextService({
+      subscriber: first.bus.subscriber,
+      batches,
+      subscriptions,
+      topic,
+      groupId: `g-${randomUUID()}`,
+    });
+    services.push(second);
+    await second.start();
+    await first.bus.publisher.publish(topic, [{ key: ticketKey(u[2]!), value: JSON.stringify(u[2]) }]);
+    await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('3'));
+    expect((await batches.readSince('s', 0, all)).map((e) => e.update.ticket)).toEqual(['G-0', 'G-1', 'G-2']);
+  });
+
+  it('a store failure rejects the batch so the bus delivers it again', async () => {
+    const topic = `ticket-updates-${randomUUID()}`;
+    const inner = new MemoryBatchStore();
+    let failures = 1;
+    const flaky: BatchStore = {
+      append: (s, u) => inner.append(s, u),
+      readSince: (s, a, l) => inner.readSince(s, a, l),
+      copy: (f, t) => inner.copy(f, t),
+      recordOffset: (p) => inner.recordOffset(p),
+      resumeFrom: (t, p) => inner.resumeFrom(t, p),
+      async applyUpdate(update, sessions, position) {
+        if (failures-- > 0) throw new Error('store down');
+        return inner.applyUpdate(update, sessions, position);
+      },
+    };
+    const subscriptions = new MemorySubscriptionStore();
+    await subscriptions.subscribe('s', { source: 'generic', ticket: 'T-1' });
+    const { bus } = await start({ batches: flaky, subscriptions, topic });
+    const u = makeUpdate();
+    await bus.publisher.publish(topic, [{ key: ticketKey(u), value: JSON.stringify(u) }]);
+    await eventually(async () => expect(await inner.readSince('s', 0, all)).toEqual([{ cursor: 1, update: u }]));
+    expect(failures).toBe(-1);
+  });
+});
