@@ -132,21 +132,25 @@ async function deletePrefix(client: Redis | Cluster, prefix: string): Promise<vo
 describe('the engine on Redis', () => {
   it('the flow on memory does what it should (so the comparison compares something)', async () => {
     const answers = await runFlow(new MemorySessionStore());
-    const byWhat = new Map(answers.map((a) => [a.what, a]));
+    const byWhat = new Map(answers.map((a) => [a.what, a.body]));
+    const body = <T>(what: string): T => {
+      if (!byWhat.has(what)) throw new Error(`no answer for ${what}`);
+      return byWhat.get(what) as T;
+    };
     expect(answers.filter((a) => a.status >= 400).map((a) => [a.what, a.status])).toEqual([
       ['add with key, other items', 409],
     ]);
-    expect(byWhat.get('add with key again')?.body).toEqual({ recorded: 0 });
-    expect(byWhat.get('tool context again')?.body).toEqual({ recorded: 0 });
-    const step1 = byWhat.get('step 1')?.body as { rows: { content?: string }[] };
+    expect(body('add with key again')).toEqual({ recorded: 0 });
+    expect(body('tool context again')).toEqual({ recorded: 0 });
+    const step1 = body<{ rows: { content?: string }[] }>('step 1');
     expect(step1.rows.map((r) => r.content)).toEqual([
       'Answer briefly.',
       'The customer is on the gold plan.',
       'Ticket 1 was reopened.',
     ]);
-    expect(byWhat.get('step 1 again (same request id)')?.body).toEqual(step1);
+    expect(body('step 1 again (same request id)')).toEqual(step1);
     // call-1 answered model call 2: the rewind drops it with its tool switch (R29).
-    expect(byWhat.get('rewind to step 1')?.body).toEqual({
+    expect(body('rewind to step 1')).toEqual({
       logLength: 4,
       requeued: 0,
       queued: 1,
@@ -154,12 +158,12 @@ describe('the engine on Redis', () => {
       activeTools: ['search', 'escalate', '__finish__'],
     });
     // req-2's step was rewound away: the request id is free and makes a new step.
-    const again = byWhat.get('step after rewind')?.body as { stepId: string; rows: { content?: string }[] };
-    expect(again.stepId).not.toBe((byWhat.get('step 2')?.body as { stepId: string }).stepId);
+    const again = body<{ stepId: string; rows: { content?: string }[] }>('step after rewind');
+    expect(again.stepId).not.toBe(body<{ stepId: string }>('step 2').stepId);
     expect(again.rows.map((r) => r.content)).toEqual(['late news', 'Ticket 2 was closed.']);
-    const branchStep = byWhat.get('branch step')?.body as { rows: { content?: string }[] };
+    const branchStep = body<{ rows: { content?: string }[] }>('branch step');
     expect(branchStep.rows.map((r) => r.content)).toEqual(['Ticket 2 was closed.']);
-    const sessions = byWhat.get('sessions')?.body as { sessions: { sessionId: string }[] };
+    const sessions = body<{ sessions: { sessionId: string }[] }>('sessions');
     expect(sessions.sessions).toHaveLength(2);
   });
 
