@@ -112,16 +112,14 @@ describe('StepContextService', () => {
 
     // Replaying the same records (a redelivery after a crash) is refused by the stored offset.
     await first.service.handle(
-      u
-        .slice(0, 2)
-        .map((x, i) => ({
-          topic,
-          partition: 0,
-          offset: String(i),
-          key: ticketKey(x),
-          value: JSON.stringify(x),
-          headers: {},
-        })),
+      u.slice(0, 2).map((x, i) => ({
+        topic,
+        partition: 0,
+        offset: String(i),
+        key: ticketKey(x),
+        value: JSON.stringify(x),
+        headers: {},
+      })),
     );
     // A new consumer of a fresh group on the same bus reads from the topic's start, resumeFrom skips what was applied.
     const second = new StepContextService({
