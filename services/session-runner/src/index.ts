@@ -13,6 +13,7 @@ export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook
 export type * from './domain/model.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
+export { inspectorRoutes } from './http/inspector-routes.ts';
 export type { Clock } from './ports/clock.ts';
 export { systemClock } from './ports/clock.ts';
 export type { MemoryRecall } from './ports/memory-recall.ts';

@@ -1,0 +1,123 @@
+/**
+ * The session inspector end to end: a real server on 127.0.0.1 (the embedded
+ * app with the inspector mounted), Debian's chromium driven by playwright-core.
+ * Writes `test-results/inspector.png`; with `UPDATE_DOCS_SCREENSHOT=1` also
+ * refreshes the README's copy at `docs/inspector.png`.
+ */
+import { randomUUID } from 'node:crypto';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
+import { inspectorRoutes } from '@ctxflow/session-runner';
+import { type BrowserContext, chromium } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const CHROMIUM = '/usr/bin/chromium';
+const SCREENSHOT = 'test-results/inspector.png';
+const DOCS_SCREENSHOT = 'docs/inspector.png';
+
+describe('session inspector in headless Chromium', () => {
+  const tenant = `inspector-${randomUUID().slice(0, 8)}`;
+  const apiKey = `key-${randomUUID()}`;
+  const feedSecret = `generic-${randomUUID()}`;
+  let embedded: EmbeddedApp;
+  let base: string;
+  let profile: string;
+  let browser: BrowserContext | undefined;
+
+  beforeAll(async () => {
+    embedded = await buildEmbeddedApp({
+      config: { apiKeys: new Map([[apiKey, tenant]]), secrets: { generic: feedSecret } },
+      openRoutes: [inspectorRoutes],
+    });
+    await embedded.app.listen({ host: '127.0.0.1', port: 0 });
+    base = `http://127.0.0.1:${(embedded.app.server.address() as AddressInfo).port}`;
+    profile = mkdtempSync(`${tmpdir()}/ctxflow-inspector-chromium-`);
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await embedded?.close();
+    if (profile) rmSync(profile, { recursive: true, force: true });
+  });
+
+  /** An authenticated JSON call; asserts the status. */
+  async function call(method: string, path: string, body: unknown, status: number): Promise<any> {
+    const response = await fetch(`${base}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    });
+    const json = await response.json();
+    expect(response.status, JSON.stringify(json)).toBe(status);
+    return json;
+  }
+
+  it('shows a session with its notice row (kind, source), cursor and prefix-reuse chart; data text stays text', async () => {
+    const ticket = `T-${randomUUID().slice(0, 6)}`;
+    // Markup in ticket text: the page must show it as text and never run it.
+    const summary = `Ticket ${ticket} closed by Zoë <img src=x onerror="window.__inspectorPwned=1"> "fixed"`;
+
+    const { agentId } = await call('POST', '/agents', { context: 'You answer support tickets.' }, 201);
+    const { sessionId } = await call('POST', '/sessions', { agentId }, 201);
+    await call('POST', `/sessions/${sessionId}/messages`, { role: 'user', content: `Is ${ticket} fixed?` }, 201);
+    await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
+    await call('POST', '/context', { sessionId, items: [{ kind: 'notice', content: summary }] }, 200);
+    await call('POST', `/sessions/${sessionId}/messages`, { role: 'assistant', content: 'Checking.' }, 201);
+    const stepped = await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
+    expect(stepped.rows).toEqual([expect.objectContaining({ kind: 'notice', source: 'app', content: summary })]);
+    const expectedCursor = stepped.cursor === null ? 'none' : JSON.stringify(stepped.cursor);
+
+    browser = await chromium.launchPersistentContext(profile, {
+      executablePath: CHROMIUM,
+      headless: true,
+      args: [
+        '--headless',
+        '--no-sandbox',
+        '--disable-gpu',
+        '--disable-quic',
+        '--no-first-run',
+        '--disable-background-networking',
+        '--disable-component-update',
+        '--disable-sync',
+      ],
+      viewport: { width: 1360, height: 1000 },
+    });
+    const page = browser.pages()[0] ?? (await browser.newPage());
+    const pageErrors: string[] = [];
+    page.on('pageerror', (err) => pageErrors.push(err.message));
+
+    await page.goto(`${base}/inspector`);
+    // Without a key the API refuses, and the page says so.
+    await expect.poll(() => page.locator('#sessions-status').textContent()).toContain('unauthorized');
+
+    await page.fill('#api-key', apiKey);
+    await page.click('#key-form button[type=submit]');
+    const link = page.locator(`#session-list a[data-session-id="${sessionId}"]`);
+    await link.waitFor();
+    await link.click();
+
+    const notice = page.locator('#log-table tr[data-kind="notice"][data-source="app"]');
+    await notice.waitFor();
+    expect(await notice.count()).toBe(1);
+    expect(await notice.locator('[data-testid=kind]').textContent()).toBe('notice');
+    expect(await notice.locator('[data-testid=source]').textContent()).toBe('app');
+    expect(await notice.locator('pre').textContent()).toBe(summary);
+    expect(await page.locator('#log-table img').count()).toBe(0);
+    expect(await page.evaluate(() => (globalThis as { __inspectorPwned?: number }).__inspectorPwned)).toBe(undefined);
+
+    expect(await page.locator('#cursor').textContent()).toBe(expectedCursor);
+
+    const bars = page.locator('#reuse-chart g.reuse-step');
+    expect(await bars.count()).toBe(2);
+    expect(await bars.nth(0).getAttribute('data-reused-bytes')).toBe('0');
+    expect(Number(await bars.nth(1).getAttribute('data-reused-bytes'))).toBeGreaterThan(0);
+    expect(await page.locator('#reuse-chart').isVisible()).toBe(true);
+
+    mkdirSync('test-results', { recursive: true });
+    await page.screenshot({ path: SCREENSHOT, fullPage: true });
+    if (process.env.UPDATE_DOCS_SCREENSHOT === '1') copyFileSync(SCREENSHOT, DOCS_SCREENSHOT);
+    expect(pageErrors).toEqual([]);
+  });
+});
