@@ -65,9 +65,10 @@ export function needsServices(root: string, files: readonly string[]): boolean {
   });
 }
 
+/** Files of this run: vitest records their paths (state.getPaths) before it runs the global setup. */
 function selectedFiles(project: TestProject): string[] {
   try {
-    return project.vitest.state.getFilepaths();
+    return project.vitest.state.getPaths();
   } catch {
     return [];
   }
@@ -244,7 +245,10 @@ export default async function setup(project: TestProject): Promise<() => Promise
     cluster: addresses.redisClusterNodes === null,
   };
   const root = project.config.root;
-  if ((want.kafka || want.redis || want.cluster) && needsServices(root, selectedFiles(project))) {
+  const files = selectedFiles(project);
+  const needed = needsServices(root, files);
+  if (!needed) note(`none of the ${files.length} selected file(s) needs Kafka or Redis: provisioning nothing`);
+  if ((want.kafka || want.redis || want.cluster) && needed) {
     const mode = process.env.CTXFLOW_TEST_SERVICES ?? 'auto';
     const useContainers = mode === 'containers' || (mode === 'auto' && (await containerRuntimeAnswers()));
     try {
