@@ -1,0 +1,363 @@
+/**
+ * The deployment files, validated offline: every Kubernetes manifest in deploy/kubernetes
+ * against the Kubernetes, KEDA and Strimzi schemas with unknown fields refused
+ * (kube-schemas.ts), docker-compose.yml against the Compose Specification's JSON Schema
+ * (the copy dclint ships), and the facts the services rely on (names, ports, groups,
+ * topics, probes) checked against the code's own constants. Each validator is also shown a
+ * broken copy and must refuse it.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { TOPICS } from '@ctxflow/contracts';
+import { Ajv } from 'ajv';
+import { describe, expect, it } from 'vitest';
+import { parse, parseAllDocuments } from 'yaml';
+import { STEP_CONSUMER_GROUP } from '../../services/session-runner/src/step-request-consumer.ts';
+import { STEP_CONTEXT_GROUP } from '../../services/step-context/src/step-context-service.ts';
+import { ROOT, validateManifest } from './kube-schemas.ts';
+
+const KUBE_DIR = join(ROOT, 'deploy', 'kubernetes');
+
+type Doc = Record<string, any>;
+
+/** Every YAML document of a file; a YAML syntax error fails the test that reads it. */
+function readDocs(text: string, where: string): Doc[] {
+  return parseAllDocuments(text).map((doc, i) => {
+    if (doc.errors.length > 0) throw new Error(`${where}#${i}: ${doc.errors.map((e) => e.message).join('; ')}`);
+    return doc.toJS() as Doc;
+  });
+}
+
+function manifestFiles(): string[] {
+  return readdirSync(KUBE_DIR)
+    .filter((f) => f.endsWith('.yaml') && f !== 'kustomization.yaml')
+    .sort();
+}
+
+let manifests: { file: string; doc: Doc }[] | undefined;
+
+/** All objects of deploy/kubernetes, with the file they come from (read once; never modified). */
+function allManifests(): { file: string; doc: Doc }[] {
+  manifests ??= manifestFiles().flatMap((file) =>
+    readDocs(readFileSync(join(KUBE_DIR, file), 'utf8'), file).map((doc) => ({ file, doc })),
+  );
+  return manifests;
+}
+
+function find(kind: string, name: string): Doc {
+  const hit = allManifests().find(({ doc }) => doc.kind === kind && doc.metadata?.name === name);
+  if (!hit) throw new Error(`no ${kind} ${name} in deploy/kubernetes`);
+  return hit.doc;
+}
+
+const SERVICES = [
+  { name: 'session-runner', port: 8080, portVar: 'CTXFLOW_PORT' },
+  { name: 'feed-ingestor', port: 8081, portVar: 'CTXFLOW_FEED_PORT' },
+  { name: 'step-context', port: 8082, portVar: 'CTXFLOW_STEP_CONTEXT_PORT' },
+] as const;
+
+describe('Kubernetes manifests (deploy/kubernetes)', () => {
+  it('every object validates against its schema, with no unknown field', () => {
+    const manifests = allManifests();
+    const problems = manifests.flatMap(({ file, doc }, i) => validateManifest(doc, `${file}#${i}`));
+    expect(problems).toEqual([]);
+    // The set of kinds is what the deployment needs; a file that parsed to nothing would show here.
+    const kinds = manifests.map(({ doc }) => `${doc.kind}/${doc.metadata.name}`).sort();
+    expect(kinds).toEqual(
+      [
+        'ConfigMap/ctxflow-config',
+        'Deployment/feed-ingestor',
+        'Deployment/session-runner',
+        'Deployment/step-context',
+        'HorizontalPodAutoscaler/feed-ingestor',
+        'KafkaTopic/ctxflow.step-requests.v1',
+        'KafkaTopic/ctxflow.step-results.v1',
+        'KafkaTopic/ctxflow.ticket-updates.v1',
+        'Namespace/ctxflow',
+        'PodDisruptionBudget/feed-ingestor',
+        'PodDisruptionBudget/session-runner',
+        'PodDisruptionBudget/step-context',
+        'ScaledObject/session-runner',
+        'ScaledObject/step-context',
+        'Secret/ctxflow-secrets',
+        'Service/feed-ingestor',
+        'Service/session-runner',
+        'Service/step-context',
+        'ServiceAccount/ctxflow',
+      ].sort(),
+    );
+  });
+
+  it('kustomization.yaml lists exactly the files of the folder', () => {
+    const [kustomization] = readDocs(readFileSync(join(KUBE_DIR, 'kustomization.yaml'), 'utf8'), 'kustomization');
+    expect(kustomization!.kind).toBe('Kustomization');
+    expect([...kustomization!.resources].sort()).toEqual(manifestFiles());
+    expect(kustomization!.namespace).toBe('ctxflow');
+    for (const { file, doc } of allManifests()) {
+      if (doc.kind !== 'Namespace') expect(doc.metadata.namespace, `${file} ${doc.kind}`).toBe('ctxflow');
+    }
+  });
+
+  it.each(SERVICES)('$name: probes, resources, non-root, PDB and Service match the process', (service) => {
+    const deployment = find('Deployment', service.name);
+    const pod = deployment.spec.template.spec;
+    const [container] = pod.containers;
+    expect(pod.containers).toHaveLength(1);
+    // The image's entry point for this service, which must exist in the repository.
+    expect(container.command).toEqual(['node', `services/${service.name}/src/main.ts`]);
+    expect(readFileSync(join(ROOT, container.command[1]), 'utf8').length).toBeGreaterThan(0);
+    expect(container.ports).toEqual([{ name: 'http', containerPort: service.port, protocol: 'TCP' }]);
+    expect(container.env).toContainEqual({ name: service.portVar, value: String(service.port) });
+    expect(container.envFrom).toEqual([
+      { configMapRef: { name: 'ctxflow-config' } },
+      { secretRef: { name: 'ctxflow-secrets' } },
+    ]);
+    expect(container.livenessProbe.httpGet).toEqual({ path: '/healthz', port: 'http' });
+    expect(container.readinessProbe.httpGet).toEqual({ path: '/readyz', port: 'http' });
+    expect(container.resources.requests).toMatchObject({ cpu: expect.any(String), memory: expect.any(String) });
+    expect(container.resources.limits).toMatchObject({ memory: expect.any(String) });
+    // The "restricted" Pod Security Standard the namespace enforces.
+    expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, seccompProfile: { type: 'RuntimeDefault' } });
+    expect(pod.securityContext.runAsUser).toBeGreaterThan(0);
+    expect(container.securityContext).toEqual({
+      allowPrivilegeEscalation: false,
+      readOnlyRootFilesystem: true,
+      capabilities: { drop: ['ALL'] },
+    });
+    // Autoscaled: a re-apply must not reset the replica count.
+    expect(deployment.spec.replicas).toBeUndefined();
+
+    const labels = deployment.spec.selector.matchLabels;
+    expect(deployment.spec.template.metadata.labels).toMatchObject(labels);
+    const pdb = find('PodDisruptionBudget', service.name);
+    expect(pdb.spec.selector.matchLabels).toEqual(labels);
+    const svc = find('Service', service.name);
+    expect(svc.spec.selector).toEqual(labels);
+    expect(svc.spec.ports).toEqual([{ name: 'http', port: service.port, targetPort: 'http', protocol: 'TCP' }]);
+  });
+
+  it('the Secret holds only clearly marked placeholders for the API keys and feed secrets', () => {
+    const secret = find('Secret', 'ctxflow-secrets');
+    expect(Object.keys(secret.stringData).sort()).toEqual(
+      [
+        'CTXFLOW_API_KEYS',
+        'CTXFLOW_FEED_SECRET_GENERIC',
+        'CTXFLOW_FEED_SECRET_GITHUB',
+        'CTXFLOW_FEED_SECRET_JIRA',
+        'CTXFLOW_FEED_SECRET_ZENDESK',
+      ].sort(),
+    );
+    for (const value of Object.values<string>(secret.stringData)) expect(value).toContain('REPLACE-ME');
+    expect(secret.data).toBeUndefined();
+  });
+
+  it('topics: the three contract topics, 12 partitions, 3 replicas, min.insync.replicas 2', () => {
+    const topics = allManifests()
+      .filter(({ doc }) => doc.kind === 'KafkaTopic')
+      .map(({ doc }) => doc);
+    expect(topics.map((t) => t.spec.topicName).sort()).toEqual(Object.values(TOPICS).sort());
+    for (const topic of topics) {
+      expect(topic.metadata.name).toBe(topic.spec.topicName);
+      expect(topic.metadata.labels['strimzi.io/cluster']).toBe('ctxflow');
+      expect(topic.spec).toMatchObject({ partitions: 12, replicas: 3, config: { 'min.insync.replicas': 2 } });
+    }
+  });
+
+  it('autoscaling: KEDA on consumer lag for the consumers, an HPA on CPU for the feed-ingestor', () => {
+    const config = find('ConfigMap', 'ctxflow-config');
+    const lagScaled = [
+      { name: 'session-runner', group: STEP_CONSUMER_GROUP, topic: TOPICS.stepRequests },
+      { name: 'step-context', group: STEP_CONTEXT_GROUP, topic: TOPICS.ticketUpdates },
+    ];
+    expect(lagScaled.map((s) => s.group)).toEqual(['ctxflow-session-runner', 'ctxflow-step-context']);
+    for (const scaled of lagScaled) {
+      const so = find('ScaledObject', scaled.name);
+      expect(so.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: scaled.name });
+      expect(so.spec.triggers).toHaveLength(1);
+      expect(so.spec.triggers[0].type).toBe('kafka');
+      expect(so.spec.triggers[0].metadata).toMatchObject({
+        bootstrapServers: config.data.KAFKA_BROKERS,
+        consumerGroup: scaled.group,
+        topic: scaled.topic,
+      });
+      // More consumers than partitions would sit idle.
+      expect(so.spec.maxReplicaCount).toBeLessThanOrEqual(12);
+      expect(so.spec.minReplicaCount).toBeGreaterThanOrEqual(2);
+    }
+    const hpa = find('HorizontalPodAutoscaler', 'feed-ingestor');
+    expect(hpa.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'Deployment', name: 'feed-ingestor' });
+    expect(hpa.spec.metrics).toEqual([
+      { type: 'Resource', resource: { name: 'cpu', target: { type: 'Utilization', averageUtilization: 70 } } },
+    ]);
+  });
+
+  describe('refuses broken copies', () => {
+    const copy = <T>(value: T): T => structuredClone(value);
+
+    it('a Deployment without its selector and with a mistyped replica count', () => {
+      const broken = copy(find('Deployment', 'session-runner'));
+      delete broken.spec.selector;
+      broken.spec.replicas = 'two';
+      expect(validateManifest(broken, 'broken')).toEqual([
+        'broken (apps/v1 Deployment): data/spec must have required property selector, data/spec/replicas must be integer',
+      ]);
+    });
+
+    it('a misspelled field, which the OpenAPI schema alone would accept', () => {
+      const broken = copy(find('Deployment', 'step-context'));
+      const container = broken.spec.template.spec.containers[0];
+      container.readinesProbe = container.readinessProbe;
+      delete container.readinessProbe;
+      expect(validateManifest(broken, 'broken')).toEqual([
+        'broken (apps/v1 Deployment): unknown field "spec.template.spec.containers[0].readinesProbe"',
+      ]);
+    });
+
+    it('a KafkaTopic with no partitions and an unknown spec field', () => {
+      const broken = copy(find('KafkaTopic', TOPICS.stepRequests));
+      broken.spec.partitions = 0;
+      broken.spec.replicationFactor = 3;
+      expect(validateManifest(broken, 'broken')).toEqual([
+        'broken (kafka.strimzi.io/v1 KafkaTopic): /spec must NOT have additional properties, /spec/partitions must be >= 1',
+      ]);
+    });
+
+    it('a ScaledObject whose trigger has no type, and a kind no schema knows', () => {
+      const broken = copy(find('ScaledObject', 'step-context'));
+      delete broken.spec.triggers[0].type;
+      expect(validateManifest(broken, 'broken')).toEqual([
+        'broken (keda.sh/v1alpha1 ScaledObject): data/spec/triggers/0 must have required property type',
+      ]);
+      expect(validateManifest({ apiVersion: 'apps/v2', kind: 'Deployment' }, 'unknown')).toEqual([
+        'unknown: no schema for apiVersion "apps/v2" kind "Deployment"',
+      ]);
+    });
+  });
+});
+
+// --- docker-compose.yml --------------------------------------------------------------------
+
+const require = createRequire(import.meta.url);
+/** The Compose Specification's schema (compose-spec.json, draft-07) as dclint ships it. */
+const { $schema: _draft, ...composeSchema } = JSON.parse(
+  readFileSync(join(dirname(require.resolve('dclint/package.json')), 'schemas', 'compose.schema.json'), 'utf8'),
+);
+// It names draft-07 as `https://json-schema.org/draft-07/schema`, an alias Ajv does not know;
+// without `$schema` Ajv uses draft-07, its default.
+// strict: false: the schema uses `deprecated` and other annotations Ajv's strict mode rejects.
+const validateCompose = new Ajv({ allErrors: true, strict: false }).compile(composeSchema);
+
+function composeProblems(compose: unknown): string[] {
+  if (validateCompose(compose)) return [];
+  return (validateCompose.errors ?? []).map((e) => `${e.instancePath || '/'} ${e.message}`);
+}
+
+/** The compose file as Compose reads it: YAML merge keys (`<<`) resolved. */
+function readCompose(): Doc {
+  return parse(readFileSync(join(ROOT, 'docker-compose.yml'), 'utf8'), { merge: true }) as Doc;
+}
+
+describe('docker-compose.yml', () => {
+  it('validates against the Compose Specification schema', () => {
+    const compose = readCompose();
+    expect(composeProblems(compose)).toEqual([]);
+    expect(Object.keys(compose.services).sort()).toEqual(
+      ['feed-ingestor', 'kafka', 'otel-collector', 'probe-tools', 'redis', 'session-runner', 'step-context'].sort(),
+    );
+  });
+
+  it('Kafka is one KRaft node and Redis appends every write to its AOF', () => {
+    const { kafka, redis } = readCompose().services;
+    expect(kafka.image).toBe('apache/kafka:4.0.0');
+    expect(kafka.environment).toMatchObject({
+      KAFKA_PROCESS_ROLES: 'broker,controller',
+      KAFKA_CONTROLLER_QUORUM_VOTERS: '1@kafka:9093',
+      KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR: 1,
+    });
+    expect(redis.image).toBe('redis:7');
+    expect(redis.command).toEqual(['redis-server', '--appendonly', 'yes', '--appendfsync', 'everysec']);
+  });
+
+  it('every long-running service has a health check; the ctxflow services probe /readyz with node', () => {
+    const { services } = readCompose();
+    for (const [name, service] of Object.entries<Doc>(services)) {
+      if (service.restart === 'no') continue; // a one-shot job
+      expect(service.healthcheck?.test?.[0], name).toBe('CMD');
+    }
+    for (const { name, port, portVar } of SERVICES) {
+      const service = services[name];
+      expect(service.command).toEqual(['node', `services/${name}/src/main.ts`]);
+      expect(service.healthcheck.test).toEqual([
+        'CMD',
+        'node',
+        '-e',
+        `fetch('http://127.0.0.1:${port}/readyz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))`,
+      ]);
+      expect(service.ports).toEqual([`${port}:${port}`]);
+      expect(service.environment).toMatchObject({
+        [portVar]: port,
+        CTXFLOW_HOST: '0.0.0.0',
+        KAFKA_BROKERS: 'kafka:9092',
+        REDIS_URL: 'redis://redis:6379',
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://otel-collector:4318',
+        OTEL_SERVICE_NAME: `ctxflow-${name}`,
+      });
+      expect(service.env_file).toEqual(['./deploy/compose.env']);
+      expect(service.depends_on).toEqual({
+        kafka: { condition: 'service_healthy' },
+        redis: { condition: 'service_healthy' },
+        'otel-collector': { condition: 'service_healthy' },
+      });
+    }
+    expect(services['session-runner'].environment.CTXFLOW_STEP_CONTEXT_URL).toBe(
+      'http://step-context:8082/step-context',
+    );
+    expect(services['step-context'].environment.CTXFLOW_RUNNER_URL).toBe('http://session-runner:8080');
+  });
+
+  it('the env file gives the API keys and feed secrets, as placeholders', () => {
+    const lines = readFileSync(join(ROOT, 'deploy', 'compose.env'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim() !== '' && !l.startsWith('#'));
+    const entries = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+    expect(Object.keys(entries).sort()).toEqual(
+      [
+        'CTXFLOW_API_KEYS',
+        'CTXFLOW_FEED_SECRET_GENERIC',
+        'CTXFLOW_FEED_SECRET_GITHUB',
+        'CTXFLOW_FEED_SECRET_JIRA',
+        'CTXFLOW_FEED_SECRET_ZENDESK',
+      ].sort(),
+    );
+    expect(entries.CTXFLOW_API_KEYS).toMatch(/^[^:,]+:REPLACE-ME/);
+  });
+
+  it('the collector config wires every pipeline to defined components, health check on the probed port', () => {
+    const compose = readCompose();
+    const collector = compose.services['otel-collector'];
+    expect(collector.volumes).toContain('./deploy/otel-collector.yaml:/etc/otelcol-contrib/config.yaml:ro');
+    const config = parse(readFileSync(join(ROOT, 'deploy', 'otel-collector.yaml'), 'utf8')) as Doc;
+    expect(Object.keys(config.service.pipelines).sort()).toEqual(['logs', 'metrics', 'traces']);
+    for (const [name, pipeline] of Object.entries<Doc>(config.service.pipelines)) {
+      for (const section of ['receivers', 'processors', 'exporters'] as const) {
+        for (const component of pipeline[section] ?? [])
+          expect(config[section], `${name} ${component}`).toHaveProperty([component]);
+      }
+    }
+    // The services export to 4318 (OTLP over HTTP).
+    expect(config.receivers.otlp.protocols.http.endpoint).toBe('0.0.0.0:4318');
+    expect(config.service.extensions).toEqual(['health_check']);
+    const healthPort = config.extensions.health_check.endpoint.split(':')[1];
+    expect(collector.healthcheck.test.join(' ')).toContain(`http://127.0.0.1:${healthPort}/`);
+  });
+
+  it('refuses a broken copy: a misspelled service key and a health check interval without a unit', () => {
+    const broken = readCompose();
+    broken.services['feed-ingestor'].helthcheck = broken.services['feed-ingestor'].healthcheck;
+    broken.services.redis.healthcheck.interval = 5;
+    const problems = composeProblems(broken);
+    expect(problems).toContain('/services/feed-ingestor must NOT have additional properties');
+    expect(problems).toContain('/services/redis/healthcheck/interval must be string');
+  });
+});
