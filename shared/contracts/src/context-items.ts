@@ -64,9 +64,11 @@ export type ItemOrigin = 'app' | 'tool' | 'hook' | 'step-context';
 
 function describeIssue(issue: z.core.$ZodIssue, raw: unknown): string {
   const where = issue.path.length ? issue.path.join('.') : 'item';
-  if (issue.code === 'invalid_union' && issue.path.length === 0 && raw && typeof raw === 'object') {
+  if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
     const kind = (raw as { kind?: unknown }).kind;
-    return `unknown kind ${JSON.stringify(kind)}: expected one of ${CONTEXT_KINDS.join(', ')}`;
+    if (!CONTEXT_KINDS.includes(kind as ContextKind)) {
+      return `unknown kind ${JSON.stringify(kind) ?? 'undefined'}: expected one of ${CONTEXT_KINDS.join(', ')}`;
+    }
   }
   return `${where}: ${issue.message}`;
 }

@@ -809,6 +809,11 @@ export class ContextEngine {
   async restartRun(tenant: string, sessionId: string, input: { requestId?: string } = {}): Promise<StepResult> {
     return this.#locks.run(sessionId, async () => {
       const state = await this.#load(tenant, sessionId);
+      // A redelivered restart answers its committed step; rewinding first would cut it (R33).
+      if (input.requestId !== undefined) {
+        const done = await this.#deps.store.getStep(sessionId, { requestId: input.requestId });
+        if (done) return this.#replay(state, done);
+      }
       const run = state.meta.run;
       const steps = await this.#deps.store.listSteps(sessionId);
       const first = run ? steps.find((s) => s.runId === run.runId) : undefined;

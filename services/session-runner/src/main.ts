@@ -1,0 +1,112 @@
+import { createBus } from '@ctxflow/bus';
+import { TOPICS } from '@ctxflow/contracts';
+import { ConfigError, createAuthenticator, createLogger } from '@ctxflow/service-kit';
+import { createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { Cluster, Redis } from 'ioredis';
+import { HttpStepContext } from './adapters/http-step-context.ts';
+import { MemorySessionStore } from './adapters/memory-session-store.ts';
+import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
+import { RedisSessionStore } from './adapters/redis-session-store.ts';
+import { buildRunnerApp } from './build-app.ts';
+import { loadRunnerConfig, type RunnerConfig } from './config.ts';
+import { createEngine } from './create-engine.ts';
+import type { MemoryRecall } from './ports/memory-recall.ts';
+import type { SessionStore } from './ports/session-store.ts';
+import { startStepRequestConsumer } from './step-request-consumer.ts';
+
+function loadConfig(): RunnerConfig {
+  try {
+    return loadRunnerConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`session-runner: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}
+
+/** The session-runner as its own process: Redis store, Kafka step requests, the step-context service as its feed hook. */
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger({ service: 'session-runner', level: config.logLevel });
+  const telemetry = startTelemetry({ serviceName: 'ctxflow-session-runner' });
+
+  let redis: Redis | Cluster | undefined;
+  if (config.redisClusterNodes) {
+    redis = new Cluster(
+      config.redisClusterNodes.map((n) => {
+        const [host, port] = n.split(':');
+        return { host: host!, port: Number(port) };
+      }),
+    );
+  } else if (config.redisUrl) {
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3 });
+  }
+  let store: SessionStore = new MemorySessionStore();
+  let memory: MemoryRecall | undefined;
+  if (redis) {
+    store = new RedisSessionStore(redis, { prefix: config.redisPrefix });
+    memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });
+  }
+  const engine = createEngine({
+    store,
+    feed: new HttpStepContext(config.stepContextUrl),
+    telemetry: createContextTelemetry(),
+    ...(memory ? { memory } : {}),
+  });
+
+  const bus = createBus({
+    client: config.kafkaClient,
+    clientId: 'ctxflow-session-runner',
+    ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
+  });
+  let consumer: Awaited<ReturnType<typeof startStepRequestConsumer>> | undefined;
+  if (config.kafkaBrokers) {
+    await bus.admin.ensureTopics([
+      { name: TOPICS.stepRequests, partitions: 12 },
+      { name: TOPICS.stepResults, partitions: 12 },
+    ]);
+    consumer = await startStepRequestConsumer({
+      engine,
+      store,
+      subscriber: bus.subscriber,
+      publisher: bus.publisher,
+      log: logger,
+    });
+  }
+
+  const app = buildRunnerApp({
+    engine,
+    authenticate: createAuthenticator(config.apiKeys),
+    logger,
+    metricsText: () => telemetry.metricsText(),
+    readiness: {
+      ...(redis ? { redis: async () => void (await redis.ping()) } : {}),
+      ...(consumer ? { kafka: () => consumer.ready() } : {}),
+    },
+  });
+  await app.listen({ host: config.host, port: config.port });
+  logger.info(
+    { port: config.port, redis: Boolean(redis), kafka: Boolean(config.kafkaBrokers) },
+    'session-runner: listening',
+  );
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'session-runner: stopping');
+    await app.close(); // in-flight HTTP steps finish first
+    await consumer?.close(); // the in-flight step request finishes, offsets commit
+    await bus.publisher.close();
+    await bus.admin.close();
+    redis?.disconnect();
+    await telemetry.shutdown();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+await main();
