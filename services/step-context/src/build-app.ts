@@ -1,0 +1,37 @@
+import { createServer, type Logger, tenantHook } from '@ctxflow/service-kit';
+import type { FastifyInstance } from 'fastify';
+import type { FeedStepContext } from './feed-step-context.ts';
+import type { SessionDirectory } from './session-directory.ts';
+import { stepContextRoutes } from './step-context-routes.ts';
+import { subscriptionRoutes } from './subscription-routes.ts';
+import type { SubscriptionStore } from './subscription-store.ts';
+
+export interface StepContextAppDeps {
+  subscriptions: SubscriptionStore;
+  directory: SessionDirectory;
+  feed: FeedStepContext;
+  /** Resolves a bearer header to a tenant (service-kit createAuthenticator). */
+  authenticate: (authorization: string | undefined) => string;
+  logger?: Logger;
+  metricsText?: () => Promise<string>;
+  readiness?: Record<string, () => Promise<void>>;
+}
+
+/**
+ * step-context's HTTP server as its own process: the subscription routes
+ * behind credentials, `POST /step-context` for the runner, and the
+ * operational routes. Never listens: tests call `app.inject()`.
+ */
+export function buildStepContextApp(deps: StepContextAppDeps): FastifyInstance {
+  const app = createServer({
+    ...(deps.logger ? { logger: deps.logger } : {}),
+    ...(deps.metricsText ? { metricsText: deps.metricsText } : {}),
+    ...(deps.readiness ? { readiness: deps.readiness } : {}),
+  });
+  app.register(async (scope) => {
+    scope.addHook('onRequest', tenantHook(deps.authenticate));
+    await scope.register(subscriptionRoutes, { subscriptions: deps.subscriptions, directory: deps.directory });
+  });
+  app.register(stepContextRoutes, { feed: deps.feed });
+  return app;
+}

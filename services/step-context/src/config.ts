@@ -1,0 +1,52 @@
+import {
+  blank,
+  hostListVar,
+  isLoopback,
+  kafkaClientVar,
+  logLevelVar,
+  parseApiKeys,
+  parseConfigWithAuth,
+  portVar,
+  redisUrlVar,
+} from '@ctxflow/service-kit';
+import { z } from 'zod';
+
+/**
+ * step-context's environment when it runs as its own process (the stack).
+ * `KAFKA_BROKERS`: ticket updates consumed from Kafka (else an in-memory bus,
+ * which nothing else publishes to); `REDIS_URL` or `REDIS_CLUSTER_NODES`: the
+ * Redis stores (else in memory); `CTXFLOW_RUNNER_URL`: the session-runner,
+ * asked who owns a session.
+ */
+export const stepContextConfigSchema = z
+  .object({
+    CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
+    CTXFLOW_STEP_CONTEXT_PORT: portVar(8082),
+    CTXFLOW_RUNNER_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8080')),
+    CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
+    /** How long a session's owner is remembered, in ms (owners never change). */
+    CTXFLOW_DIRECTORY_CACHE_MS: blank(z.coerce.number().int().min(0).default(600_000)),
+    CTXFLOW_LOG_LEVEL: logLevelVar(),
+    KAFKA_BROKERS: hostListVar(),
+    KAFKA_CLIENT: kafkaClientVar(),
+    REDIS_URL: redisUrlVar(),
+    REDIS_CLUSTER_NODES: hostListVar(),
+  })
+  .transform((env) => ({
+    host: env.CTXFLOW_HOST,
+    port: env.CTXFLOW_STEP_CONTEXT_PORT,
+    runnerUrl: env.CTXFLOW_RUNNER_URL,
+    redisPrefix: env.CTXFLOW_REDIS_PREFIX,
+    directoryCacheMs: env.CTXFLOW_DIRECTORY_CACHE_MS,
+    logLevel: env.CTXFLOW_LOG_LEVEL,
+    kafkaBrokers: env.KAFKA_BROKERS,
+    kafkaClient: env.KAFKA_CLIENT,
+    redisUrl: env.REDIS_URL,
+    redisClusterNodes: env.REDIS_CLUSTER_NODES,
+  }));
+
+export type StepContextConfig = ReturnType<typeof loadStepContextConfig>;
+
+export function loadStepContextConfig(env: Record<string, string | undefined>) {
+  return parseConfigWithAuth(stepContextConfigSchema, env, { parseApiKeys, isLoopback });
+}

@@ -1,0 +1,96 @@
+import { createBus } from '@ctxflow/bus';
+import { TOPICS } from '@ctxflow/contracts';
+import { ConfigError, createAuthenticator, createLogger } from '@ctxflow/service-kit';
+import { Cluster, Redis } from 'ioredis';
+import type { BatchStore } from './batch-store.ts';
+import { buildStepContextApp } from './build-app.ts';
+import { loadStepContextConfig, type StepContextConfig } from './config.ts';
+import { FeedStepContext } from './feed-step-context.ts';
+import { HttpSessionDirectory } from './http-session-directory.ts';
+import { MemoryBatchStore } from './memory-batch-store.ts';
+import { MemorySubscriptionStore } from './memory-subscription-store.ts';
+import { RedisBatchStore } from './redis-batch-store.ts';
+import { RedisSubscriptionStore } from './redis-subscription-store.ts';
+import { StepContextService } from './step-context-service.ts';
+import type { SubscriptionStore } from './subscription-store.ts';
+
+function loadConfig(): StepContextConfig {
+  try {
+    return loadStepContextConfig(process.env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`step-context: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}
+
+/** step-context as its own process: Kafka ticket updates in, Redis batch streams, subscription routes. */
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger({ service: 'step-context', level: config.logLevel });
+
+  let redis: Redis | Cluster | undefined;
+  if (config.redisClusterNodes) {
+    redis = new Cluster(
+      config.redisClusterNodes.map((node) => {
+        const colon = node.lastIndexOf(':');
+        return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
+      }),
+    );
+  } else if (config.redisUrl) {
+    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3 });
+  }
+  const batches: BatchStore = redis
+    ? new RedisBatchStore({ redis, prefix: config.redisPrefix })
+    : new MemoryBatchStore();
+  const subscriptions: SubscriptionStore = redis
+    ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix })
+    : new MemorySubscriptionStore();
+  const feed = new FeedStepContext({ batches, subscriptions });
+
+  const bus = createBus({
+    client: config.kafkaClient,
+    clientId: 'ctxflow-step-context',
+    ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
+  });
+  if (config.kafkaBrokers) await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 12 }]);
+  const service = new StepContextService({ subscriber: bus.subscriber, batches, subscriptions, log: logger });
+  await service.start();
+
+  const app = buildStepContextApp({
+    subscriptions,
+    feed,
+    directory: new HttpSessionDirectory({
+      runnerUrl: config.runnerUrl,
+      apiKeys: config.apiKeys,
+      cacheMs: config.directoryCacheMs,
+    }),
+    authenticate: createAuthenticator(config.apiKeys),
+    logger,
+    readiness: redis ? { redis: async () => void (await redis.ping()) } : {},
+  });
+  await app.listen({ host: config.host, port: config.port });
+  logger.info(
+    { port: config.port, redis: Boolean(redis), kafka: Boolean(config.kafkaBrokers) },
+    'step-context: listening',
+  );
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    logger.info({ signal }, 'step-context: stopping');
+    await app.close();
+    await service.stop(); // the in-flight batch finishes; its offsets are already in Redis
+    await bus.publisher.close();
+    await bus.admin.close();
+    redis?.disconnect();
+    process.exit(0);
+  };
+  process.on('SIGTERM', () => void stop('SIGTERM'));
+  process.on('SIGINT', () => void stop('SIGINT'));
+}
+
+await main();

@@ -1,0 +1,52 @@
+import { CtxflowError, cursorSchema, MAX_ITEM_BYTES } from '@ctxflow/contracts';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { FeedStepContext } from './feed-step-context.ts';
+
+export interface StepContextRoutesDeps {
+  feed: FeedStepContext;
+}
+
+/** Default batch limit when the caller names none (R25: 32 KiB). */
+const DEFAULT_MAX_BYTES = 32 * 1024;
+
+/** The caller's own timeout ends the HTTP exchange; a read of the store is short. */
+const NEVER_ABORTED = new AbortController().signal;
+
+const bodySchema = z.strictObject({
+  sessionId: z.string().min(1),
+  cursor: cursorSchema.nullable().optional(),
+  maxBytes: z
+    .number()
+    .int()
+    .min(64)
+    .max(64 * MAX_ITEM_BYTES)
+    .optional(),
+  agentId: z.string().optional(),
+});
+
+/**
+ * `POST /step-context`: the feed as an HTTP stepContext hook, for a
+ * session-runner in another process (its HttpStepContext).
+ * Body `{ sessionId, cursor, maxBytes? }` (cursor null before the first batch);
+ * answers 200 `{ items, cursor }` within maxBytes, or 204 when nothing is new.
+ * Service-to-service: mount it where only the runner can reach it.
+ */
+export async function stepContextRoutes(app: FastifyInstance, deps: StepContextRoutesDeps): Promise<void> {
+  app.post('/step-context', async (request, reply) => {
+    const parsed = bodySchema.safeParse(request.body);
+    if (!parsed.success) {
+      const message = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
+      throw new CtxflowError('validation_error', message);
+    }
+    const { sessionId, cursor, maxBytes } = parsed.data;
+    const batch = await deps.feed.fetch({
+      sessionId,
+      cursor: cursor ?? undefined,
+      maxBytes: maxBytes ?? DEFAULT_MAX_BYTES,
+      signal: NEVER_ABORTED,
+    });
+    if (!batch) return reply.status(204).send();
+    return reply.status(200).send(batch);
+  });
+}
