@@ -1,0 +1,277 @@
+/**
+ * S3 (`POST /context`), S4 (signed `POST /feeds/generic`) and S6
+ * (OpenTelemetry on over off), each as requests per second over a baseline
+ * measured in the same trial on the same server: `POST /bench/hello`, a
+ * fastify route of the same embedded app that answers a constant.
+ *
+ * Every server is a child process (the embedded app, http-server-child.ts);
+ * the load generator (autocannon, 10 connections, no pipelining) runs in this
+ * process, so on 2 cores each side has one.
+ */
+import { createHmac, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:http';
+import { BASELINE_PATH, type ServerProcess, startServerProcess } from './lib/http-server.ts';
+import { type LoadRequest, type LoadResult, runLoad } from './lib/load.ts';
+import { progress } from './lib/progress.ts';
+import { meets, type ScenarioResult } from './lib/report.ts';
+import { median, round, summarize } from './lib/stats.ts';
+
+export interface HttpOptions {
+  trials: number;
+  seconds: number;
+  warmupSeconds: number;
+  connections: number;
+  /** Fresh sessions per `POST /context` run with new keys (items per session stay small). */
+  sessionsPerRun: number;
+  /** Extra node flags for the server processes (e.g. --cpu-prof). */
+  serverExecArgv?: string[];
+}
+
+const JSON_HEADERS = { 'content-type': 'application/json' };
+const FEED_SECRET = 'bench-feed-secret';
+/** Signed deliveries precomputed per second of a run; a run that uses them all is flagged. */
+const SIGNED_PER_SECOND = 25_000;
+const NOTICE =
+  'Ticket PROJ-4312 moved to In Progress by alice@example.com: "Checkout fails for carts over 50 items" (priority P2).';
+
+async function post(server: ServerProcess, path: string, body: unknown): Promise<unknown> {
+  const response = await fetch(`${server.url}${path}`, {
+    method: 'POST',
+    headers: JSON_HEADERS,
+    body: JSON.stringify(body),
+  });
+  if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
+  return response.json();
+}
+
+async function createSessions(server: ServerProcess, count: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) ids.push(((await post(server, '/sessions', {})) as { sessionId: string }).sessionId);
+  return ids;
+}
+
+/** A body of `POST /context` with a new key, round-robin over `sessions`. */
+function newKeyBodies(sessions: string[]): () => string {
+  let n = 0;
+  return () => {
+    const sessionId = sessions[n % sessions.length]!;
+    n += 1;
+    return JSON.stringify({ sessionId, items: [{ kind: 'notice', content: NOTICE }], key: `k-${n}-${sessionId}` });
+  };
+}
+
+/** Signed generic-feed deliveries, each with a fresh eventId, signed before the run. */
+function signedDeliveries(count: number): { next: () => LoadRequest; used: () => number } {
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const pool: { headers: Record<string, string>; body: string }[] = [];
+  for (let i = 0; i < count; i++) {
+    const body = JSON.stringify({
+      eventId: randomUUID(),
+      ticket: `PROJ-${i % 500}`,
+      summary: NOTICE,
+      kind: 'updated',
+    });
+    const signature = createHmac('sha256', FEED_SECRET).update(`${timestamp}.${body}`).digest('hex');
+    pool.push({
+      headers: { ...JSON_HEADERS, 'x-ctxflow-timestamp': timestamp, 'x-ctxflow-signature': `sha256=${signature}` },
+      body,
+    });
+  }
+  let n = 0;
+  return {
+    next: () => {
+      const delivery = pool[n % pool.length]!;
+      n += 1;
+      return { path: '/feeds/generic', ...delivery };
+    },
+    used: () => n,
+  };
+}
+
+/** An OTLP receiver that accepts and drops everything (the "on" server exports to it). */
+async function startOtlpSink(): Promise<Server> {
+  const sink = createServer((request, response) => {
+    request.resume();
+    request.on('end', () => response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+  });
+  sink.listen(0, '127.0.0.1');
+  await once(sink, 'listening');
+  return sink;
+}
+
+interface Variant {
+  name: string;
+  /** Builds one run's request source; called before the run, outside the timing. */
+  prepare(): Promise<{ next: () => LoadRequest; check?: () => string | undefined }>;
+  server: ServerProcess;
+}
+
+export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioResult[]> {
+  const sink = await startOtlpSink();
+  const sinkPort = (sink.address() as { port: number }).port;
+  const env = { BENCH_FEED_SECRET: FEED_SECRET };
+  const plain = await startServerProcess(env, options.serverExecArgv);
+  const otel = await startServerProcess(
+    {
+      ...env,
+      BENCH_TELEMETRY: '1',
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+      OTEL_TRACES_SAMPLER: 'always_on',
+      OTEL_METRIC_EXPORT_INTERVAL: '5000',
+    },
+    options.serverExecArgv,
+  );
+  try {
+    // The replayed key: one key per session, recorded once before the runs.
+    const replaySessions = await createSessions(plain, 50);
+    const replayBodies = replaySessions.map((sessionId) =>
+      JSON.stringify({ sessionId, items: [{ kind: 'notice', content: NOTICE }], key: 'replayed-key' }),
+    );
+    for (const body of replayBodies) await post(plain, '/context', JSON.parse(body));
+
+    const signedCount = Math.ceil(SIGNED_PER_SECOND * Math.max(options.seconds, options.warmupSeconds));
+    const signedVariant = (name: string, server: ServerProcess, path?: string): Variant => ({
+      name,
+      server,
+      async prepare() {
+        const deliveries = signedDeliveries(signedCount);
+        return {
+          next: path ? () => ({ ...deliveries.next(), path }) : deliveries.next,
+          check: () =>
+            deliveries.used() > signedCount
+              ? `used ${deliveries.used()} of ${signedCount} signed deliveries`
+              : undefined,
+        };
+      },
+    });
+    const newKeyVariant = (name: string, server: ServerProcess, path: string): Variant => ({
+      name,
+      server,
+      async prepare() {
+        const bodies = newKeyBodies(await createSessions(server, options.sessionsPerRun));
+        return { next: () => ({ path, headers: JSON_HEADERS, body: bodies() }) };
+      },
+    });
+    const variants: Variant[] = [
+      newKeyVariant('hello (context body)', plain, BASELINE_PATH),
+      newKeyVariant('POST /context new key', plain, '/context'),
+      {
+        name: 'POST /context replayed key',
+        server: plain,
+        async prepare() {
+          let n = 0;
+          return {
+            next: () => ({ path: '/context', headers: JSON_HEADERS, body: replayBodies[n++ % replayBodies.length]! }),
+          };
+        },
+      },
+      signedVariant('hello (webhook body)', plain, BASELINE_PATH),
+      signedVariant('POST /feeds/generic', plain),
+      newKeyVariant('POST /context new key, OpenTelemetry on', otel, '/context'),
+    ];
+
+    const runOnce = async (variant: Variant, seconds: number): Promise<LoadResult> => {
+      const source = await variant.prepare();
+      const result = await runLoad(variant.server, source.next, { seconds, connections: options.connections });
+      const problem = source.check?.();
+      if (problem) throw new Error(`${variant.name}: ${problem}; raise SIGNED_PER_SECOND`);
+      if (result.failed > 0) throw new Error(`${variant.name}: ${result.failed} failed requests`);
+      return result;
+    };
+
+    progress(`HTTP: warm-up ${options.warmupSeconds}s per route`);
+    for (const variant of variants) await runOnce(variant, options.warmupSeconds);
+
+    const results = new Map<string, LoadResult[]>(variants.map((v) => [v.name, []]));
+    for (let trial = 0; trial < options.trials; trial++) {
+      // Each trial starts one route later: no route always runs first or last.
+      const order = variants.map((_, i) => variants[(i + trial) % variants.length]!);
+      for (const variant of order) {
+        const r = await runOnce(variant, options.seconds);
+        results.get(variant.name)!.push(r);
+        progress(
+          `HTTP trial ${trial + 1}/${options.trials} ${variant.name}: ${Math.round(r.rps)} req/s, ` +
+            `server ${r.serverCpuPer1k.toFixed(0)} CPU ms/1k, client ${r.clientCpuPer1k.toFixed(0)} CPU ms/1k`,
+        );
+      }
+    }
+
+    const of = (name: string) => results.get(name)!;
+    const ratioTrials = (a: string, b: string) => of(a).map((r, i) => r.rps / of(b)[i]!.rps);
+    const med = (name: string, pick: (r: LoadResult) => number) => round(median(of(name).map(pick)), 1);
+    const cpu = (...names: [string, string][]) =>
+      Object.fromEntries(
+        names.flatMap(([label, name]) => [
+          [`${label} server`, med(name, (r) => r.serverCpuPer1k)],
+          [`${label} client`, med(name, (r) => r.clientCpuPer1k)],
+        ]),
+      );
+    const rps = (label: string, name: string) => [`${label} req/s`, Math.round(median(of(name).map((r) => r.rps)))];
+    const scenario = (
+      id: string,
+      title: string,
+      ratioOf: string,
+      a: [string, string],
+      b: [string, string],
+      goal: ScenarioResult['goal'],
+      notes: string[] = [],
+    ): ScenarioResult => {
+      const ratio = summarize(ratioTrials(a[1], b[1]));
+      return {
+        id,
+        title,
+        ratioOf,
+        goal,
+        ratio,
+        met: meets(goal, ratio.median),
+        cpuMsPer1k: cpu(a, b),
+        figures: Object.fromEntries([rps(...a), rps(...b)]),
+        notes,
+      };
+    };
+    const setup = `${options.connections} connections, no pipelining, ${options.trials} trials x ${options.seconds}s per route`;
+    return [
+      scenario(
+        'S3a',
+        'POST /context, new key each request',
+        'req/s over the hello route',
+        ['context', 'POST /context new key'],
+        ['hello', 'hello (context body)'],
+        { op: '>=', value: 0.5 },
+        [setup, `${options.sessionsPerRun} fresh sessions per run, round-robin, one notice item per request`],
+      ),
+      scenario(
+        'S3b',
+        'POST /context, replayed key',
+        'req/s over the hello route',
+        ['context', 'POST /context replayed key'],
+        ['hello', 'hello (context body)'],
+        { op: '>=', value: 0.8 },
+        [setup, '50 sessions, each request repeats a recorded key with the same items (recorded: 0)'],
+      ),
+      scenario(
+        'S4',
+        'Signed webhook ingest, POST /feeds/generic',
+        'req/s over the hello route (same signed bodies)',
+        ['webhook', 'POST /feeds/generic'],
+        ['hello', 'hello (webhook body)'],
+        { op: '>=', value: 0.5 },
+        [setup, 'fresh eventId per request, signed before the run; embedded in-memory bus and ledger'],
+      ),
+      scenario(
+        'S6',
+        'OpenTelemetry on over off, POST /context new key',
+        'req/s with telemetry over without',
+        ['on', 'POST /context new key, OpenTelemetry on'],
+        ['off', 'POST /context new key'],
+        { op: '>=', value: 0.9 },
+        [setup, 'on: startTelemetry + createContextTelemetry, always_on sampler, OTLP/protobuf to a local sink'],
+      ),
+    ];
+  } finally {
+    await Promise.all([plain.stop(), otel.stop()]);
+    sink.close();
+  }
+}

@@ -1,0 +1,118 @@
+/**
+ * A consumer process of the S1 benchmark, on one Kafka client:
+ *   mode `step-context`: the StepContextService (Redis subscription and batch
+ *     stores) consuming ticket updates into session batch streams;
+ *   mode `raw`: a subscription of the same bus client with a handler that only
+ *     counts (the raw produce-then-consume baseline).
+ * Counts a record when it is durable in its sink (step-context: the batch
+ * store's atomic write resolved; raw: the handler ran).
+ *
+ * IPC (parent -> child): `{ type: 'expect', total }` answers
+ * `{ type: 'reached', count }` once `total` records were counted (cumulative);
+ * `{ type: 'trace', on }` turns on `{ type: 'seen', id }` per record;
+ * `{ type: 'cpu' }` answers `{ type: 'cpu', ms }`; `{ type: 'stop' }` exits.
+ * On start it sends `{ type: 'ready' }` once the group assignment is in place.
+ *
+ * Environment: BENCH_MODE, BENCH_CLIENT, KAFKA_BROKERS, BENCH_TOPIC,
+ * BENCH_GROUP, REDIS_URL, BENCH_PREFIX.
+ */
+import type { KafkaClientName } from '@ctxflow/bus';
+import { createBus } from '@ctxflow/bus';
+import type { TicketUpdate } from '@ctxflow/contracts';
+import {
+  type BatchStore,
+  type ConsumedPosition,
+  RECORD_ID_HEADER,
+  RedisBatchStore,
+  RedisSubscriptionStore,
+  StepContextService,
+} from '@ctxflow/step-context';
+import { Redis } from 'ioredis';
+import { cpuMs } from './cpu.ts';
+
+const env = (name: string): string => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+
+let count = 0;
+let expected = Number.POSITIVE_INFINITY;
+let trace = false;
+const counted = (id: string | undefined) => {
+  count += 1;
+  if (trace && id !== undefined) process.send?.({ type: 'seen', id });
+  if (count >= expected) {
+    expected = Number.POSITIVE_INFINITY;
+    process.send?.({ type: 'reached', count });
+  }
+};
+
+const bus = createBus({
+  brokers: env('KAFKA_BROKERS').split(','),
+  client: env('BENCH_CLIENT') as KafkaClientName,
+  clientId: `ctxflow-bench-${env('BENCH_MODE')}`,
+  heartbeatIntervalMs: 1000,
+});
+const topic = env('BENCH_TOPIC');
+const groupId = env('BENCH_GROUP');
+let stop: () => Promise<void>;
+
+if (env('BENCH_MODE') === 'step-context') {
+  const redis = new Redis(env('REDIS_URL'));
+  const prefix = env('BENCH_PREFIX');
+  const inner = new RedisBatchStore({ redis, prefix });
+  // Counts each update once its atomic write resolved; every other call goes straight through.
+  const batches: BatchStore = {
+    append: (s, u) => inner.append(s, u),
+    readSince: (s, a, l) => inner.readSince(s, a, l),
+    copy: (f, t) => inner.copy(f, t),
+    recordOffset: (p) => inner.recordOffset(p),
+    resumeFrom: (t, p) => inner.resumeFrom(t, p),
+    async applyUpdate(update: TicketUpdate, sessionIds: readonly string[], position: ConsumedPosition) {
+      const result = await inner.applyUpdate(update, sessionIds, position);
+      counted(update.id);
+      return result;
+    },
+  };
+  const service = new StepContextService({
+    subscriber: bus.subscriber,
+    subscriptions: new RedisSubscriptionStore({ redis, prefix }),
+    batches,
+    topic,
+    groupId,
+  });
+  await service.start();
+  stop = async () => {
+    await service.stop();
+    redis.disconnect();
+  };
+} else {
+  const subscription = await bus.subscriber.subscribe({
+    topic,
+    groupId,
+    handle: async (records) => {
+      for (const record of records) counted(record.headers[RECORD_ID_HEADER]);
+    },
+  });
+  await subscription.ready();
+  stop = () => subscription.close();
+}
+
+process.on('message', async (message: { type: string; total?: number; on?: boolean }) => {
+  if (message.type === 'expect') {
+    expected = message.total!;
+    if (count >= expected) {
+      expected = Number.POSITIVE_INFINITY;
+      process.send?.({ type: 'reached', count });
+    }
+  }
+  if (message.type === 'trace') trace = message.on === true;
+  if (message.type === 'cpu') process.send?.({ type: 'cpu', ms: cpuMs() });
+  if (message.type === 'stop') {
+    await stop();
+    await Promise.all([bus.publisher.close(), bus.admin.close()]);
+    process.exit(0);
+  }
+});
+process.send?.({ type: 'ready' });

@@ -1,0 +1,146 @@
+/**
+ * `npm run bench`: every scenario as a ratio to a baseline measured in the same
+ * run on this machine, interleaved over several trials; median ratio with min
+ * and max, and CPU milliseconds per 1,000 messages per process.
+ *
+ *   npm run bench                   full run (about 4-5 minutes on 2 cores)
+ *   npm run bench -- --quick        smoke run (about 1 minute): fewer, shorter trials
+ *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
+ *                                   also written to bench/results/latest.json (full runs)
+ *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6; S3, S4 and S6 run together)
+ *   npm run bench -- --cpu-prof     CPU profiles of the server processes into bench/results/profiles
+ *
+ * S1 and S2 need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
+ * the local ones are started as `npm run stack` does (scripts/infra.ts).
+ */
+import { execSync } from 'node:child_process';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, loadavg } from 'node:os';
+import type { KafkaClientName } from '@ctxflow/bus';
+import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL } from '../scripts/infra.ts';
+import { runContextPass } from './context-pass-redis.ts';
+import { runHttpScenarios } from './http-scenarios.ts';
+import { progress } from './lib/progress.ts';
+import type { ScenarioResult, SkippedScenario } from './lib/report.ts';
+import { round } from './lib/stats.ts';
+import { runPipeline } from './pipeline-kafka.ts';
+import { runPrefixStability } from './prefix-stability.ts';
+
+const args = process.argv.slice(2);
+const json = args.includes('--json');
+const quick = args.includes('--quick');
+const cpuProf = args.includes('--cpu-prof');
+const only = args
+  .find((a) => a.startsWith('--only='))
+  ?.slice('--only='.length)
+  .split(',')
+  .map((s) => s.trim().toUpperCase());
+const wants = (...ids: string[]) => only === undefined || ids.some((id) => only.includes(id));
+
+/** Trials and sizes: the full run fits in ~5 minutes on 2 cores; --quick in ~1. */
+const plan = quick
+  ? {
+      http: { trials: 2, seconds: 1, warmupSeconds: 0.5, connections: 10, sessionsPerRun: 200 },
+      redis: { trials: 2, samples: 15 },
+      kafka: { trials: 2, records: 500, latencySamples: 20 },
+    }
+  : {
+      http: { trials: 5, seconds: 3, warmupSeconds: 1, connections: 10, sessionsPerRun: 500 },
+      redis: { trials: 5, samples: 40 },
+      kafka: { trials: 3, records: 3000, latencySamples: 100 },
+    };
+
+const startedAt = new Date();
+const loadBefore = loadavg();
+const scenarios: ScenarioResult[] = [];
+const skipped: SkippedScenario[] = [];
+
+progress(
+  `${quick ? 'quick' : 'full'} run on ${cpus().length} cores, Node ${process.version}, load average ${loadBefore.map((l) => l.toFixed(1)).join(' ')}`,
+);
+
+if (wants('S3', 'S4', 'S6')) {
+  scenarios.push(
+    ...(await runHttpScenarios({
+      ...plan.http,
+      ...(cpuProf ? { serverExecArgv: ['--cpu-prof', '--cpu-prof-dir=bench/results/profiles'] } : {}),
+    })),
+  );
+}
+if (wants('S5')) scenarios.push(...(await runPrefixStability()).results);
+
+let redisUrl = process.env.REDIS_URL;
+if (wants('S1', 'S2') && !redisUrl) {
+  await ensureRedis();
+  redisUrl = REDIS_URL;
+}
+if (wants('S2')) scenarios.push(...(await runContextPass({ redisUrl: redisUrl!, ...plan.redis })));
+if (wants('S1')) {
+  let brokers = process.env.KAFKA_BROKERS;
+  if (!brokers) {
+    await ensureKafka();
+    brokers = KAFKA_BROKERS;
+  }
+  const clients: KafkaClientName[] = ['kafkajs', 'platformatic'];
+  scenarios.push(...(await runPipeline({ brokers: brokers.split(','), redisUrl: redisUrl!, clients, ...plan.kafka })));
+}
+
+function commit(): string {
+  try {
+    return execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+const document = {
+  startedAt: startedAt.toISOString(),
+  durationS: round((Date.now() - startedAt.getTime()) / 1000, 1),
+  mode: quick ? 'quick' : 'full',
+  machine: {
+    cores: cpus().length,
+    cpu: cpus()[0]?.model ?? 'unknown',
+    node: process.version,
+    loadAverageBefore: loadBefore.map((l) => round(l, 2)),
+    loadAverageAfter: loadavg().map((l) => round(l, 2)),
+  },
+  commit: commit(),
+  plan,
+  scenarios,
+  skipped,
+};
+
+const fmt = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : '-');
+const goalText = (s: ScenarioResult) => (Number.isFinite(s.goal.value) ? `${s.goal.op} ${s.goal.value}` : 'report');
+const lines = [
+  '',
+  `ctxflow benchmark (${document.mode}): ${document.machine.cores} cores, Node ${document.machine.node}, load average ${document.machine.loadAverageBefore.join(' ')}, ${document.durationS} s`,
+  '',
+  '| scenario | goal | median ratio (min-max) | met | CPU ms/1k | figures |',
+  '|---|---|---|---|---|---|',
+  ...scenarios.map(
+    (s) =>
+      `| ${s.id} ${s.title}: ${s.ratioOf} | ${goalText(s)} | ${fmt(s.ratio.median)} (${fmt(s.ratio.min)}-${fmt(s.ratio.max)}) | ${Number.isFinite(s.goal.value) ? (s.met ? 'yes' : '**no**') : '-'} | ${Object.entries(
+        s.cpuMsPer1k,
+      )
+        .map(([k, v]) => `${k} ${v}`)
+        .join('; ')} | ${Object.entries(s.figures)
+        .map(([k, v]) => `${k} ${v}`)
+        .join('; ')} |`,
+  ),
+  ...skipped.map((s) => `| ${s.id} ${s.title} | - | skipped: ${s.reason} | - | - | - |`),
+  '',
+];
+
+if (json) {
+  process.stdout.write(`${JSON.stringify(document, null, 2)}\n`);
+  if (!quick && only === undefined) {
+    mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+    writeFileSync(new URL('./results/latest.json', import.meta.url), `${JSON.stringify(document, null, 2)}\n`);
+    progress('written: bench/results/latest.json');
+  }
+  process.stderr.write(`${lines.join('\n')}\n`);
+} else {
+  process.stdout.write(`${lines.join('\n')}\n`);
+}
+process.exit(0);
