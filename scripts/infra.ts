@@ -19,7 +19,7 @@
  *
  * Progress goes to stderr; stdout carries only the KEY=value lines.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { closeSync, existsSync, openSync, readdirSync, readFileSync } from 'node:fs';
 import { mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
@@ -86,8 +86,8 @@ async function clearMarker(name: ServiceName, owner?: string): Promise<void> {
 }
 
 const KAFKA_READY_TIMEOUT_MS = 120_000;
-const REDIS_READY_TIMEOUT_MS = 15_000;
-const CLUSTER_READY_TIMEOUT_MS = 30_000;
+const REDIS_READY_TIMEOUT_MS = 30_000;
+const CLUSTER_READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = 30_000;
 /** A cold start downloads the Kafka jars while holding the lock: waiters must outlast that. */
 const LOCK_TIMEOUT_MS = 600_000;
@@ -383,15 +383,32 @@ async function waitFor(what: string, timeoutMs: number, check: () => Promise<boo
   }
 }
 
-function run(command: string, args: readonly string[], what: string): string {
-  const result = spawnSync(command, args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  if (result.error) throw new Error(`infra: ${what}: cannot run ${command}: ${result.error.message}`);
-  if (result.status !== 0) {
-    throw new Error(
-      `infra: ${what} failed (exit ${result.status}): ${command} ${args.join(' ')}\n${result.stdout}${result.stderr}`,
-    );
-  }
-  return result.stdout;
+/**
+ * Runs a command to completion without blocking the event loop (the services are provisioned
+ * concurrently: a synchronous Maven run would stall the other readiness checks).
+ */
+function run(command: string, args: readonly string[], what: string): Promise<string> {
+  return new Promise((done, fail) => {
+    const child = spawn(command, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.once('error', (err) => fail(new Error(`infra: ${what}: cannot run ${command}: ${err.message}`)));
+    child.once('close', (code, signal) => {
+      if (code === 0) done(output);
+      else {
+        fail(
+          new Error(
+            `infra: ${what} failed (${signal ?? `exit ${code}`}): ${command} ${args.join(' ')}\n${output.slice(-4000)}`,
+          ),
+        );
+      }
+    });
+  });
 }
 
 // ---------------------------------------------------------------------------
@@ -411,7 +428,7 @@ async function ensureKafkaJars(): Promise<void> {
   log('fetching Kafka jars with Maven (cached in ~/.m2 after the first time)');
   const started = Date.now();
   await rm(KAFKA_LIBS, { recursive: true, force: true });
-  run(
+  await run(
     'mvn',
     ['-q', '-B', '-f', KAFKA_POM, 'dependency:copy-dependencies', `-DoutputDirectory=${KAFKA_LIBS}`],
     'fetching the Kafka jars',
@@ -464,7 +481,7 @@ async function ensureKafkaStorage(propertiesFile: string): Promise<void> {
   // A cluster id is 16 random bytes in URL-safe base64 without padding (what `random-uuid` prints).
   const clusterId = randomBytes(16).toString('base64url');
   log(`formatting Kafka storage (cluster id ${clusterId})`);
-  run(
+  await run(
     'java',
     [
       `-Dlog4j2.configurationFile=${KAFKA_LOG4J}`,
@@ -583,7 +600,7 @@ interface RedisServerOptions {
 async function startRedisServer({ port, dir, pidFile, extra = [] }: RedisServerOptions): Promise<void> {
   await mkdir(dir, { recursive: true });
   await rm(pidFile, { force: true });
-  run(
+  await run(
     'redis-server',
     [
       '--port',
@@ -679,7 +696,7 @@ export async function startRedisCluster(options: RedisClusterOptions = {}): Prom
     }
     if (options.forTests) await markStartedByTests('redisCluster');
     for (const port of ports) await waitFor(`Redis node ${port}`, REDIS_READY_TIMEOUT_MS, () => redisAnswers(port));
-    run(
+    await run(
       'redis-cli',
       ['--cluster', 'create', ...nodes, '--cluster-replicas', '0', '--cluster-yes'],
       'creating the Redis Cluster',
