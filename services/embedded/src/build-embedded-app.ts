@@ -2,6 +2,13 @@ import { createBus } from '@ctxflow/bus';
 import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
 import { createAuthenticator, type Logger } from '@ctxflow/service-kit';
 import { buildRunnerApp, type Clock, createEngine, MemorySessionStore, systemClock } from '@ctxflow/session-runner';
+import {
+  FeedStepContext,
+  MemoryBatchStore,
+  MemorySubscriptionStore,
+  StepContextService,
+  subscriptionRoutes,
+} from '@ctxflow/step-context';
 import type { ContextTelemetry } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import type { EmbeddedConfig } from './config.ts';
@@ -18,6 +25,8 @@ export interface EmbeddedDeps {
 
 export interface EmbeddedApp {
   app: FastifyInstance;
+  /** The step-context batch streams (tests wait on them for a published update to land). */
+  batches: MemoryBatchStore;
   close(): Promise<void>;
 }
 
@@ -29,13 +38,29 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const clock = deps.clock ?? systemClock;
   const bus = createBus({ client: 'platformatic', clientId: 'ctxflow-embedded' });
   const store = new MemorySessionStore();
-  const engine = createEngine({ store, clock, ...(deps.telemetry ? { telemetry: deps.telemetry } : {}) });
+  const batches = new MemoryBatchStore();
+  const subscriptions = new MemorySubscriptionStore();
+  const feed = new FeedStepContext({ batches, subscriptions });
+  const engine = createEngine({ store, clock, feed, ...(deps.telemetry ? { telemetry: deps.telemetry } : {}) });
   const ledger = new MemoryDeliveryLedger();
+  const stepContext = new StepContextService({
+    subscriber: bus.subscriber,
+    batches,
+    subscriptions,
+    ...(deps.logger ? { log: deps.logger } : {}),
+  });
+  await stepContext.start();
+  const directory = { tenantOf: async (sessionId: string) => (await store.load(sessionId))?.meta.tenant };
   const app = buildRunnerApp({
     engine,
     authenticate: createAuthenticator(deps.config.apiKeys),
     ...(deps.logger ? { logger: deps.logger } : {}),
     ...(deps.metricsText ? { metricsText: deps.metricsText } : {}),
+    protectedRoutes: [
+      async (scope) => {
+        await subscriptionRoutes(scope, { subscriptions, directory });
+      },
+    ],
     openRoutes: [
       async (scope) => {
         await scope.register(feedRoutes, {
@@ -51,8 +76,10 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   await app.ready();
   return {
     app,
+    batches,
     async close() {
       await app.close();
+      await stepContext.stop();
       await bus.publisher.close();
     },
   };
