@@ -219,6 +219,15 @@ class DeclaredFields {
 let declaredFields: DeclaredFields | undefined;
 
 /**
+ * Builds the TypeScript program behind the unknown-field check (seconds of work): call it in
+ * a `beforeAll`, whose timeout is longer than a test's.
+ */
+export function prepareDeclaredFields(): DeclaredFields {
+  declaredFields ??= new DeclaredFields(KINDS);
+  return declaredFields;
+}
+
+/**
  * Every problem of one manifest object, as readable lines; empty when it is valid.
  * `where` names the object in the messages (file and document).
  */
@@ -234,8 +243,7 @@ export function validateManifest(doc: unknown, where: string): string[] {
   } catch (err) {
     problems.push(`${where} (${key}): ${err instanceof Error ? err.message : String(err)}`);
   }
-  declaredFields ??= new DeclaredFields(KINDS);
-  for (const field of declaredFields.unknownFields(key, doc)) {
+  for (const field of prepareDeclaredFields().unknownFields(key, doc)) {
     problems.push(`${where} (${key}): unknown field "${field}"`);
   }
   return problems;

@@ -11,11 +11,11 @@ import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { TOPICS } from '@ctxflow/contracts';
 import { Ajv } from 'ajv';
-import { describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { STEP_CONSUMER_GROUP } from '../../services/session-runner/src/step-request-consumer.ts';
 import { STEP_CONTEXT_GROUP } from '../../services/step-context/src/step-context-service.ts';
-import { ROOT, validateManifest } from './kube-schemas.ts';
+import { prepareDeclaredFields, ROOT, validateManifest } from './kube-schemas.ts';
 
 const KUBE_DIR = join(ROOT, 'deploy', 'kubernetes');
 
@@ -58,6 +58,10 @@ const SERVICES = [
 ] as const;
 
 describe('Kubernetes manifests (deploy/kubernetes)', () => {
+  beforeAll(() => {
+    prepareDeclaredFields();
+  });
+
   it('every object validates against its schema, with no unknown field', () => {
     const manifests = allManifests();
     const problems = manifests.flatMap(({ file, doc }, i) => validateManifest(doc, `${file}#${i}`));
