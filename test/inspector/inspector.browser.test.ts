@@ -4,7 +4,7 @@
  * Writes `test-results/inspector.png`; with `UPDATE_DOCS_SCREENSHOT=1` also
  * refreshes the README's copy at `docs/inspector.png`.
  */
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -54,20 +54,47 @@ describe('session inspector in headless Chromium', () => {
     return json;
   }
 
-  it('shows a session with its notice row (kind, source), cursor and prefix-reuse chart; data text stays text', async () => {
-    const ticket = `T-${randomUUID().slice(0, 6)}`;
+  it('a notice posted through a signed webhook shows as kind notice, source hook, with the cursor, subscriptions and the prefix-reuse chart; ticket text stays text', async () => {
+    const ticket = `INSP-${randomUUID().slice(0, 6)}`;
     // Markup in ticket text: the page must show it as text and never run it.
-    const summary = `Ticket ${ticket} closed by Zoë <img src=x onerror="window.__inspectorPwned=1"> "fixed"`;
+    const summary = `Closed by Zoë <img src=x onerror="window.__inspectorPwned=1"> "fixed"`;
 
     const { agentId } = await call('POST', '/agents', { context: 'You answer support tickets.' }, 201);
     const { sessionId } = await call('POST', '/sessions', { agentId }, 201);
+    await call('POST', `/sessions/${sessionId}/subscriptions`, { source: 'generic', ticket }, 201);
     await call('POST', `/sessions/${sessionId}/messages`, { role: 'user', content: `Is ${ticket} fixed?` }, 201);
     await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
-    await call('POST', '/context', { sessionId, items: [{ kind: 'notice', content: summary }] }, 200);
+
+    // The signed generic webhook (DESIGN.md "POST /feeds/generic").
+    const raw = JSON.stringify({ eventId: `evt-${randomUUID()}`, ticket, summary, kind: 'status', title: 'Printer' });
+    const timestamp = String(Math.floor(Date.now() / 1000));
+    const signature = createHmac('sha256', feedSecret).update(`${timestamp}.${raw}`).digest('hex');
+    const hook = await fetch(`${base}/feeds/generic`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        'x-ctxflow-timestamp': timestamp,
+        'x-ctxflow-signature': `sha256=${signature}`,
+      },
+      body: raw,
+    });
+    expect(hook.status, await hook.text()).toBe(202);
+    // The bus delivers to step-context asynchronously: wait until the update is in the session's batch stream.
+    await expect
+      .poll(async () => (await embedded.batches.readSince(sessionId, 0, { maxEntries: 10, maxBytes: 1 << 20 })).length)
+      .toBe(1);
+
     await call('POST', `/sessions/${sessionId}/messages`, { role: 'assistant', content: 'Checking.' }, 201);
     const stepped = await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
-    expect(stepped.rows).toEqual([expect.objectContaining({ kind: 'notice', source: 'app', content: summary })]);
-    const expectedCursor = stepped.cursor === null ? 'none' : JSON.stringify(stepped.cursor);
+    expect(stepped.rows).toEqual([expect.objectContaining({ kind: 'notice', source: 'hook' })]);
+    const noticeText: string = stepped.rows[0].content;
+    expect(noticeText).toContain(ticket);
+    expect(noticeText).toContain('<img src=x');
+    expect(stepped.cursor).not.toBeNull();
+    const expectedCursor = JSON.stringify(stepped.cursor);
+    // A warm step after it: its request starts with all of the previous one.
+    await call('POST', `/sessions/${sessionId}/messages`, { role: 'user', content: 'Thanks!' }, 201);
+    await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
 
     browser = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
@@ -98,21 +125,25 @@ describe('session inspector in headless Chromium', () => {
     await link.waitFor();
     await link.click();
 
-    const notice = page.locator('#log-table tr[data-kind="notice"][data-source="app"]');
+    const notice = page.locator('#log-table tr[data-kind="notice"][data-source="hook"]');
     await notice.waitFor();
     expect(await notice.count()).toBe(1);
     expect(await notice.locator('[data-testid=kind]').textContent()).toBe('notice');
-    expect(await notice.locator('[data-testid=source]').textContent()).toBe('app');
-    expect(await notice.locator('pre').textContent()).toBe(summary);
+    expect(await notice.locator('[data-testid=source]').textContent()).toBe('hook');
+    expect(await notice.locator('pre').textContent()).toBe(noticeText);
+    expect(await page.locator('#subscription-list li').allTextContents()).toEqual([`generic: ${ticket}`]);
     expect(await page.locator('#log-table img').count()).toBe(0);
     expect(await page.evaluate(() => (globalThis as { __inspectorPwned?: number }).__inspectorPwned)).toBe(undefined);
 
     expect(await page.locator('#cursor').textContent()).toBe(expectedCursor);
 
     const bars = page.locator('#reuse-chart g.reuse-step');
-    expect(await bars.count()).toBe(2);
-    expect(await bars.nth(0).getAttribute('data-reused-bytes')).toBe('0');
-    expect(Number(await bars.nth(1).getAttribute('data-reused-bytes'))).toBeGreaterThan(0);
+    expect(await bars.count()).toBe(3);
+    const bytes = async (i: number, name: string) => Number(await bars.nth(i).getAttribute(`data-${name}-bytes`));
+    expect(await bytes(0, 'reused')).toBe(0);
+    expect(await bytes(1, 'reused')).toBe((await bytes(0, 'request')) - 1);
+    expect(await bytes(2, 'reused')).toBe((await bytes(1, 'request')) - 1);
+    expect(await bytes(2, 'request')).toBeGreaterThan(await bytes(1, 'request'));
     expect(await page.locator('#reuse-chart').isVisible()).toBe(true);
 
     mkdirSync('test-results', { recursive: true });

@@ -393,7 +393,7 @@ function skipsView(recent) {
 function reuseChart(points) {
   const barWidth = 28;
   const gap = 12;
-  const top = 22;
+  const top = 38; // room for the legend and the tallest bar's label
   const plot = 160;
   const left = 64;
   const width = Math.max(360, left + points.length * (barWidth + gap) + gap);
@@ -454,10 +454,10 @@ function reuseChart(points) {
   });
   chart.append(
     svg('text', { x: left, y: height - 4, class: 'axis-label' }, 'step'),
-    svg('rect', { x: width - 190, y: 4, width: 10, height: 10, class: 'bar-reused' }),
-    svg('text', { x: width - 176, y: 13, class: 'axis-label' }, 'reused'),
-    svg('rect', { x: width - 120, y: 4, width: 10, height: 10, class: 'bar-new' }),
-    svg('text', { x: width - 106, y: 13, class: 'axis-label' }, 'new bytes'),
+    svg('rect', { x: left, y: 4, width: 10, height: 10, class: 'bar-reused' }),
+    svg('text', { x: left + 14, y: 13, class: 'axis-label' }, 'reused bytes'),
+    svg('rect', { x: left + 96, y: 4, width: 10, height: 10, class: 'bar-new' }),
+    svg('text', { x: left + 110, y: 13, class: 'axis-label' }, 'new bytes'),
   );
   return chart;
 }
