@@ -22,9 +22,13 @@ export const runnerConfigSchema = z
     CTXFLOW_PORT: portVar(8080),
     CTXFLOW_STEP_CONTEXT_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8082/step-context')),
     CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
+    /** Consumer group on TOPICS.stepRequests; default STEP_CONSUMER_GROUP (`ctxflow-session-runner`). */
+    CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     KAFKA_BROKERS: hostListVar(),
     KAFKA_CLIENT: kafkaClientVar(),
+    /** Consumer group session timeout in ms (the broker allows 6000-1800000 by default); default the bus's 30000. */
+    KAFKA_SESSION_TIMEOUT_MS: blank(z.coerce.number().int().min(1_000).max(1_800_000).optional()),
     REDIS_URL: redisUrlVar(),
     REDIS_CLUSTER_NODES: hostListVar(),
   })
@@ -33,9 +37,11 @@ export const runnerConfigSchema = z
     port: env.CTXFLOW_PORT,
     stepContextUrl: env.CTXFLOW_STEP_CONTEXT_URL,
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
+    groupId: env.CTXFLOW_RUNNER_GROUP,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,
+    kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,
   }));

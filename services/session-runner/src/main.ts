@@ -26,6 +26,11 @@ function loadConfig(): RunnerConfig {
   }
 }
 
+/** A session timeout with a heartbeat at a third of it (at most the bus's 3 s default). */
+function sessionTimeout(ms: number | undefined) {
+  return ms === undefined ? {} : { sessionTimeoutMs: ms, heartbeatIntervalMs: Math.min(3_000, Math.floor(ms / 3)) };
+}
+
 /** The session-runner as its own process: Redis store, Kafka step requests, the step-context service as its feed hook. */
 async function main() {
   const config = loadConfig();
@@ -60,6 +65,7 @@ async function main() {
     client: config.kafkaClient,
     clientId: 'ctxflow-session-runner',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
+    ...sessionTimeout(config.kafkaSessionTimeoutMs),
   });
   let consumer: Awaited<ReturnType<typeof startStepRequestConsumer>> | undefined;
   if (config.kafkaBrokers) {
@@ -73,6 +79,7 @@ async function main() {
       subscriber: bus.subscriber,
       publisher: bus.publisher,
       log: logger,
+      ...(config.groupId ? { groupId: config.groupId } : {}),
     });
   }
 

@@ -11,6 +11,8 @@ export interface StepRequestConsumerDeps {
   subscriber: Subscriber;
   publisher: Publisher;
   log?: { warn(obj: object, msg: string): void };
+  /** Default STEP_CONSUMER_GROUP. */
+  groupId?: string;
 }
 
 /**
@@ -68,7 +70,7 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
   };
   const subscription = await deps.subscriber.subscribe({
     topic: TOPICS.stepRequests,
-    groupId: STEP_CONSUMER_GROUP,
+    groupId: deps.groupId ?? STEP_CONSUMER_GROUP,
     async handle(records) {
       for (const record of records) await handleOne(record);
     },

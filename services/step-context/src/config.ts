@@ -24,11 +24,15 @@ export const stepContextConfigSchema = z
     CTXFLOW_STEP_CONTEXT_PORT: portVar(8082),
     CTXFLOW_RUNNER_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8080')),
     CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
+    /** Consumer group on TOPICS.ticketUpdates; default STEP_CONTEXT_GROUP (`ctxflow-step-context`). */
+    CTXFLOW_STEP_CONTEXT_GROUP: blank(z.string().min(1).optional()),
     /** How long a session's owner is remembered, in ms (owners never change). */
     CTXFLOW_DIRECTORY_CACHE_MS: blank(z.coerce.number().int().min(0).default(600_000)),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     KAFKA_BROKERS: hostListVar(),
     KAFKA_CLIENT: kafkaClientVar(),
+    /** Consumer group session timeout in ms (the broker allows 6000-1800000 by default); default the bus's 30000. */
+    KAFKA_SESSION_TIMEOUT_MS: blank(z.coerce.number().int().min(1_000).max(1_800_000).optional()),
     REDIS_URL: redisUrlVar(),
     REDIS_CLUSTER_NODES: hostListVar(),
   })
@@ -37,10 +41,12 @@ export const stepContextConfigSchema = z
     port: env.CTXFLOW_STEP_CONTEXT_PORT,
     runnerUrl: env.CTXFLOW_RUNNER_URL,
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
+    groupId: env.CTXFLOW_STEP_CONTEXT_GROUP,
     directoryCacheMs: env.CTXFLOW_DIRECTORY_CACHE_MS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,
+    kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,
   }));

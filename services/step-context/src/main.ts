@@ -26,6 +26,11 @@ function loadConfig(): StepContextConfig {
   }
 }
 
+/** A session timeout with a heartbeat at a third of it (at most the bus's 3 s default). */
+function sessionTimeout(ms: number | undefined) {
+  return ms === undefined ? {} : { sessionTimeoutMs: ms, heartbeatIntervalMs: Math.min(3_000, Math.floor(ms / 3)) };
+}
+
 /** step-context as its own process: Kafka ticket updates in, Redis batch streams, subscription routes. */
 async function main() {
   const config = loadConfig();
@@ -54,9 +59,16 @@ async function main() {
     client: config.kafkaClient,
     clientId: 'ctxflow-step-context',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
+    ...sessionTimeout(config.kafkaSessionTimeoutMs),
   });
   if (config.kafkaBrokers) await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 12 }]);
-  const service = new StepContextService({ subscriber: bus.subscriber, batches, subscriptions, log: logger });
+  const service = new StepContextService({
+    subscriber: bus.subscriber,
+    batches,
+    subscriptions,
+    log: logger,
+    ...(config.groupId ? { groupId: config.groupId } : {}),
+  });
   await service.start();
 
   const app = buildStepContextApp({
