@@ -1,0 +1,306 @@
+/**
+ * Helpers of the fault tests: services as child processes (kill -9, SIGSTOP,
+ * restart), private redis-server instances, Kafka group offsets, and waiting.
+ * Every process started here is stopped by `stopAll()`.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createBus } from '@ctxflow/bus';
+import { TOPICS } from '@ctxflow/contracts';
+import { Redis } from 'ioredis';
+import { Kafka, logLevel } from 'kafkajs';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+
+export const ENTRIES = {
+  runner: 'services/session-runner/src/main.ts',
+  stepContext: 'services/step-context/src/main.ts',
+  feedIngestor: 'services/feed-ingestor/src/main.ts',
+} as const;
+
+/** Session timeout of the services' consumer groups in the fault tests (the broker's minimum is 6000). */
+export const SESSION_TIMEOUT_MS = 6_000;
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+/** A TCP port free on this host right now (the kernel picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((done, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => done(port));
+    });
+  });
+}
+
+/** Polls `check` every `everyMs` until it returns a value other than undefined/false, or throws after `timeoutMs`. */
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false> | T | undefined | false,
+  timeoutMs: number,
+  everyMs = 50,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const value = await check();
+      if (value !== undefined && value !== false) return value;
+    } catch (err) {
+      last = err;
+    }
+    if (Date.now() > deadline) {
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
+    }
+    await sleep(everyMs);
+  }
+}
+
+/**
+ * The environment of a service child: only what it needs, so nothing of the
+ * test runner's own (REDIS_CLUSTER_NODES would win over REDIS_URL) leaks in.
+ */
+export function serviceEnv(vars: Record<string, string>): NodeJS.ProcessEnv {
+  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '', CTXFLOW_HOST: '127.0.0.1', ...vars };
+}
+
+/** One pino line of a service's stdout, parsed. */
+export type LogLine = Record<string, unknown> & { msg?: string };
+
+const running = new Set<ChildProcess>();
+
+/**
+ * A service as a child process on `process.execPath`, restartable. Its stdout
+ * (pino JSON) is kept, parsed, per incarnation; stderr is kept for failure output.
+ */
+export class ServiceProcess {
+  readonly name: string;
+  readonly #entry: string;
+  readonly #env: NodeJS.ProcessEnv;
+  readonly #healthUrl: string;
+  #child: ChildProcess | undefined;
+  /** Log lines of every incarnation; `incarnation` counts from 1. */
+  readonly logs: (LogLine & { incarnation: number })[] = [];
+  readonly stderr: string[] = [];
+  incarnation = 0;
+
+  constructor(options: { name: string; entry: string; env: NodeJS.ProcessEnv; port: number }) {
+    this.name = options.name;
+    this.#entry = options.entry;
+    this.#env = options.env;
+    this.#healthUrl = `http://127.0.0.1:${options.port}/healthz`;
+  }
+
+  get pid(): number {
+    const pid = this.#child?.pid;
+    if (pid === undefined || this.#child?.exitCode !== null) throw new Error(`${this.name} is not running`);
+    return pid;
+  }
+
+  /** Starts an incarnation and waits until it answers /healthz (it listens only once its consumer joined). */
+  async start(timeoutMs = 40_000): Promise<void> {
+    this.incarnation += 1;
+    const incarnation = this.incarnation;
+    const child = spawn(process.execPath, [join(ROOT, this.#entry)], {
+      cwd: ROOT,
+      env: { ...this.#env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    this.#child = child;
+    running.add(child);
+    child.once('exit', () => running.delete(child));
+    let rest = '';
+    child.stdout!.on('data', (chunk: Buffer) => {
+      const lines = (rest + chunk.toString('utf8')).split('\n');
+      rest = lines.pop() ?? '';
+      for (const line of lines) {
+        try {
+          this.logs.push({ ...(JSON.parse(line) as LogLine), incarnation });
+        } catch {
+          this.stderr.push(line);
+        }
+      }
+    });
+    child.stderr!.on('data', (chunk: Buffer) => this.stderr.push(chunk.toString('utf8')));
+    await waitFor(
+      `${this.name} #${incarnation} to answer /healthz`,
+      async () => {
+        if (child.exitCode !== null) {
+          throw new Error(`${this.name} exited with ${child.exitCode}: ${this.stderr.join('').slice(-2000)}`);
+        }
+        return (await fetch(this.#healthUrl)).ok;
+      },
+      timeoutMs,
+      100,
+    ).catch((err: Error) => {
+      // A start that failed for good is not a slow start: stop waiting on it.
+      if (/exited with/.test(err.message)) throw err;
+      throw new Error(`${err.message}\n${this.stderr.join('').slice(-2000)}`);
+    });
+  }
+
+  /** kill -9: no cleanup, no offset commit, no leave-group. Resolves once the process is gone. */
+  async kill9(): Promise<void> {
+    const child = this.#child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await gone;
+  }
+
+  /** SIGSTOP: the process freezes (no heartbeats, no I/O) until SIGCONT. */
+  pause(): void {
+    process.kill(this.pid, 'SIGSTOP');
+  }
+
+  resume(): void {
+    process.kill(this.pid, 'SIGCONT');
+  }
+
+  /** SIGTERM and wait (kill -9 after `graceMs`). */
+  async stop(graceMs = 10_000): Promise<void> {
+    const child = this.#child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGCONT');
+    child.kill('SIGTERM');
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    await gone;
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * A private redis-server on a free port, in its own directory. `aof: true` runs
+ * it with `--appendonly yes --appendfsync always`: every acknowledged write is on
+ * disk before the reply, so a kill -9 and restart loses nothing acknowledged.
+ */
+export class PrivateRedis {
+  readonly port: number;
+  readonly dir: string;
+  readonly #aof: boolean;
+  #child: ChildProcess | undefined;
+
+  static async start(options: { aof: boolean }): Promise<PrivateRedis> {
+    const redis = new PrivateRedis(await freePort(), options.aof);
+    await redis.start();
+    return redis;
+  }
+
+  private constructor(port: number, aof: boolean) {
+    this.port = port;
+    this.#aof = aof;
+    this.dir = mkdtempSync(join(tmpdir(), 'ctxflow-fault-redis-'));
+  }
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  async start(): Promise<void> {
+    const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--dir', this.dir];
+    args.push(...(this.#aof ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']));
+    const child = spawn('redis-server', args, { stdio: 'ignore' });
+    this.#child = child;
+    running.add(child);
+    child.once('exit', () => running.delete(child));
+    await waitFor(
+      `redis-server on ${this.port}`,
+      async () => {
+        if (child.exitCode !== null) throw new Error(`redis-server exited with ${child.exitCode}`);
+        const probe = new Redis(this.port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
+        probe.on('error', () => {});
+        try {
+          await probe.connect();
+          // Loading an AOF answers LOADING until done.
+          return (await probe.ping()) === 'PONG';
+        } finally {
+          probe.disconnect();
+        }
+      },
+      20_000,
+      50,
+    );
+  }
+
+  /** kill -9 of the server (its script cache goes with it). */
+  async kill9(): Promise<void> {
+    const child = this.#child;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    const gone = new Promise((r) => child.once('exit', r));
+    child.kill('SIGKILL');
+    await gone;
+  }
+
+  async stop(): Promise<void> {
+    await this.kill9();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** Stops every child process still running (afterAll safety net). */
+export async function stopAll(): Promise<void> {
+  await Promise.all(
+    [...running].map(
+      (child) =>
+        new Promise<void>((r) => {
+          if (child.exitCode !== null || child.signalCode !== null) return r();
+          child.once('exit', () => r());
+          child.kill('SIGCONT');
+          child.kill('SIGKILL');
+        }),
+    ),
+  );
+}
+
+/**
+ * Makes sure the topics exist (with the services' partition counts) and points
+ * each new consumer group at the current end of its topic, so the services of a
+ * test read only records published after this call (the topics are shared with
+ * every other run on this broker; a new group would otherwise read from the start).
+ */
+export async function startGroupsAtEnd(brokers: string[], groups: { groupId: string; topic: string }[]): Promise<void> {
+  const bus = createBus({ client: 'platformatic', clientId: 'ctxflow-fault-tests', brokers });
+  try {
+    await bus.admin.ensureTopics(Object.values(TOPICS).map((name) => ({ name, partitions: 12 })));
+  } finally {
+    await bus.admin.close();
+    await bus.publisher.close();
+  }
+  const admin = new Kafka({ clientId: 'ctxflow-fault-tests', brokers, logLevel: logLevel.NOTHING }).admin();
+  await admin.connect();
+  try {
+    for (const { groupId, topic } of groups) {
+      const offsets = await admin.fetchTopicOffsets(topic);
+      await admin.setOffsets({
+        groupId,
+        topic,
+        partitions: offsets.map((o) => ({ partition: o.partition, offset: o.high })),
+      });
+    }
+  } finally {
+    await admin.disconnect();
+  }
+}
+
+/** Deletes every key under `prefix:` (SCAN, never KEYS). */
+export async function deletePrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+/** A random integer in [min, max]. */
+export function between(min: number, max: number): number {
+  return min + Math.floor(Math.random() * (max - min + 1));
+}
