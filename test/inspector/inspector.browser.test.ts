@@ -54,7 +54,7 @@ describe('session inspector in headless Chromium', () => {
     return json;
   }
 
-  it('a notice posted through a signed webhook shows as kind notice, source hook, with the cursor, subscriptions and the prefix-reuse chart; ticket text stays text', async () => {
+  it('a notice posted through a signed webhook shows as kind notice, source hook, with the cursor, subscriptions and the prefix-reuse chart; a failing hook under recent skips; ticket text stays text', async () => {
     const ticket = `INSP-${randomUUID().slice(0, 6)}`;
     // Markup in ticket text: the page must show it as text and never run it.
     const summary = `Closed by Zoë <img src=x onerror="window.__inspectorPwned=1"> "fixed"`;
@@ -145,6 +145,20 @@ describe('session inspector in headless Chromium', () => {
     expect(await bytes(2, 'reused')).toBe((await bytes(1, 'request')) - 1);
     expect(await bytes(2, 'request')).toBeGreaterThan(await bytes(1, 'request'));
     expect(await page.locator('#reuse-chart').isVisible()).toBe(true);
+
+    // A session whose stepContext hook cannot be reached: the skip shows under recent skips.
+    const failing = await call('POST', '/agents', { stepContext: { url: 'http://127.0.0.1:9/never' } }, 201);
+    const skipped = await call('POST', '/sessions', { agentId: failing.agentId }, 201);
+    const skippedStep = await call('POST', `/sessions/${skipped.sessionId}/steps`, {}, 200);
+    expect(skippedStep.skipped).toEqual([expect.objectContaining({ reason: 'hook_error' })]);
+    await page.click('#refresh-sessions');
+    await page.locator(`#session-list a[data-session-id="${skipped.sessionId}"]`).click();
+    const skip = page.locator(`#skips-table tr[data-reason="hook_error"]`);
+    await skip.waitFor();
+    expect(await skip.locator('code').textContent()).toBe(skippedStep.stepId);
+    expect(await page.locator('#cursor').textContent()).toBe('none');
+    await page.locator(`#session-list a[data-session-id="${sessionId}"]`).click();
+    await page.locator('#log-table tr[data-kind="notice"][data-source="hook"]').waitFor();
 
     mkdirSync('test-results', { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
