@@ -48,13 +48,35 @@ interface Samples {
   multi: number[];
   ping: number[];
   stepCpuMs: number;
+  /** Wall time of each store call made inside the timed steps, by method. */
+  calls: Record<string, number[]>;
 }
+
+const emptySamples = (): Samples => ({ step: [], multi: [], ping: [], stepCpuMs: 0, calls: {} });
 
 export async function runContextPass(options: ContextPassOptions): Promise<ScenarioResult[]> {
   const redis = new Redis(options.redisUrl, { lazyConnect: true, maxRetriesPerRequest: 1 });
   await redis.connect();
   const prefix = `ctxflow-bench-${randomUUID().slice(0, 8)}`;
-  const store = new RedisSessionStore(redis, { prefix });
+  const redisStore = new RedisSessionStore(redis, { prefix });
+  // Times every store call made while `recording` is set (inside a timed step): where the step's time goes.
+  let recording: Record<string, number[]> | undefined;
+  const store = new Proxy(redisStore, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== 'function') return value;
+      return async (...args: unknown[]) => {
+        const sink = recording;
+        const start = performance.now();
+        const result = await value.apply(target, args);
+        if (sink) {
+          sink[String(name)] ??= [];
+          sink[String(name)]!.push(performance.now() - start);
+        }
+        return result;
+      };
+    },
+  });
   const engine = createEngine({ store });
   try {
     const agent = await engine.createAgent(TENANT, {
@@ -75,9 +97,11 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
       let stepId = '';
       const runStep = async () => {
         const cpu = process.cpuUsage();
+        recording = into.calls;
         stepMs = await timed(async () => {
           stepId = (await engine.step(TENANT, sessionId)).stepId;
         });
+        recording = undefined;
         into.stepCpuMs += cpuMs(cpu);
       };
       const runMulti = async (entries: string[], stepJson: string) =>
@@ -98,7 +122,7 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
     };
 
     // Warm-up: JIT, script cache (EVALSHA), connection.
-    const scratch: Samples = { step: [], multi: [], ping: [], stepCpuMs: 0 };
+    const scratch = emptySamples();
     for (let i = 0; i < 20; i++) await sampleOnce(8, agent.agentId, scratch);
 
     type Variant = { rows: number; agentId: string | undefined; label: string };
@@ -108,9 +132,7 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
     ]);
     const perTrial = new Map<string, Samples[]>(variants.map((v) => [v.label, []]));
     for (let trial = 0; trial < options.trials; trial++) {
-      const current = new Map<string, Samples>(
-        variants.map((v) => [v.label, { step: [], multi: [], ping: [], stepCpuMs: 0 }]),
-      );
+      const current = new Map<string, Samples>(variants.map((v) => [v.label, emptySamples()]));
       // Round-robin over the variants, sample by sample: drift hits every variant alike.
       for (let s = 0; s < options.samples; s++) {
         for (const v of variants) await sampleOnce(v.rows, v.agentId, current.get(v.label)!);
@@ -148,6 +170,13 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
         'MULTI p50 ms': round(median(trials.map((t) => median(t.multi))), 3),
         'PING p50 ms': round(median(trials.map((t) => median(t.ping))), 3),
         'step p50 without agent, round trips': round(bareRoundTrips.median, 2),
+        // Inside the step: each store call's p50 (load = one MULTI read, getAgent, commitStep = the one Lua commit).
+        ...Object.fromEntries(
+          Object.keys(trials[0]!.calls).map((method) => [
+            `${method} p50 ms`,
+            round(median(trials.map((t) => median(t.calls[method] ?? []))), 3),
+          ]),
+        ),
       };
       const roundTripGoal = { op: '<=' as const, value: 2 };
       results.push({

@@ -40,12 +40,12 @@ const wants = (...ids: string[]) => only === undefined || ids.some((id) => only.
 /** Trials and sizes: the full run fits in ~5 minutes on 2 cores; --quick in ~1. */
 const plan = quick
   ? {
-      http: { trials: 2, seconds: 1, warmupSeconds: 0.5, connections: 10, sessionsPerRun: 200 },
+      http: { trials: 2, slices: 3, sliceSeconds: 0.5, warmupSeconds: 0.5, connections: 10, sessionsPerRun: 200 },
       redis: { trials: 2, samples: 15 },
       kafka: { trials: 2, records: 500, latencySamples: 20 },
     }
   : {
-      http: { trials: 5, seconds: 3, warmupSeconds: 1, connections: 10, sessionsPerRun: 500 },
+      http: { trials: 5, slices: 6, sliceSeconds: 0.5, warmupSeconds: 1, connections: 10, sessionsPerRun: 500 },
       redis: { trials: 5, samples: 40 },
       kafka: { trials: 3, records: 3000, latencySamples: 100 },
     };

@@ -13,6 +13,9 @@ export interface LoadResult {
   /** 2xx answers per second over the run. */
   rps: number;
   ok: number;
+  seconds: number;
+  serverCpuMs: number;
+  clientCpuMs: number;
   /** Non-2xx answers and connection errors: any is a failed run. */
   failed: number;
   /** CPU milliseconds per 1,000 answered requests: the server process and this (client) process. */
@@ -54,8 +57,29 @@ export async function runLoad(
   return {
     rps: ok / result.duration,
     ok,
+    seconds: result.duration,
+    serverCpuMs: serverMs,
+    clientCpuMs: clientMs,
     failed: result.non2xx + result.errors,
     serverCpuPer1k: (serverMs / ok) * 1000,
     clientCpuPer1k: (clientMs / ok) * 1000,
+  };
+}
+
+/** Several runs of one route as one: requests over total time, CPU over total requests. */
+export function combine(runs: readonly LoadResult[]): LoadResult {
+  const ok = runs.reduce((n, r) => n + r.ok, 0);
+  const seconds = runs.reduce((n, r) => n + r.seconds, 0);
+  const serverCpuMs = runs.reduce((n, r) => n + r.serverCpuMs, 0);
+  const clientCpuMs = runs.reduce((n, r) => n + r.clientCpuMs, 0);
+  return {
+    rps: ok / seconds,
+    ok,
+    seconds,
+    serverCpuMs,
+    clientCpuMs,
+    failed: runs.reduce((n, r) => n + r.failed, 0),
+    serverCpuPer1k: (serverCpuMs / ok) * 1000,
+    clientCpuPer1k: (clientCpuMs / ok) * 1000,
   };
 }
