@@ -57,13 +57,6 @@ export const TEXTS = [
   '',
 ];
 
-export interface CommandOptions {
-  /** Crash-and-redeliver of a restart (`runs/restart` with a request id). */
-  restartRedelivery: boolean;
-  /** Branches (the only way to have more than one session). */
-  branches: boolean;
-}
-
 const session = fc.nat({ max: 7 });
 const pick = fc.nat({ max: 15 });
 const tool = fc.constantFrom<ToolName>('a', 'b', 'c');
@@ -120,7 +113,7 @@ export const hookSpec: fc.Arbitrary<HookSpec> = fc.oneof(
   },
 );
 
-export function commandArbitrary(options: CommandOptions): fc.Arbitrary<Command> {
+export function commandArbitrary(): fc.Arbitrary<Command> {
   const c = <T extends Command>(arbitrary: fc.Arbitrary<T>, weight: number) => ({ arbitrary, weight });
   return fc.oneof(
     c(fc.record({ t: fc.constant('app' as const), s: session, items: appItems, keyed: fc.boolean() }), 5),
@@ -183,7 +176,7 @@ export function commandArbitrary(options: CommandOptions): fc.Arbitrary<Command>
           t: fc.constant('crash' as const),
           s: session,
           mode,
-          restart: options.restartRedelivery ? fc.boolean() : fc.constant(false),
+          restart: fc.boolean(),
           hook: hookSpec,
           between: itemGen({ enable: true, sources: false }),
         },
@@ -193,9 +186,7 @@ export function commandArbitrary(options: CommandOptions): fc.Arbitrary<Command>
     ),
     c(fc.record({ t: fc.constant('redeliver' as const), s: session, pick, hook: hookSpec }), 1),
     c(fc.record({ t: fc.constant('rewind' as const), s: session, pick, before: fc.boolean() }), 3),
-    ...(options.branches
-      ? [c(fc.record({ t: fc.constant('branch' as const), s: session, at: pick }, { requiredKeys: ['t', 's'] }), 2)]
-      : []),
+    c(fc.record({ t: fc.constant('branch' as const), s: session, at: pick }, { requiredKeys: ['t', 's'] }), 2),
     c(fc.record({ t: fc.constant('restart' as const), s: session, withRequestId: fc.boolean(), hook: hookSpec }), 1),
     c(
       fc.record({

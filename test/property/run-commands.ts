@@ -56,8 +56,6 @@ const MAX_SESSIONS = 4;
  * case it covers, so the property keeps guarding everything else.
  */
 export type KnownBug =
-  /** `runs/restart` redelivered with the same requestId rewinds and runs again. */
-  | 'restart-redelivery'
   /** A branch forgets the call sites of the calls it copies: a re-run doubles a copied row. */
   | 'branch-sites'
   /** A rewind that removes a call forgets its hook sites, though hook items stay: a re-run doubles them. */
