@@ -2,12 +2,23 @@ import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
     // Kafka, Redis and a Redis Cluster for integration tests: from the environment, containers,
     // or scripts/infra.ts; provisioned only when a selected file needs them (see the file).
     globalSetup: ['test/setup/services.ts'],
+    projects: [
+      { extends: true, test: { name: 'ctxflow', include: ['test/**/*.test.ts'] } },
+      {
+        // The HTTP conformance suite, unchanged, with Redis as the store (test/support/harness.ts).
+        extends: true,
+        test: {
+          name: 'conformance-on-redis',
+          include: ['test/conformance/**/*.test.ts'],
+          env: { CTXFLOW_TEST_STORE: 'redis' },
+        },
+      },
+    ],
   },
 });

@@ -56,7 +56,8 @@ export function needsServices(root: string, files: readonly string[]): boolean {
   if (files.length === 0) return true;
   return files.some((file) => {
     const path = relative(root, file).split(sep).join('/');
-    if (path.startsWith('test/integration/') || path.startsWith('test/contract/')) return true;
+    // test/conformance/ runs again on Redis (project conformance-on-redis in vitest.config.ts).
+    if (['test/integration/', 'test/contract/', 'test/conformance/'].some((dir) => path.startsWith(dir))) return true;
     try {
       return /support\/services(\.ts)?['"]/.test(readFileSync(file, 'utf8'));
     } catch {

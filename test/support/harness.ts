@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { Cursor } from '@ctxflow/contracts';
 import { createAuthenticator, DEFAULT_TENANT } from '@ctxflow/service-kit';
 import {
@@ -12,6 +13,10 @@ import {
   type StepContextSource,
 } from '@ctxflow/session-runner';
 import type { FastifyInstance } from 'fastify';
+import { Redis } from 'ioredis';
+import { onTestFinished } from 'vitest';
+import { RedisSessionStore } from '../../services/session-runner/src/adapters/redis-session-store.ts';
+import { requireRedis } from './services.ts';
 
 /** A clock the test moves by hand. */
 export class ManualClock implements Clock {
@@ -72,7 +77,7 @@ export async function createHarness(
   const clock = new ManualClock();
   const hook = new ScriptedHook();
   const telemetry = new RecordingTelemetry();
-  const store = options.store ?? new MemorySessionStore();
+  const store = options.store ?? (process.env.CTXFLOW_TEST_STORE === 'redis' ? redisStore() : new MemorySessionStore());
   const engine = createEngine({ store, clock, telemetry, feed: hook, ...options.engine });
   const app = buildRunnerApp({ engine, authenticate: createAuthenticator(options.apiKeys ?? new Map()) });
   await app.ready();
@@ -99,6 +104,21 @@ export async function createHarness(
       return { status: response.statusCode, body: parsed };
     },
   };
+}
+
+/**
+ * A Redis store under a unique prefix, removed when the test ends: the
+ * `conformance-on-redis` project runs the whole conformance suite on it.
+ */
+function redisStore(): SessionStore {
+  const client = new Redis(requireRedis(), { lazyConnect: false, maxRetriesPerRequest: 2 });
+  const prefix = `conf-${randomUUID().slice(0, 8)}`;
+  onTestFinished(async () => {
+    const keys = await client.keys(`${prefix}:*`);
+    if (keys.length > 0) await client.del(...keys);
+    client.disconnect();
+  });
+  return new RedisSessionStore(client, { prefix });
 }
 
 export { DEFAULT_TENANT };
