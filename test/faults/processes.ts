@@ -304,3 +304,47 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<void> 
 export function between(min: number, max: number): number {
   return min + Math.floor(Math.random() * (max - min + 1));
 }
+
+/**
+ * Arms test/faults/freeze-on-commit.ts against a runner: resolves once MONITOR
+ * is on; `commit` resolves with the request whose commit froze the runner.
+ */
+export async function freezeOnCommit(
+  redisPort: number,
+  prefix: string,
+  runnerPid: number,
+): Promise<{ commit: Promise<{ requestId: string; stepId: string }>; cancel: () => void }> {
+  const child = spawn(
+    process.execPath,
+    [join(ROOT, 'test/faults/freeze-on-commit.ts'), String(redisPort), prefix, String(runnerPid)],
+    { stdio: ['ignore', 'pipe', 'pipe'] },
+  );
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  const lines: string[] = [];
+  let rest = '';
+  const waiters: (() => void)[] = [];
+  child.stdout!.on('data', (chunk: Buffer) => {
+    const parts = (rest + chunk.toString('utf8')).split('\n');
+    rest = parts.pop() ?? '';
+    lines.push(...parts);
+    for (const wake of waiters.splice(0)) wake();
+  });
+  let stderr = '';
+  child.stderr!.on('data', (chunk: Buffer) => {
+    stderr += chunk.toString('utf8');
+  });
+  const exited = new Promise<void>((r) => child.once('exit', () => r()));
+  const line = async (index: number): Promise<string> => {
+    while (lines.length <= index) {
+      if (child.exitCode !== null) throw new Error(`freeze-on-commit exited: ${stderr}`);
+      await Promise.race([new Promise<void>((r) => waiters.push(r)), exited]);
+    }
+    return lines[index]!;
+  };
+  if ((await line(0)) !== 'ready') throw new Error(`freeze-on-commit: ${lines[0]} ${stderr}`);
+  return {
+    commit: line(1).then((json) => JSON.parse(json) as { requestId: string; stepId: string }),
+    cancel: () => child.kill('SIGKILL'),
+  };
+}

@@ -1,0 +1,194 @@
+/**
+ * A stream of work for a session-runner under faults: app items through
+ * `POST /context` (each with its own idempotency key, retried until accepted)
+ * and step requests `{ sessionId, requestId, mode }` through Kafka, keyed by
+ * session. Step results are collected from TOPICS.stepResults; what landed is
+ * read back through `GET /sessions/:id/inspect`.
+ */
+import { type Bus, createBus, type Subscription } from '@ctxflow/bus';
+import { TOPICS } from '@ctxflow/contracts';
+import type { ExactlyOnce } from './exactly-once.ts';
+import { sleep } from './processes.ts';
+
+interface StepResult {
+  requestId: string;
+  sessionId: string;
+  ok: boolean;
+  stepId?: string;
+  error?: { code: string; message: string };
+}
+
+interface InspectAnswer {
+  steps: { stepId: string; ordinal: number; requestId?: string }[];
+  log: { type: string; row?: { kind: string; source: string; content?: string } }[];
+  queue: unknown[];
+}
+
+const ITEM = /^item (\S+)$/;
+
+/**
+ * POST/GET with retries while the runner is down or restarting (connection
+ * refused or reset, 5xx); a 4xx is an answer and ends the retries.
+ */
+export async function persistently(url: string, init: RequestInit = {}, timeoutMs = 60_000): Promise<Response> {
+  const deadline = Date.now() + timeoutMs;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const response = await fetch(url, { ...init, signal: AbortSignal.timeout(5_000) });
+      if (response.status < 500) return response;
+      last = new Error(`${response.status} ${await response.text()}`);
+    } catch (err) {
+      last = err;
+    }
+    await sleep(100);
+  }
+  throw new Error(`${init.method ?? 'GET'} ${url} kept failing for ${timeoutMs} ms: ${String(last)}`);
+}
+
+function json(body: unknown): RequestInit {
+  return { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+}
+
+export class StepLoad {
+  readonly run: string;
+  readonly #runnerUrl: string;
+  readonly #checker: ExactlyOnce;
+  readonly #bus: Bus;
+  readonly sessions: string[] = [];
+  /** Every requestId published, in order. */
+  readonly requested: string[] = [];
+  /** requestId -> every result record seen for it. */
+  readonly results = new Map<string, StepResult[]>();
+  #subscription: Subscription | undefined;
+  #counter = 0;
+
+  constructor(options: { run: string; runnerUrl: string; brokers: string[]; checker: ExactlyOnce }) {
+    this.run = options.run;
+    this.#runnerUrl = options.runnerUrl;
+    this.#checker = options.checker;
+    this.#bus = createBus({ client: 'platformatic', clientId: `fault-steps-${options.run}`, brokers: options.brokers });
+  }
+
+  /** Listens on TOPICS.stepResults in `groupId` (point it at the topic's end first: startGroupsAtEnd). */
+  async listen(groupId: string): Promise<void> {
+    this.#subscription = await this.#bus.subscriber.subscribe({
+      topic: TOPICS.stepResults,
+      groupId,
+      handle: async (records) => {
+        for (const record of records) {
+          const result = JSON.parse(record.value) as StepResult;
+          if (!result.requestId?.startsWith(`${this.run}-`)) continue; // another run's
+          this.results.set(result.requestId, [...(this.results.get(result.requestId) ?? []), result]);
+        }
+      },
+    });
+    await this.#subscription.ready();
+  }
+
+  async createSessions(n: number): Promise<string[]> {
+    for (let i = 0; i < n; i++) {
+      const response = await persistently(`${this.#runnerUrl}/sessions`, json({}));
+      if (response.status !== 201) throw new Error(`POST /sessions: ${response.status} ${await response.text()}`);
+      this.sessions.push(((await response.json()) as { sessionId: string }).sessionId);
+    }
+    return this.sessions;
+  }
+
+  /** One item and then one step request per session. Items are recorded as sent once accepted. */
+  async round(): Promise<void> {
+    const records = [];
+    for (const sessionId of this.sessions) {
+      const n = this.#counter++;
+      const itemId = `${this.run}-i${n}`;
+      const response = await persistently(
+        `${this.#runnerUrl}/context`,
+        json({ sessionId, key: itemId, items: [{ kind: 'notice', content: `item ${itemId}` }] }),
+      );
+      if (response.status !== 200) throw new Error(`POST /context: ${response.status} ${await response.text()}`);
+      this.#checker.sent(`${sessionId}|items`, itemId);
+      const requestId = `${this.run}-r${n}`;
+      this.#checker.sent(`${sessionId}|steps`, requestId);
+      this.requested.push(requestId);
+      records.push({ key: sessionId, value: JSON.stringify({ sessionId, requestId, mode: 'first' }) });
+    }
+    await this.#bus.publisher.publish(TOPICS.stepRequests, records);
+  }
+
+  /** Waits until every request has at least one ok result record. */
+  async waitForResults(timeoutMs: number): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    const answered = (id: string) => this.results.get(id)?.some((r) => r.ok) === true;
+    while (this.requested.some((id) => !answered(id))) {
+      if (Date.now() > deadline) {
+        const missing = this.requested.filter((id) => !answered(id));
+        throw new Error(`${missing.length} request(s) without a result, e.g. ${missing.slice(0, 5).join(', ')}`);
+      }
+      await sleep(100);
+    }
+  }
+
+  /**
+   * What landed, per session: `<session>|steps` the requestIds of the committed
+   * steps in step order, `<session>|items` the item ids of the app rows in log
+   * order; plus requestId -> committed stepId and the sessions' queue lengths.
+   */
+  async landed(): Promise<{ streams: Map<string, string[]>; stepOf: Map<string, string>; queued: number }> {
+    const streams = new Map<string, string[]>();
+    const stepOf = new Map<string, string>();
+    let queued = 0;
+    for (const sessionId of this.sessions) {
+      const response = await persistently(`${this.#runnerUrl}/sessions/${sessionId}/inspect`);
+      if (response.status !== 200) throw new Error(`inspect ${sessionId}: ${response.status}`);
+      const state = (await response.json()) as InspectAnswer;
+      const steps = [...state.steps].sort((a, b) => a.ordinal - b.ordinal);
+      streams.set(
+        `${sessionId}|steps`,
+        steps.map((s) => s.requestId ?? `(no requestId: ${s.stepId})`),
+      );
+      for (const s of steps) if (s.requestId) stepOf.set(s.requestId, s.stepId);
+      const items: string[] = [];
+      for (const entry of state.log) {
+        const match = entry.row?.source === 'app' ? ITEM.exec(entry.row.content ?? '') : null;
+        if (match) items.push(match[1]!);
+      }
+      streams.set(`${sessionId}|items`, items);
+      queued += state.queue.length;
+    }
+    return { streams, stepOf, queued };
+  }
+
+  /**
+   * Results against the committed steps: every request answered ok, all of its
+   * result records naming the one step committed for it (a redelivery may
+   * publish the same answer again, never another step).
+   */
+  checkResults(stepOf: Map<string, string>) {
+    const problems: string[] = [];
+    let repeated = 0;
+    let foreign = 0;
+    for (const requestId of this.requested) {
+      const all = this.results.get(requestId) ?? [];
+      // Every runner group on this broker answers every request on the shared topic; one that
+      // does not own the session answers state_session_not_found. A missing commit of ours
+      // shows in the steps check, so those answers are counted, not judged.
+      const results = all.filter((r) => r.ok || r.error?.code !== 'state_session_not_found');
+      foreign += all.length - results.length;
+      if (results.length === 0) problems.push(`${requestId}: no result`);
+      if (results.length > 1) repeated += results.length - 1;
+      for (const r of results) {
+        if (!r.ok) problems.push(`${requestId}: refused ${JSON.stringify(r.error)}`);
+        else if (r.stepId !== stepOf.get(requestId)) {
+          problems.push(`${requestId}: result names ${r.stepId}, committed ${stepOf.get(requestId)}`);
+        }
+      }
+    }
+    return { problems, repeated, foreign };
+  }
+
+  async close(): Promise<void> {
+    await this.#subscription?.close();
+    await this.#bus.publisher.close();
+    await this.#bus.admin.close();
+  }
+}
