@@ -9,7 +9,6 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
-import { inspectorRoutes } from '@ctxflow/session-runner';
 import { type BrowserContext, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -29,7 +28,6 @@ describe('session inspector in headless Chromium', () => {
   beforeAll(async () => {
     embedded = await buildEmbeddedApp({
       config: { apiKeys: new Map([[apiKey, tenant]]), secrets: { generic: feedSecret } },
-      openRoutes: [inspectorRoutes],
     });
     await embedded.app.listen({ host: '127.0.0.1', port: 0 });
     base = `http://127.0.0.1:${(embedded.app.server.address() as AddressInfo).port}`;

@@ -1,7 +1,14 @@
 import { createBus } from '@ctxflow/bus';
 import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
 import { createAuthenticator, type Logger } from '@ctxflow/service-kit';
-import { buildRunnerApp, type Clock, createEngine, MemorySessionStore, systemClock } from '@ctxflow/session-runner';
+import {
+  buildRunnerApp,
+  type Clock,
+  createEngine,
+  inspectorRoutes,
+  MemorySessionStore,
+  systemClock,
+} from '@ctxflow/session-runner';
 import {
   FeedStepContext,
   MemoryBatchStore,
@@ -62,6 +69,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
       },
     ],
     openRoutes: [
+      inspectorRoutes,
       async (scope) => {
         await scope.register(feedRoutes, {
           publisher: bus.publisher,

@@ -10,6 +10,7 @@ import { RedisSessionStore } from './adapters/redis-session-store.ts';
 import { buildRunnerApp } from './build-app.ts';
 import { loadRunnerConfig, type RunnerConfig } from './config.ts';
 import { createEngine } from './create-engine.ts';
+import { inspectorRoutes } from './http/inspector-routes.ts';
 import type { MemoryRecall } from './ports/memory-recall.ts';
 import type { SessionStore } from './ports/session-store.ts';
 import { startStepRequestConsumer } from './step-request-consumer.ts';
@@ -88,6 +89,7 @@ async function main() {
     authenticate: createAuthenticator(config.apiKeys),
     logger,
     metricsText: () => telemetry.metricsText(),
+    openRoutes: [inspectorRoutes],
     readiness: {
       ...(redis ? { redis: async () => void (await redis.ping()) } : {}),
       ...(consumer ? { kafka: () => consumer.ready() } : {}),
