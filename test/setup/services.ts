@@ -9,8 +9,9 @@
  * `CTXFLOW_TEST_SERVICES=local` or `=containers` forces step 2 or 3 (no fallback).
  *
  * Laziness rule: services are provisioned only when at least one selected test file lives
- * under test/integration/ or test/contract/, or imports test/support/services.ts. A run of
- * unit tests only starts nothing (addresses from the environment are still passed on).
+ * under test/integration/, test/contract/ or test/conformance/, or reaches
+ * test/support/services.ts through its relative imports (directly or via a helper in test/).
+ * A run of unit tests only starts nothing (addresses from the environment are still passed on).
  *
  * The addresses reach tests through `provide`/`inject` (see test/support/services.ts) and
  * through process.env, which the worker processes inherit. Teardown stops only what this
@@ -19,7 +20,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { relative, sep } from 'node:path';
+import { dirname, relative, resolve, sep } from 'node:path';
 import type { TestProject } from 'vitest/node';
 
 declare module 'vitest' {
@@ -50,19 +51,38 @@ function note(message: string): void {
   process.stderr.write(`[test services] ${message}\n`);
 }
 
-/** True when any selected file is an integration/contract test or imports the services helper. */
+/**
+ * True when any selected file lives in a folder whose tests need services, or reaches
+ * test/support/services.ts through its relative imports (followed within test/, so a shared
+ * harness that calls requireRedis() counts for every file that imports it).
+ */
 export function needsServices(root: string, files: readonly string[]): boolean {
   // An empty list means the selection could not be read: provision rather than fail later.
   if (files.length === 0) return true;
+  const testDir = resolve(root, 'test');
+  const helper = resolve(testDir, 'support/services.ts');
+  const visited = new Set<string>();
+  const reachesHelper = (file: string): boolean => {
+    if (file === helper) return true;
+    if (visited.has(file) || !file.startsWith(testDir + sep)) return false;
+    visited.add(file);
+    let source: string;
+    try {
+      source = readFileSync(file, 'utf8');
+    } catch {
+      return false;
+    }
+    // Relative specifiers of static imports, re-exports and dynamic imports.
+    for (const match of source.matchAll(/(?:from|import)\s*\(?\s*['"](\.{1,2}\/[^'"]+)['"]/g)) {
+      if (reachesHelper(resolve(dirname(file), match[1] as string))) return true;
+    }
+    return false;
+  };
   return files.some((file) => {
     const path = relative(root, file).split(sep).join('/');
     // test/conformance/ runs again on Redis (project conformance-on-redis in vitest.config.ts).
     if (['test/integration/', 'test/contract/', 'test/conformance/'].some((dir) => path.startsWith(dir))) return true;
-    try {
-      return /support\/services(\.ts)?['"]/.test(readFileSync(file, 'utf8'));
-    } catch {
-      return false;
-    }
+    return reachesHelper(resolve(file));
   });
 }
 
