@@ -50,7 +50,20 @@ const plan = quick
       kafka: { trials: 3, records: 3000, latencySamples: 100 },
     };
 
+function git(command: string): string {
+  try {
+    return execSync(`git ${command}`, { encoding: 'utf8' }).trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
 const startedAt = new Date();
+// The code measured: the commit at the start, and files of the product changed since (uncommitted).
+const commit = git('rev-parse --short HEAD');
+const uncommitted = git('status --porcelain -- services shared')
+  .split('\n')
+  .filter((line) => line.trim().length > 0).length;
 const loadBefore = loadavg();
 const scenarios: ScenarioResult[] = [];
 const skipped: SkippedScenario[] = [];
@@ -85,14 +98,6 @@ if (wants('S1')) {
   scenarios.push(...(await runPipeline({ brokers: brokers.split(','), redisUrl: redisUrl!, clients, ...plan.kafka })));
 }
 
-function commit(): string {
-  try {
-    return execSync('git rev-parse --short HEAD', { encoding: 'utf8' }).trim();
-  } catch {
-    return 'unknown';
-  }
-}
-
 const document = {
   startedAt: startedAt.toISOString(),
   durationS: round((Date.now() - startedAt.getTime()) / 1000, 1),
@@ -104,7 +109,8 @@ const document = {
     loadAverageBefore: loadBefore.map((l) => round(l, 2)),
     loadAverageAfter: loadavg().map((l) => round(l, 2)),
   },
-  commit: commit(),
+  commit,
+  uncommittedProductFiles: uncommitted,
   plan,
   scenarios,
   skipped,
