@@ -212,7 +212,14 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
     describe('sessions', () => {
       it('createSession stores meta with an empty log, queue and calls; an unknown session loads undefined', async () => {
         const meta = await newSession({ agentId: 'agt_1' });
-        expect(await store.load(meta.sessionId)).toEqual({ meta, log: [], queue: [], calls: [] });
+        expect(await store.load(meta.sessionId)).toEqual({
+          meta,
+          log: [],
+          queue: [],
+          calls: [],
+          sites: [],
+          itemSeq: 0,
+        });
         expect(await store.listSteps(meta.sessionId)).toEqual([]);
         expect(await store.load(`ses_${randomUUID()}`)).toBeUndefined();
       });
@@ -233,9 +240,30 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
           { callId: 'call_2', name: 'search', stepIndex: 1, status: 'executed' },
           { callId: 'call_1', name: 'search', stepIndex: 0, status: 'refused', reason: 'tool_inactive' },
         ];
-        await store.createSession(meta, log, steps, calls);
+        await store.createSession(meta, log, steps, calls, {
+          sites: ['call_2|tool:search', 'call_2|hook:audit'],
+          itemSeq: 7,
+        });
 
-        expect(await store.load(meta.sessionId)).toEqual({ meta, log, queue: [], calls });
+        const loaded = await store.load(meta.sessionId);
+        expect({ ...loaded, sites: [...(loaded?.sites ?? [])].sort() }).toEqual({
+          meta,
+          log,
+          queue: [],
+          calls,
+          sites: ['call_2|hook:audit', 'call_2|tool:search'],
+          itemSeq: 7,
+        });
+        // The carried call site is known (first wins), and item ids continue after the carried counter.
+        expect(
+          await store.enqueue(meta.sessionId, [newItem('again')], {
+            type: 'site',
+            callId: 'call_2',
+            site: 'tool:search',
+          }),
+        ).toEqual({ outcome: 'replayed' });
+        const added = await store.enqueue(meta.sessionId, [newItem('next')]);
+        expect(added.outcome === 'recorded' && added.items.map((i) => i.itemId)).toEqual(['itm_8']);
         expect(await store.listSteps(meta.sessionId)).toEqual([steps[1], steps[0]]);
         expect(await store.getStep(meta.sessionId, { stepId: 'stp_a' })).toEqual(steps[1]);
         expect(await store.getStep(meta.sessionId, { requestId: 'req_b' })).toEqual(steps[0]);
@@ -281,7 +309,14 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         const meta = sessionMeta();
         const log: LogEntry[] = [{ ...message('hello'), seq: 0 } as MessageEntry];
         await store.createSession(meta, log, [], []);
-        const expected = { meta: structuredClone(meta), log: structuredClone(log), queue: [], calls: [] };
+        const expected = {
+          meta: structuredClone(meta),
+          log: structuredClone(log),
+          queue: [],
+          calls: [],
+          sites: [],
+          itemSeq: 0,
+        };
         meta.thread.live.push({ content: 'changed after create' });
         (log[0] as MessageEntry).content = 'changed after create';
 
@@ -579,6 +614,39 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         expect(state?.log).toHaveLength(6);
         return { meta: step2.meta, a, b: b!, c, d: d!, e, step1, step2, state: state! };
       }
+
+      it("a dropped call takes its tool sites with it, never a hook's (the hook's item stays queued)", async () => {
+        const meta = await newSession();
+        const id = meta.sessionId;
+        await store.enqueue(id, [newItem('tool item')], { type: 'site', callId: 'call_9', site: 'tool:search' });
+        const hook = await store.enqueue(id, [newItem('hook item')], {
+          type: 'site',
+          callId: 'call_9',
+          site: 'hook:audit',
+        });
+        const kept = hook.outcome === 'recorded' ? hook.items[0]! : undefined;
+        const state = await store.load(id);
+        const toolItem = state!.queue.find((q) => q.itemId !== kept?.itemId)!;
+        const ok = await store.rewind(id, {
+          expectedLogLength: 0,
+          toLength: 0,
+          requeue: [],
+          dropItems: [toolItem.itemId],
+          dropCalls: ['call_9'],
+          dropSteps: [],
+          meta,
+        });
+        expect(ok).toBe(true);
+        expect((await store.load(id))?.queue).toEqual([kept]);
+        expect(
+          (await store.enqueue(id, [newItem('hook again')], { type: 'site', callId: 'call_9', site: 'hook:audit' }))
+            .outcome,
+        ).toBe('replayed');
+        expect(
+          (await store.enqueue(id, [newItem('tool again')], { type: 'site', callId: 'call_9', site: 'tool:search' }))
+            .outcome,
+        ).toBe('recorded');
+      });
 
       it('truncates the log, requeues in front in order, drops items, calls, sites and steps', async () => {
         const s = await twoSteps();

@@ -8,31 +8,20 @@
  * reference model is compared with the engine after every command (see
  * run-commands.ts for the four properties).
  *
- * CTXFLOW_PROPERTY_RUNS changes the number of runs; CTXFLOW_PROPERTY_STRICT=1
- * turns off the relaxations of KNOWN_ENGINE_BUGS (then the property fails
- * until those defects are fixed); CTXFLOW_PROPERTY_COVERAGE=1 prints how often
+ * CTXFLOW_PROPERTY_RUNS changes the number of runs; CTXFLOW_PROPERTY_COVERAGE=1 prints how often
  * each case was reached. fast-check prints the seed and the shrunk command list
  * on failure; replay one with `fc.assert(..., { seed, path })`.
  */
 import fc from 'fast-check';
 import { describe, it } from 'vitest';
 import { type Command, commandArbitrary } from './commands.ts';
-import { coverage, type KnownBug, World } from './run-commands.ts';
+import { coverage, World } from './run-commands.ts';
 
 const NUM_RUNS = Number(process.env.CTXFLOW_PROPERTY_RUNS ?? 500);
 const MAX_COMMANDS = 40;
 
-/**
- * Defects found by this property, each reproduced in engine-known-bugs.test.ts.
- * When one is fixed, its reproduction starts failing: delete it there and here.
- */
-const KNOWN_ENGINE_BUGS: ReadonlySet<KnownBug> =
-  process.env.CTXFLOW_PROPERTY_STRICT === '1'
-    ? new Set()
-    : new Set<KnownBug>(['branch-sites', 'rewind-hook-sites', 'branch-item-ids']);
-
 async function play(commands: Command[]): Promise<void> {
-  const world = await World.create(KNOWN_ENGINE_BUGS);
+  const world = await World.create();
   for (const command of commands) await world.run(command);
   await world.finish();
 }

@@ -50,19 +50,6 @@ import {
 
 const MAX_SESSIONS = 4;
 
-/**
- * Engine defects this test found (see engine-known-bugs.test.ts for each one's
- * minimal reproduction). A relaxed bug is mirrored or tolerated, exactly in the
- * case it covers, so the property keeps guarding everything else.
- */
-export type KnownBug =
-  /** A branch forgets the call sites of the calls it copies: a re-run doubles a copied row. */
-  | 'branch-sites'
-  /** A rewind that removes a call forgets its hook sites, though hook items stay: a re-run doubles them. */
-  | 'rewind-hook-sites'
-  /** Item ids restart at itm_1 in a branch: a rewind dropping a tool's item drops another with the same id. */
-  | 'branch-item-ids';
-
 /** How often each interesting case was reached (for tuning the generators; see the test file). */
 export const coverage = new Map<string, number>();
 function hit(name: string): void {
@@ -103,7 +90,6 @@ interface Batch {
 
 export class World {
   readonly engine: ContextEngine;
-  readonly relax: ReadonlySet<KnownBug>;
   readonly clock = new ManualClock();
   readonly hook = new ScriptedHook();
   readonly telemetry = new RecordingTelemetry();
@@ -123,13 +109,12 @@ export class World {
   #threads = 0;
   #runs = 0;
 
-  private constructor(relax: ReadonlySet<KnownBug>) {
-    this.relax = relax;
+  private constructor() {
     this.engine = createEngine({ clock: this.clock, telemetry: this.telemetry, feed: this.hook });
   }
 
-  static async create(relax: ReadonlySet<KnownBug> = new Set()): Promise<World> {
-    const world = new World(relax);
+  static async create(): Promise<World> {
+    const world = new World();
     const agent = await world.engine.createAgent(TENANT, {
       context: AGENT_CONTEXT,
       tools: [
@@ -437,14 +422,10 @@ export class World {
     hit(known ? (present(s, known.live) ? 'site:repeat-present' : 'site:repeat-gone') : 'site:first');
     if (known && present(s, known.live) && s.branchOf !== undefined) hit('site:repeat-present-in-branch');
     if (known && present(s, known.live) && !call) hit(`site:repeat-present-no-call:${add.origin}`);
-    const relaxed =
-      (this.relax.has('branch-sites') && known?.inherited) ||
-      (this.relax.has('rewind-hook-sites') && known?.callRemoved);
-    if (known && present(s, known.live) && !relaxed) {
+    if (known && present(s, known.live)) {
       expect(result, `site ${siteKey} repeated while its items are in the session`).toEqual({ recorded: 0 });
       return;
     }
-    if (known && present(s, known.live) && result.recorded > 0) hit('known-bug:site-recorded-twice');
     if (!known) expect(result).toEqual({ recorded: add.items.length });
     else expect([0, add.items.length]).toContain(result.recorded);
     if (result.recorded === 0) return;
@@ -529,14 +510,13 @@ export class World {
       return;
     }
     const target = s.steps[pick % s.steps.length]!;
-    const alsoDropped = await this.#idCollisions(s, target);
     const queuedBefore = s.queue.length;
     const answer = await this.engine.rewind(
       TENANT,
       s.id,
       before ? { beforeStepId: target.stepId } : { toStepId: target.stepId },
     );
-    const requeued = rewindModel(s, target, before, alsoDropped);
+    const requeued = rewindModel(s, target, before);
     hit(requeued > 0 ? 'rewind:requeued' : 'rewind:none-requeued');
     if (s.queue.length < queuedBefore + requeued) hit('rewind:dropped-with-call');
     expect(answer).toEqual({
@@ -546,22 +526,6 @@ export class World {
       cursor: foldCursor(s.log) ?? null,
       activeTools: foldActive(s.log),
     });
-  }
-
-  /**
-   * Known bug 'branch-item-ids': the queued items a rewind to `target` will
-   * also drop because they share an item id with an item that goes with its
-   * removed call. Empty unless that bug is relaxed.
-   */
-  async #idCollisions(s: ModelSession, target: ModelStep): Promise<Set<LiveItem>> {
-    if (!this.relax.has('branch-item-ids') || s.branchOf === undefined) return new Set();
-    const { queue } = await this.engine.inspect(TENANT, s.id);
-    const removed = new Set([...s.calls.values()].filter((c) => c.stepIndex >= target.ordinal).map((c) => c.callId));
-    const goes = (i: LiveItem) => i.origin === 'tool' && i.callId !== undefined && removed.has(i.callId);
-    const droppedIds = new Set(queue.filter((_, i) => goes(s.queue[i]!)).map((q) => q.itemId));
-    const victims = new Set(s.queue.filter((item, i) => !goes(item) && droppedIds.has(queue[i]!.itemId)));
-    if (victims.size > 0) hit('known-bug:item-lost-to-id-collision');
-    return victims;
   }
 
   async #branch(s: ModelSession, at: number | undefined): Promise<void> {
@@ -675,7 +639,7 @@ export class World {
       // R31: a restart rewinds to the start of the session's last run, then runs a step.
       const first = s.steps.find((st) => st.runId === s.run!.runId);
       if (first) {
-        rewindModel(s, first, true, await this.#idCollisions(s, first));
+        rewindModel(s, first, true);
         lastRequest = s.lastRequest;
       }
     }

@@ -87,10 +87,6 @@ export interface SiteAdd {
 /** The first-wins record of a call site, with the items its recording made. */
 export interface SiteRecord {
   live: LiveItem[];
-  /** Copied from the source session by a branch. */
-  inherited?: boolean;
-  /** Its call was removed by a rewind after it was recorded. */
-  callRemoved?: boolean;
 }
 
 export interface AppAdd {
@@ -241,12 +237,7 @@ function requestBefore(steps: ModelStep[]): Message[] | undefined {
  * was removed; queued items of removed calls go too. Returns how many were
  * queued again.
  */
-export function rewindModel(
-  session: ModelSession,
-  target: ModelStep,
-  before: boolean,
-  alsoDropped: ReadonlySet<LiveItem> = new Set(),
-): number {
+export function rewindModel(session: ModelSession, target: ModelStep, before: boolean): number {
   const toLength = before ? target.logStart : target.logEnd;
   const removed = new Set(
     [...session.calls.values()].filter((c) => c.stepIndex >= target.ordinal).map((c) => c.callId),
@@ -256,11 +247,8 @@ export function rewindModel(
     .slice(toLength)
     .flatMap((e) => (e.type === 'row' && e.item && !goes(e.item) ? [e.item] : []));
   session.log = session.log.slice(0, toLength);
-  session.queue = [...requeue, ...session.queue.filter((i) => !goes(i) && !alsoDropped.has(i))];
+  session.queue = [...requeue, ...session.queue.filter((i) => !goes(i))];
   for (const callId of removed) session.calls.delete(callId);
-  for (const [key, record] of session.sites) {
-    if (removed.has(key.slice(0, key.indexOf('|')))) session.sites.set(key, { ...record, callRemoved: true });
-  }
   session.steps = session.steps.filter((s) => (before ? s.ordinal < target.ordinal : s.ordinal <= target.ordinal));
   if (session.run && session.run.startLength > toLength) session.run.open = false;
   session.lastRequest = requestBefore(session.steps);
@@ -278,7 +266,7 @@ export function branchModel(source: ModelSession, id: string, at: ModelStep | un
     log: source.log.slice(0, toLength),
     steps: [...steps],
     calls: new Map([...source.calls].filter(([, c]) => keepCall(c)).map(([k, c]) => [k, { ...c }])),
-    sites: new Map([...source.sites].map(([k, r]) => [k, { ...r, live: [...r.live], inherited: true }])),
+    sites: new Map([...source.sites].map(([k, r]) => [k, { ...r, live: [...r.live] }])),
     siteAdds: [...source.siteAdds],
     thread: { ...source.thread },
     forceRefresh: source.forceRefresh,

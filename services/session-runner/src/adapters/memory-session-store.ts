@@ -5,6 +5,7 @@ import type {
   MessageEntry,
   NewQueuedItem,
   QueuedItem,
+  SessionCarry,
   SessionMeta,
   SessionState,
   StepRecord,
@@ -55,7 +56,13 @@ export class MemorySessionStore implements SessionStore {
     return agent && structuredClone(agent);
   }
 
-  async createSession(meta: SessionMeta, log: LogEntry[], steps: StepRecord[], calls: CallRecord[]): Promise<void> {
+  async createSession(
+    meta: SessionMeta,
+    log: LogEntry[],
+    steps: StepRecord[],
+    calls: CallRecord[],
+    carry?: SessionCarry,
+  ): Promise<void> {
     if (this.#sessions.has(meta.sessionId)) throw new Error(`session ${meta.sessionId} exists`);
     const slot: SessionSlot = {
       meta: structuredClone(meta),
@@ -63,10 +70,10 @@ export class MemorySessionStore implements SessionStore {
       queue: [],
       calls: new Map(calls.map((c) => [c.callId, structuredClone(c)])),
       keys: new Map(),
-      sites: new Set(),
+      sites: new Set(carry?.sites ?? []),
       steps: new Map(steps.map((s) => [s.stepId, structuredClone(s)])),
       requests: new Map(steps.flatMap((s) => (s.requestId ? [[s.requestId, s.stepId] as const] : []))),
-      nextItem: 1,
+      nextItem: (carry?.itemSeq ?? 0) + 1,
     };
     this.#sessions.set(meta.sessionId, slot);
   }
@@ -74,7 +81,14 @@ export class MemorySessionStore implements SessionStore {
   async load(sessionId: string): Promise<SessionState | undefined> {
     const slot = this.#sessions.get(sessionId);
     if (!slot) return undefined;
-    return structuredClone({ meta: slot.meta, log: slot.log, queue: slot.queue, calls: [...slot.calls.values()] });
+    return structuredClone({
+      meta: slot.meta,
+      log: slot.log,
+      queue: slot.queue,
+      calls: [...slot.calls.values()],
+      sites: [...slot.sites],
+      itemSeq: slot.nextItem - 1,
+    });
   }
 
   async listSessions(tenant: string, limit: number): Promise<SessionMeta[]> {
@@ -149,7 +163,7 @@ export class MemorySessionStore implements SessionStore {
     slot.queue = [...structuredClone(commit.requeue), ...slot.queue.filter((q) => !dropped.has(q.itemId))];
     for (const callId of commit.dropCalls) {
       slot.calls.delete(callId);
-      for (const site of slot.sites) if (site.startsWith(`${callId}|`)) slot.sites.delete(site);
+      for (const site of slot.sites) if (site.startsWith(`${callId}|tool:`)) slot.sites.delete(site);
     }
     for (const stepId of commit.dropSteps) {
       const step = slot.steps.get(stepId);

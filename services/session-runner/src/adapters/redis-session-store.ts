@@ -8,6 +8,7 @@ import type {
   MessageEntry,
   NewQueuedItem,
   QueuedItem,
+  SessionCarry,
   SessionMeta,
   SessionState,
   StepRecord,
@@ -169,11 +170,26 @@ export class RedisSessionStore implements SessionStore {
 
   // ---------------------------------------------------------------- sessions
 
-  async createSession(meta: SessionMeta, log: LogEntry[], steps: StepRecord[], calls: CallRecord[]): Promise<void> {
-    const args: string[] = [JSON.stringify(meta), String(log.length), String(steps.length), String(calls.length)];
+  async createSession(
+    meta: SessionMeta,
+    log: LogEntry[],
+    steps: StepRecord[],
+    calls: CallRecord[],
+    carry?: SessionCarry,
+  ): Promise<void> {
+    const sites = carry?.sites ?? [];
+    const args: string[] = [
+      JSON.stringify(meta),
+      String(log.length),
+      String(steps.length),
+      String(calls.length),
+      String(sites.length),
+      String(carry?.itemSeq ?? 0),
+    ];
     for (const entry of log) args.push(JSON.stringify(entry));
     for (const step of steps) args.push(step.stepId, step.requestId ?? '', JSON.stringify(step));
     for (const call of calls) args.push(call.callId, JSON.stringify(call));
+    args.push(...sites);
     const reply = await this.#session('ctxCreateSession', meta.sessionId, args);
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) throw new Error(`session ${meta.sessionId} exists`);
@@ -189,15 +205,25 @@ export class RedisSessionStore implements SessionStore {
     const keys = this.#keys.session(sessionId);
     // One slot, one MULTI: a consistent snapshot of the session.
     const replies = await this.#guard(() =>
-      this.#client.multi().get(keys.meta).lrange(keys.log, 0, -1).lrange(keys.queue, 0, -1).hgetall(keys.calls).exec(),
+      this.#client
+        .multi()
+        .get(keys.meta)
+        .lrange(keys.log, 0, -1)
+        .lrange(keys.queue, 0, -1)
+        .hgetall(keys.calls)
+        .smembers(keys.sites)
+        .hget(keys.seq, 'item')
+        .exec(),
     );
     if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
     for (const [err] of replies) if (err) throw this.#wrap(err);
-    const [meta, log, queue, calls] = replies.map(([, value]) => value) as [
+    const [meta, log, queue, calls, sites, itemSeq] = replies.map(([, value]) => value) as [
       string | null,
       string[],
       string[],
       Record<string, string>,
+      string[],
+      string | null,
     ];
     if (meta === null) return undefined;
     return {
@@ -205,6 +231,8 @@ export class RedisSessionStore implements SessionStore {
       log: log.map((entry) => parse<LogEntry>(entry)),
       queue: queue.map((item) => parse<QueuedItem>(item)),
       calls: parseCalls(calls),
+      sites,
+      itemSeq: Number(itemSeq ?? 0),
     };
   }
 

@@ -829,11 +829,18 @@ export class ContextEngine {
       let log = state.log;
       let steps = await this.#deps.store.listSteps(sessionId);
       let calls = state.calls;
+      let sites = state.sites;
       if (input.atStepId !== undefined) {
         const target = await this.#target(sessionId, { toStepId: input.atStepId });
         log = state.log.slice(0, target.toLength);
         steps = target.keep;
         calls = state.calls.filter((c) => !target.callRemoved(c));
+        // As a rewind: the tool sites of calls the branch does not keep are not carried.
+        const cut = new Set(state.calls.filter(target.callRemoved).map((c) => c.callId));
+        sites = state.sites.filter((site) => {
+          const bar = site.indexOf('|');
+          return !(cut.has(site.slice(0, bar)) && site.startsWith('tool:', bar + 1));
+        });
       }
       const meta: SessionMeta = {
         ...structuredClone(state.meta),
@@ -844,7 +851,10 @@ export class ContextEngine {
         lastRequestEnd: Math.min(state.meta.lastRequestEnd ?? 0, log.length),
       };
       if (meta.run && meta.run.startLength > log.length) meta.run.open = false;
-      await this.#deps.store.createSession(meta, structuredClone(log), structuredClone(steps), structuredClone(calls));
+      await this.#deps.store.createSession(meta, structuredClone(log), structuredClone(steps), structuredClone(calls), {
+        sites: [...sites],
+        itemSeq: state.itemSeq,
+      });
       const agent = await this.#agentOf(state.meta);
       await this.#deps.stepContextFor(agent)?.copySession?.(sessionId, meta.sessionId);
       return meta;

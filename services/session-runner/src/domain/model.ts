@@ -150,6 +150,16 @@ export interface SessionState {
   log: LogEntry[];
   queue: QueuedItem[];
   calls: CallRecord[];
+  /** First-wins call sites recorded (`<callId>|<origin>:<site>`), in no particular order. */
+  sites: string[];
+  /** The last item number the store assigned: a branch continues from it, so item ids never collide. */
+  itemSeq: number;
+}
+
+/** What a branch carries over besides its log: call sites and the item counter (R10, R32). */
+export interface SessionCarry {
+  sites: string[];
+  itemSeq: number;
 }
 
 export type SkipReason = 'hook_error' | 'hook_timeout' | 'hook_invalid' | 'memory_too_large';

@@ -4,6 +4,7 @@ import type {
   LogEntry,
   NewQueuedItem,
   QueuedItem,
+  SessionCarry,
   SessionMeta,
   SessionState,
   StepRecord,
@@ -45,7 +46,11 @@ export interface RewindCommit {
   requeue: QueuedItem[];
   /** Queued items removed with their call (R29). */
   dropItems: string[];
-  /** Calls removed by the rewind, with their call sites (R29). */
+  /**
+   * Calls removed by the rewind (R29), with their TOOL call sites
+   * (`<callId>|tool:...`): a re-run of the call may add again. Hook sites stay,
+   * since a hook's items stay queued when its call goes.
+   */
   dropCalls: string[];
   /** Steps whose rows were truncated. */
   dropSteps: string[];
@@ -64,8 +69,17 @@ export interface SessionStore {
   replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<boolean>;
   getAgent(agentId: string): Promise<AgentRecord | undefined>;
 
-  /** Creates a session with an initial log (a branch copies one) and steps; never a queue. */
-  createSession(meta: SessionMeta, log: LogEntry[], steps: StepRecord[], calls: CallRecord[]): Promise<void>;
+  /**
+   * Creates a session with an initial log (a branch copies one), steps, calls and
+   * call sites; never a queue. Item ids continue after `carry.itemSeq`.
+   */
+  createSession(
+    meta: SessionMeta,
+    log: LogEntry[],
+    steps: StepRecord[],
+    calls: CallRecord[],
+    carry?: SessionCarry,
+  ): Promise<void>;
   /** Everything a step needs: meta, the whole log, the queue, the calls. */
   load(sessionId: string): Promise<SessionState | undefined>;
   /** Sessions of a tenant, newest first, at most `limit`. */

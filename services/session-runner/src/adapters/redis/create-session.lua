@@ -1,14 +1,16 @@
 --[[
-  Creates a session with an initial log, steps and calls (a branch copies them); never a queue.
+  Creates a session with an initial log, steps, calls and call sites (a branch copies them);
+  never a queue. The item counter starts at the source's, so item ids never collide.
 
   KEYS (all under the session's hash tag, in keys.ts SESSION_KEY_ORDER):
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
   ARGV:
     1 SessionMeta JSON
-    2 nLog    3 nSteps    4 nCalls
+    2 nLog    3 nSteps    4 nCalls    5 nSites    6 itemSeq (the last item number already used)
     then nLog LogEntry JSONs, in log order;
     then nSteps triples: stepId, requestId ('' for none), StepRecord JSON;
-    then nCalls pairs: callId, CallRecord JSON (their order is the calls' order).
+    then nCalls pairs: callId, CallRecord JSON (their order is the calls' order);
+    then nSites call-site strings.
   Returns:
      1  created
     -2  the session exists (nothing written)
@@ -20,11 +22,13 @@ end
 local nLog = tonumber(ARGV[2])
 local nSteps = tonumber(ARGV[3])
 local nCalls = tonumber(ARGV[4])
+local nSites = tonumber(ARGV[5])
+local itemSeq = tonumber(ARGV[6])
 
 -- Keys without a meta are leftovers of nothing valid: start clean.
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
 
-local i = 5
+local i = 7
 -- RPUSH in chunks: unpack() is bounded by the Lua C stack.
 local CHUNK = 1000
 local from = i
@@ -51,6 +55,14 @@ for order = 1, nCalls do
 end
 if nCalls > 0 then
   redis.call('HSET', KEYS[9], 'call', nCalls)
+end
+
+for _ = 1, nSites do
+  redis.call('SADD', KEYS[5], ARGV[i])
+  i = i + 1
+end
+if itemSeq > 0 then
+  redis.call('HSET', KEYS[9], 'item', itemSeq)
 end
 
 redis.call('SET', KEYS[1], ARGV[1])

@@ -10,7 +10,7 @@
     4 nRequeue  5 nDropItems  6 nDropCalls  7 nDropSteps
     then nRequeue QueuedItem JSONs (itemId their LAST property), placed before the queue in this order;
     then nDropItems item ids removed from the queue;
-    then nDropCalls call ids removed with their call sites;
+    then nDropCalls call ids removed with their tool call sites (`<callId>|tool:...`);
     then nDropSteps step ids removed with their request ids (which become free again).
   Returns:
      1  rewound
@@ -69,10 +69,10 @@ if nDropCalls > 0 then
     redis.call('HDEL', KEYS[6], ARGV[j])
     dropped[ARGV[j]] = true
   end
-  -- A site is `<callId>|<site>`: the call id is everything before the first '|'.
+  -- A site is `<callId>|<origin>:<site>`; only a tool's sites go with its call (hook items stay queued).
   for _, site in ipairs(redis.call('SMEMBERS', KEYS[5])) do
     local bar = string.find(site, '|', 1, true)
-    if bar and dropped[string.sub(site, 1, bar - 1)] then
+    if bar and dropped[string.sub(site, 1, bar - 1)] and string.sub(site, bar + 1, bar + 5) == 'tool:' then
       redis.call('SREM', KEYS[5], site)
     end
   end
