@@ -111,20 +111,50 @@ class KafkajsTopicAdmin implements TopicAdmin {
         await this.#admin.connect();
         this.#connected = true;
       }
-      // Resolves false (no error) when every topic already exists.
-      await this.#admin.createTopics({
-        waitForLeaders: true,
-        topics: topics.map((t) => ({
-          topic: t.name,
-          numPartitions: t.partitions,
-          replicationFactor: this.#options.replicationFactor,
-        })),
-      });
+      try {
+        // Resolves false (no error) when every topic already exists.
+        await this.#admin.createTopics({
+          waitForLeaders: false,
+          topics: topics.map((t) => ({
+            topic: t.name,
+            numPartitions: t.partitions,
+            replicationFactor: this.#options.replicationFactor,
+          })),
+        });
+      } catch (err) {
+        // A concurrent creator can win the race; that is success too.
+        const errors = (err as { errors?: { type?: string }[] }).errors;
+        if (!(Array.isArray(errors) && errors.length > 0 && errors.every((e) => e.type === 'TOPIC_ALREADY_EXISTS'))) {
+          throw err;
+        }
+      }
+      await this.#waitForLeaders(topics.map((t) => t.name));
     } catch (err) {
-      // A concurrent creator can win the race; that is success too.
-      const errors = (err as { errors?: { type?: string }[] }).errors;
-      if (Array.isArray(errors) && errors.length > 0 && errors.every((e) => e.type === 'TOPIC_ALREADY_EXISTS')) return;
       throw busUnavailable('ensureTopics failed', err);
+    }
+  }
+
+  /**
+   * Polls metadata until every partition has a leader. kafkajs's own
+   * `waitForLeaders` retries only "leader not available", while a KRaft broker
+   * answers "does not host this topic-partition" for a moment after creation.
+   */
+  async #waitForLeaders(names: string[]): Promise<void> {
+    const deadline = Date.now() + this.#options.requestTimeoutMs;
+    for (;;) {
+      try {
+        const { topics } = await this.#admin.fetchTopicMetadata({ topics: names });
+        if (
+          topics.length === names.length &&
+          topics.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))
+        ) {
+          return;
+        }
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+      }
+      if (Date.now() > deadline) throw new Error(`topics ${names.join(', ')} have no leader yet`);
+      await new Promise((resolve) => setTimeout(resolve, 100));
     }
   }
 
