@@ -123,7 +123,9 @@ export class TicketLoad {
         if (entries.length === 0) break;
         for (const { cursor, update } of entries) {
           const stream = `${session}|${update.ticket}`;
-          out.set(stream, [...(out.get(stream) ?? []), update.id]);
+          const ids = out.get(stream) ?? [];
+          ids.push(update.id);
+          out.set(stream, ids);
           if (cursor <= after) throw new Error(`cursor ${cursor} after ${after} in ${session}: not increasing`);
           after = cursor;
         }
