@@ -294,6 +294,15 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         expect(await store.listSessions(`nobody-${randomUUID()}`, 10)).toEqual([]);
       });
 
+      it('getMeta gives the meta alone, a copy; undefined for an unknown session', async () => {
+        const meta = await newSession();
+        const got = await store.getMeta(meta.sessionId);
+        expect(got).toEqual(meta);
+        got!.tenant = 'changed';
+        expect(await store.getMeta(meta.sessionId)).toEqual(meta);
+        expect(await store.getMeta(`ses_${randomUUID()}`)).toBeUndefined();
+      });
+
       it('putMeta replaces the meta of a session; false for an unknown session', async () => {
         const meta = await newSession();
         const next = { ...meta, thread: { live: meta.thread.live, staged: [{ id: 't', content: 'staged' }] } };

@@ -78,6 +78,11 @@ export class MemorySessionStore implements SessionStore {
     this.#sessions.set(meta.sessionId, slot);
   }
 
+  async getMeta(sessionId: string): Promise<SessionMeta | undefined> {
+    const slot = this.#sessions.get(sessionId);
+    return slot && structuredClone(slot.meta);
+  }
+
   async load(sessionId: string): Promise<SessionState | undefined> {
     const slot = this.#sessions.get(sessionId);
     if (!slot) return undefined;

@@ -201,6 +201,11 @@ export class RedisSessionStore implements SessionStore {
     );
   }
 
+  async getMeta(sessionId: string): Promise<SessionMeta | undefined> {
+    const meta = await this.#guard(() => this.#client.get(this.#keys.session(sessionId).meta));
+    return meta === null ? undefined : parse<SessionMeta>(meta);
+  }
+
   async load(sessionId: string): Promise<SessionState | undefined> {
     const keys = this.#keys.session(sessionId);
     // One slot, one MULTI: a consistent snapshot of the session.

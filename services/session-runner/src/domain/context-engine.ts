@@ -15,7 +15,7 @@ import type { MemoryRecall } from '../ports/memory-recall.ts';
 import type { SessionEvents } from '../ports/session-events.ts';
 import type { SessionStore } from '../ports/session-store.ts';
 import type { StepContextSource } from '../ports/step-context-source.ts';
-import type { RunnerTelemetry } from '../ports/telemetry.ts';
+import { type PassTrace, type RunnerTelemetry, untracedPass } from '../ports/telemetry.ts';
 import { foldActiveTools } from './active-tools.ts';
 import { type ContextInput, mergeBlocks, renderSystemPrefix, sameBlocks, toBlocks } from './context-blocks.ts';
 import { type HookOutcome, runHook } from './hook-batch.ts';
@@ -137,6 +137,8 @@ function decisionOf(call: CallRecord): ToolDecision {
 export class ContextEngine {
   readonly #deps: EngineDeps;
   readonly #locks = new KeyedMutex();
+  /** sessionId -> agentId, immutable once created; bounded. */
+  readonly #agentIds = new Map<string, string>();
   readonly #newId: (prefix: string) => string;
 
   constructor(deps: EngineDeps) {
@@ -237,12 +239,26 @@ export class ContextEngine {
     });
   }
 
+  /** The session's meta, refused as absent for another tenant (ownership without loading the log). */
+  async #owned(tenant: string, sessionId: string): Promise<SessionMeta> {
+    const meta = await this.#deps.store.getMeta(sessionId);
+    if (!meta || meta.tenant !== tenant)
+      throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    return meta;
+  }
+
   async #load(tenant: string, sessionId: string): Promise<SessionState> {
     const state = await this.#deps.store.load(sessionId);
     if (!state || state.meta.tenant !== tenant) {
       throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
     }
     return state;
+  }
+
+  #remember(sessionId: string, agentId: string) {
+    if (this.#agentIds.has(sessionId)) return;
+    if (this.#agentIds.size >= 10_000) this.#agentIds.delete(this.#agentIds.keys().next().value!);
+    this.#agentIds.set(sessionId, agentId);
   }
 
   async #agentOf(meta: SessionMeta): Promise<AgentRecord | undefined> {
@@ -261,7 +277,7 @@ export class ContextEngine {
     input: { sessionId: string; items: unknown; key?: string },
   ): Promise<{ recorded: number }> {
     const items = validateItems(input.items, 'app');
-    await this.#load(tenant, input.sessionId);
+    await this.#owned(tenant, input.sessionId);
     const at = new Date(this.#deps.clock.now()).toISOString();
     const dedupe =
       input.key === undefined ? undefined : { type: 'key' as const, key: input.key, fingerprint: fingerprint(items) };
@@ -413,23 +429,42 @@ export class ContextEngine {
     input: { mode?: StepMode; requestId?: string } = {},
   ): Promise<StepResult> {
     const mode = input.mode ?? 'first';
-    return this.#locks.run(sessionId, () => this.#pass(tenant, sessionId, mode, input.requestId));
+    return this.#locks.run(sessionId, () => this.#tracedPass(tenant, sessionId, mode, input.requestId));
   }
 
-  async #pass(tenant: string, sessionId: string, mode: StepMode, requestId: string | undefined): Promise<StepResult> {
+  /** The pass inside the telemetry's context-pass span, when the telemetry has one. */
+  #tracedPass(tenant: string, sessionId: string, mode: StepMode, requestId: string | undefined): Promise<StepResult> {
+    const { telemetry } = this.#deps;
+    if (!telemetry.contextPass) return this.#pass(tenant, sessionId, mode, requestId, untracedPass);
+    return telemetry.contextPass({ sessionId, mode }, (trace) => this.#pass(tenant, sessionId, mode, requestId, trace));
+  }
+
+  async #pass(
+    tenant: string,
+    sessionId: string,
+    mode: StepMode,
+    requestId: string | undefined,
+    trace: PassTrace,
+  ): Promise<StepResult> {
     const started = performance.now();
+    let linked: HookOutcome | undefined;
     let hookMemo: { cursor: Cursor | undefined; outcome: HookOutcome } | undefined;
     for (let attempt = 0; attempt < 5; attempt++) {
-      const state = await this.#load(tenant, sessionId);
-      if (requestId !== undefined) {
-        const done = await this.#deps.store.getStep(sessionId, { requestId });
-        if (done) return this.#replay(state, done);
-      }
-      const agent = await this.#agentOf(state.meta);
+      // One round trip: the session, its agent (a session never changes agent) and a committed request.
+      const knownAgent = this.#agentIds.get(sessionId);
+      const [state, done, cachedAgent] = await Promise.all([
+        this.#load(tenant, sessionId),
+        requestId === undefined ? undefined : this.#deps.store.getStep(sessionId, { requestId }),
+        knownAgent === undefined ? undefined : this.#deps.store.getAgent(knownAgent),
+      ]);
+      if (done) return this.#replay(state, done);
+      const agent = knownAgent === undefined ? await this.#agentOf(state.meta) : cachedAgent;
+      if (state.meta.agentId !== undefined) this.#remember(sessionId, state.meta.agentId);
       const now = this.#deps.clock.now();
       const at = new Date(now).toISOString();
       const meta = structuredClone(state.meta);
       const stepId = this.#newId('stp');
+      trace.step(stepId);
 
       const freshRun = !meta.run?.open;
       if (freshRun) {
@@ -481,7 +516,12 @@ export class ContextEngine {
         }
         const outcome = hookMemo.outcome;
         if (outcome.type === 'skipped') skipped.push({ reason: outcome.reason, message: outcome.message });
-        if (outcome.type === 'batch') for (const item of outcome.items) addRow(item, {}, outcome.cursor);
+        if (outcome.type === 'batch') {
+          for (const item of outcome.items) addRow(item, {}, outcome.cursor);
+          // The updates behind these rows: linked once, however often the commit is retried.
+          if (linked !== outcome && outcome.traceparents.length > 0) trace.link(outcome.traceparents);
+          linked = outcome;
+        }
       }
 
       // 3. Memory auto-inject (R34): once per user turn, again after a rewind removed it.
@@ -525,13 +565,18 @@ export class ContextEngine {
       meta.lastStepAt = now;
       meta.lastRequestEnd = log.length;
 
-      const result = await this.#deps.store.commitStep(sessionId, {
-        step,
-        rows,
-        drain: state.queue.map((q) => q.itemId),
-        expectedLogLength: state.log.length,
-        meta,
-      });
+      const commit = () =>
+        this.#deps.store.commitStep(sessionId, {
+          step,
+          rows,
+          drain: state.queue.map((q) => q.itemId),
+          expectedLogLength: state.log.length,
+          meta,
+        });
+      const { telemetry } = this.#deps;
+      const result = telemetry.storeCommit
+        ? await telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
+        : await commit();
       if (result.outcome === 'duplicate') return this.#replay(await this.#load(tenant, sessionId), result.step);
       if (result.outcome === 'conflict') continue;
 
@@ -580,9 +625,15 @@ export class ContextEngine {
     const requestText = JSON.stringify(request.messages);
     let reused = 0;
     if (previousSystem !== undefined && previousEnd !== undefined) {
-      const previous = renderRequest(previousSystem, previousLog.slice(0, previousEnd), tools, []);
-      const previousText = JSON.stringify(previous.messages);
-      reused = sharedPrefixBytes(previousText.slice(0, -1), requestText);
+      if (previousSystem === step.system) {
+        // The log is append-only up to `previousEnd` (a rewind lowers it), so the previous
+        // request is the first messages of this one: its bytes, without the closing bracket.
+        const systemCount = step.system.length > 0 ? 1 : 0;
+        reused = Buffer.byteLength(JSON.stringify(request.messages.slice(0, systemCount + previousEnd))) - 1;
+      } else {
+        const previous = renderRequest(previousSystem, previousLog.slice(0, previousEnd), tools, []);
+        reused = sharedPrefixBytes(JSON.stringify(previous.messages).slice(0, -1), requestText);
+      }
     }
     telemetry.stepCommitted({
       sessionId,
@@ -818,7 +869,7 @@ export class ContextEngine {
       const steps = await this.#deps.store.listSteps(sessionId);
       const first = run ? steps.find((s) => s.runId === run.runId) : undefined;
       if (first) await this.#rewind(tenant, sessionId, { beforeStepId: first.stepId });
-      return this.#pass(tenant, sessionId, 'retry', input.requestId);
+      return this.#tracedPass(tenant, sessionId, 'retry', input.requestId);
     });
   }
 

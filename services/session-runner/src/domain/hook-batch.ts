@@ -4,7 +4,7 @@ import type { SkipReason } from './model.ts';
 
 export type HookOutcome =
   | { type: 'none' }
-  | { type: 'batch'; items: SourcedItem[]; cursor?: Cursor; leftOut: number }
+  | { type: 'batch'; items: SourcedItem[]; cursor?: Cursor; leftOut: number; traceparents: readonly string[] }
   | { type: 'skipped'; reason: SkipReason; message: string };
 
 const TIMEOUT = Symbol('timeout');
@@ -70,9 +70,13 @@ export async function runHook(
     }, limits.timeoutMs);
   });
   let raw: unknown;
+  let traceparents: readonly string[] = [];
+  const traced = (t: readonly string[]) => {
+    if (!controller.signal.aborted) traceparents = [...t];
+  };
   try {
     const call = Promise.resolve().then(() =>
-      source.fetch({ ...request, maxBytes: limits.maxBytes, signal: controller.signal }),
+      source.fetch({ ...request, maxBytes: limits.maxBytes, signal: controller.signal, traced }),
     );
     call.catch(() => {}); // a late rejection after the timeout is not unhandled
     raw = await Promise.race([call, timeout]);
@@ -104,6 +108,7 @@ export async function runHook(
     type: 'batch',
     items: fitted.items,
     leftOut: fitted.leftOut,
+    traceparents,
     ...(parsed.cursor === undefined ? {} : { cursor: parsed.cursor }),
   };
 }

@@ -80,6 +80,8 @@ export interface SessionStore {
     calls: CallRecord[],
     carry?: SessionCarry,
   ): Promise<void>;
+  /** The session's meta alone (ownership checks); undefined when absent. */
+  getMeta(sessionId: string): Promise<SessionMeta | undefined>;
   /** Everything a step needs: meta, the whole log, the queue, the calls. */
   load(sessionId: string): Promise<SessionState | undefined>;
   /** Sessions of a tenant, newest first, at most `limit`. */

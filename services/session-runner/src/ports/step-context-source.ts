@@ -9,6 +9,12 @@ export interface StepContextRequest {
   maxBytes: number;
   /** Fires at the time limit (R25). */
   signal: AbortSignal;
+  /**
+   * A source that knows the trace context of what its batch carries (the
+   * ticket feed) hands the W3C traceparents here before `fetch` resolves; the
+   * context pass links its span to them. Never part of the result itself.
+   */
+  traced?(traceparents: readonly string[]): void;
 }
 
 /**
