@@ -36,8 +36,8 @@ const RESTARTS = 2;
 describe('fault: a Redis restart under load', () => {
   const cleanups: (() => Promise<unknown>)[] = [];
   afterAll(async () => {
-    await stopAll();
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await stopAll();
   });
 
   it('kill -9 and restart of an AOF-always Redis twice, then SCRIPT FLUSH, under ticket and step load: scripts recovered, every id once', async () => {

@@ -40,8 +40,8 @@ const KILLS = ['aimed', 'random', 'aimed', 'aimed'] as const;
 describe('fault: kill -9 of the session-runner between commit and answer', () => {
   const cleanups: (() => Promise<unknown>)[] = [];
   afterAll(async () => {
-    await stopAll();
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await stopAll();
   });
 
   it('random and aimed kill -9 while step requests stream: each requestId committed once, every request answered with its one step', async () => {

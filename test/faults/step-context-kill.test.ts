@@ -28,8 +28,8 @@ const UPDATES = 2_000;
 describe('fault: kill -9 of the step-context consumer mid-stream', () => {
   const cleanups: (() => Promise<unknown>)[] = [];
   afterAll(async () => {
-    await stopAll();
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await stopAll();
   });
 
   it('2,000 updates, two kill -9 and restarts: every update lands once per subscribed session, in ticket order', async () => {
@@ -39,6 +39,7 @@ describe('fault: kill -9 of the step-context consumer mid-stream', () => {
     const prefix = `fault:${run}`;
     const groupId = `fault-step-context-${run}`;
     const redis = new Redis(redisUrl);
+    redis.on('error', () => {});
     cleanups.push(async () => {
       await deletePrefix(redis, prefix);
       redis.disconnect();
