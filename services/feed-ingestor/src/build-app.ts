@@ -1,22 +1,27 @@
-import { installErrorHandler } from '@ctxflow/service-kit';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { createServer } from '@ctxflow/service-kit';
+import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
 import { type FeedRoutesDeps, feedRoutes } from './feed-routes.ts';
 
 export interface FeedAppDeps extends FeedRoutesDeps {
   /** A pino logger (service-kit's createLogger redacts signatures); none: no logs. */
   logger?: FastifyBaseLogger;
+  /** Prometheus text for `GET /metrics` (startTelemetry's metricsText); none: an empty exposition. */
+  metricsText?: () => Promise<string>;
+  /** Probes of `GET /readyz` (Kafka, Redis, not stopping): name -> throws when not ready. */
+  readiness?: Record<string, () => Promise<void>>;
 }
 
 /**
- * The feed-ingestor's HTTP app: `/feeds/<source>` plus `/healthz` and
- * `/readyz`. Never listens; main.ts does, tests call `app.inject()`.
+ * The feed-ingestor's HTTP app: `/feeds/<source>` plus `/healthz`, `/readyz`
+ * and `/metrics`. Never listens; main.ts does, tests call `app.inject()`.
  */
 export async function buildFeedApp(deps: FeedAppDeps): Promise<FastifyInstance> {
-  const { logger, ...routeDeps } = deps;
-  const app: FastifyInstance = logger ? Fastify({ loggerInstance: logger }) : Fastify({ logger: false });
-  installErrorHandler(app);
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/readyz', async () => ({ status: 'ready' }));
+  const { logger, metricsText, readiness, ...routeDeps } = deps;
+  const app = createServer({
+    ...(logger ? { logger } : {}),
+    ...(metricsText ? { metricsText } : {}),
+    ...(readiness ? { readiness } : {}),
+  });
   await app.register(feedRoutes, routeDeps);
   return app;
 }

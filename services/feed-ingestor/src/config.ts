@@ -1,10 +1,7 @@
 import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
-import { parseConfig } from '@ctxflow/service-kit';
+import { blank, hostListVar, kafkaClientVar, logLevelVar, parseConfig, portVar, redisUrlVar } from '@ctxflow/service-kit';
 import { z } from 'zod';
 import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
-
-/** An unset or empty variable is absent. */
-const blank = <S extends z.ZodType>(schema: S) => z.preprocess((v) => (v === '' ? undefined : v), schema);
 
 const secret = blank(z.string().min(1).optional());
 
@@ -15,7 +12,7 @@ const secret = blank(z.string().min(1).optional());
 export const feedConfigSchema = z
   .object({
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
-    CTXFLOW_FEED_PORT: blank(z.coerce.number().int().min(0).max(65_535).default(8081)),
+    CTXFLOW_FEED_PORT: portVar(8081),
     CTXFLOW_FEED_SECRET_GENERIC: secret,
     CTXFLOW_FEED_SECRET_GITHUB: secret,
     CTXFLOW_FEED_SECRET_JIRA: secret,
@@ -30,23 +27,12 @@ export const feedConfigSchema = z
     ),
     CTXFLOW_FEED_DEDUPE_TTL_MS: blank(z.coerce.number().int().min(1000).default(DEFAULT_RETAIN_MS)),
     CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
-    KAFKA_BROKERS: blank(
-      z
-        .string()
-        .transform((s) =>
-          s
-            .split(',')
-            .map((b) => b.trim())
-            .filter(Boolean),
-        )
-        .pipe(z.array(z.string().regex(/^[^\s:]+:\d+$/, 'expected host:port')).min(1))
-        .optional(),
-    ),
-    KAFKA_CLIENT: blank(z.enum(['kafkajs', 'platformatic']).default('kafkajs')),
+    KAFKA_BROKERS: hostListVar(),
+    KAFKA_CLIENT: kafkaClientVar(),
     /** Partitions of the ticket-updates topic when this service creates it (keyed by `${source}:${ticket}`). */
     CTXFLOW_TICKET_UPDATE_PARTITIONS: blank(z.coerce.number().int().min(1).max(1024).default(12)),
-    CTXFLOW_LOG_LEVEL: blank(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info')),
-    REDIS_URL: blank(z.url({ protocol: /^rediss?$/ }).optional()),
+    CTXFLOW_LOG_LEVEL: logLevelVar(),
+    REDIS_URL: redisUrlVar(),
   })
   .transform((env) => {
     const secrets: Partial<Record<FeedSource, string>> = {};

@@ -9,6 +9,17 @@ import {
   TOPICS,
   ticketKey,
 } from '@ctxflow/contracts';
+import {
+  ATTR_FEED_EVENT_ID,
+  ATTR_FEED_SOURCE,
+  ATTR_TICKET,
+  ATTR_TOPIC,
+  type FeedTelemetry,
+  injectTraceContext,
+  noopFeedTelemetry,
+  SPAN_PUBLISH,
+  SPAN_WEBHOOK_INGEST,
+} from '@ctxflow/telemetry';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { DeliveryLedger } from './delivery-ledger.ts';
 import { FEEDS } from './feeds.ts';
@@ -35,6 +46,13 @@ export interface FeedRoutesDeps {
   leaseMs?: number;
   retainMs?: number;
   retryAfterSeconds?: number;
+  /**
+   * Ingest and refusal counters, and the spans: one `ctxflow.webhook.ingest`
+   * (SERVER, child of an incoming `traceparent`) per delivery with a
+   * `ctxflow.update.publish` (PRODUCER) inside it, whose trace context rides
+   * in the record's `traceparent` / `tracestate` headers. Default: none.
+   */
+  telemetry?: FeedTelemetry;
 }
 
 /** Fastify's own refusals in this scope, mapped to public codes. */
@@ -83,6 +101,7 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   const retainMs = deps.retainMs ?? DEFAULT_RETAIN_MS;
   const retryAfter = String(deps.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_S);
   const { publisher, ledger, secrets } = deps;
+  const telemetry = deps.telemetry ?? noopFeedTelemetry;
 
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: maxBodyBytes }, (_request, body, done) =>
@@ -91,6 +110,8 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const known = isCtxflowError(err) ? err : fromFastify(err, maxBodyBytes);
+    const source = FEED_SOURCES.find((s) => request.routeOptions.url?.endsWith(`/feeds/${s}`));
+    if (source) telemetry.refused({ source, reason: known?.code ?? 'internal_error' });
     if (!known) {
       request.log.error({ errName: err.name, errCode: err.code }, 'feed request failed');
       return reply.status(500).send(errorBody(new CtxflowError('internal_error', 'internal error')));
@@ -113,9 +134,25 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
       throw new CtxflowError('bus_unavailable', `delivery ${update.id} is being published by another request; retry`);
     }
     try {
-      await publisher.publish(TOPICS.ticketUpdates, [
-        { key: ticketKey(update), value: JSON.stringify(update), headers: { 'ctxflow-record-id': update.id } },
-      ]);
+      const attributes = {
+        [ATTR_TOPIC]: TOPICS.ticketUpdates,
+        [ATTR_TICKET]: update.ticket,
+        [ATTR_FEED_EVENT_ID]: update.id,
+      };
+      await telemetry.withSpan(
+        SPAN_PUBLISH,
+        attributes,
+        // The record carries this span's context: step-context continues the trace from it.
+        () =>
+          publisher.publish(TOPICS.ticketUpdates, [
+            {
+              key: ticketKey(update),
+              value: JSON.stringify(update),
+              headers: injectTraceContext({ 'ctxflow-record-id': update.id }),
+            },
+          ]),
+        { kind: 'producer' },
+      );
     } catch (cause) {
       // If the release fails too, the lease still ends after leaseMs and frees the id.
       await ledger.release(update.id).catch(() => request.log.warn({ id: update.id }, 'delivery lease not released'));
@@ -130,32 +167,42 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
 
   for (const source of FEED_SOURCES) {
     const feed = FEEDS[source];
-    app.post(`/feeds/${source}`, { bodyLimit: maxBodyBytes }, async (request: FastifyRequest, reply: FastifyReply) => {
-      const secret = secrets[source];
-      if (!secret) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
-      // Only this scope's application/json parser yields a Buffer; another media type was parsed by another parser.
-      if (request.body !== undefined && !Buffer.isBuffer(request.body)) {
-        throw new CtxflowError('validation_error', 'content-type: expected application/json');
-      }
-      const rawBody = request.body ?? Buffer.alloc(0);
-      const now = clock();
-      feed.verify({ headers: request.headers, rawBody }, secret, now);
-      const body = parseJson(rawBody);
-      const outcome = feed.normalize({ headers: request.headers, body, receivedAt: new Date(now).toISOString() });
-      if ('ignored' in outcome) {
-        request.log.info({ source, reason: outcome.ignored }, 'feed event ignored');
-        return reply.status(202).send({ ignored: true });
-      }
-      const { update } = outcome;
-      const result = await publishOnce(update, request);
-      request.log.info({ source, id: update.id, ticket: update.ticket, result }, 'feed delivery accepted');
-      return reply
-        .status(202)
-        .send(
-          result === 'duplicate'
-            ? { accepted: true, id: update.id, duplicate: true }
-            : { accepted: true, id: update.id },
-        );
-    });
+    app.post(`/feeds/${source}`, { bodyLimit: maxBodyBytes }, (request: FastifyRequest, reply: FastifyReply) =>
+      telemetry.withSpan(
+        SPAN_WEBHOOK_INGEST,
+        { [ATTR_FEED_SOURCE]: source },
+        async (span) => {
+          const secret = secrets[source];
+          if (!secret) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
+          // Only this scope's application/json parser yields a Buffer; another media type was parsed by another parser.
+          if (request.body !== undefined && !Buffer.isBuffer(request.body)) {
+            throw new CtxflowError('validation_error', 'content-type: expected application/json');
+          }
+          const rawBody = request.body ?? Buffer.alloc(0);
+          const now = clock();
+          feed.verify({ headers: request.headers, rawBody }, secret, now);
+          const body = parseJson(rawBody);
+          const outcome = feed.normalize({ headers: request.headers, body, receivedAt: new Date(now).toISOString() });
+          if ('ignored' in outcome) {
+            request.log.info({ source, reason: outcome.ignored }, 'feed event ignored');
+            return reply.status(202).send({ ignored: true });
+          }
+          const { update } = outcome;
+          span.setAttributes({ [ATTR_FEED_EVENT_ID]: update.id, [ATTR_TICKET]: update.ticket });
+          const result = await publishOnce(update, request);
+          telemetry.ingested({ source });
+          request.log.info({ source, id: update.id, ticket: update.ticket, result }, 'feed delivery accepted');
+          return reply
+            .status(202)
+            .send(
+              result === 'duplicate'
+                ? { accepted: true, id: update.id, duplicate: true }
+                : { accepted: true, id: update.id },
+            );
+        },
+        // A sender that traces its webhooks (traceparent header) becomes the parent.
+        { kind: 'server', parentHeaders: request.headers },
+      ),
+    );
   }
 };

@@ -1,6 +1,7 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
-import { ConfigError, createLogger } from '@ctxflow/service-kit';
+import { ConfigError, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
+import { createFeedTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { Redis } from 'ioredis';
 import { buildFeedApp } from './build-app.ts';
 import { loadFeedConfig } from './config.ts';
@@ -25,6 +26,7 @@ async function main() {
     throw err;
   }
   const logger = createLogger({ service: 'feed-ingestor', level: config.logLevel });
+  const telemetry = startTelemetry({ serviceName: 'ctxflow-feed-ingestor' });
   const bus = createBus({
     brokers: config.kafkaBrokers,
     client: config.kafkaClient,
@@ -32,14 +34,18 @@ async function main() {
     log: logger,
   });
   await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: config.ticketUpdatePartitions }]);
-  const ledger: DeliveryLedger = config.redisUrl
-    ? new RedisDeliveryLedger({
-        redis: new Redis(config.redisUrl, { maxRetriesPerRequest: 2 }),
-        prefix: config.redisPrefix,
-        ownsClient: true,
-      })
+  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2 }) : undefined;
+  const ledger: DeliveryLedger = redis
+    ? new RedisDeliveryLedger({ redis, prefix: config.redisPrefix, ownsClient: true })
     : new MemoryDeliveryLedger();
   if (!config.kafkaBrokers) logger.warn('no KAFKA_BROKERS: ticket updates go to an in-memory bus in this process only');
+  const lifecycle = handleShutdown('feed-ingestor', logger, () => [
+    { name: 'http', run: () => app.close() }, // new requests refused, in-flight deliveries finish (published or not)
+    { name: 'publisher', run: () => bus.publisher.close() },
+    { name: 'admin', run: () => bus.admin.close() },
+    { name: 'ledger', run: () => ledger.close() },
+    { name: 'telemetry', run: () => telemetry.shutdown() },
+  ]);
   const app = await buildFeedApp({
     publisher: bus.publisher,
     ledger,
@@ -47,23 +53,23 @@ async function main() {
     maxBodyBytes: config.maxBodyBytes,
     retainMs: config.dedupeTtlMs,
     logger,
+    telemetry: createFeedTelemetry(),
+    metricsText: () => telemetry.metricsText(),
+    readiness: {
+      accepting: () => lifecycle.notStopping(),
+      ...(config.kafkaBrokers
+        ? {
+            kafka: withinMs(
+              () => bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: config.ticketUpdatePartitions }]),
+              3_000,
+            ),
+          }
+        : {}),
+      ...(redis ? { redis: withinMs(() => redis.ping(), 2_000) } : {}),
+    },
   });
   await app.listen({ host: config.host, port: config.port });
   logger.info({ host: config.host, port: config.port, feeds: Object.keys(config.secrets) }, 'feed-ingestor: listening');
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping: finishing in-flight deliveries');
-    await app.close();
-    await bus.publisher.close();
-    await bus.admin.close();
-    await ledger.close();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
 }
 
 await main();

@@ -1,6 +1,6 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
-import { ConfigError, createAuthenticator, createLogger } from '@ctxflow/service-kit';
+import { ConfigError, createAuthenticator, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
 import { createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { Cluster, Redis } from 'ioredis';
 import { HttpStepContext } from './adapters/http-step-context.ts';
@@ -84,6 +84,14 @@ async function main() {
     });
   }
 
+  const lifecycle = handleShutdown('session-runner', logger, () => [
+    { name: 'http', run: () => app.close() }, // new requests refused; in-flight HTTP steps commit and answer
+    { name: 'consumer', run: async () => consumer?.close() }, // the in-flight step request finishes, offsets commit
+    { name: 'publisher', run: () => bus.publisher.close() },
+    { name: 'admin', run: () => bus.admin.close() },
+    { name: 'redis', run: async () => redis?.disconnect() },
+    { name: 'telemetry', run: () => telemetry.shutdown() },
+  ]);
   const app = buildRunnerApp({
     engine,
     authenticate: createAuthenticator(config.apiKeys),
@@ -91,8 +99,9 @@ async function main() {
     metricsText: () => telemetry.metricsText(),
     openRoutes: [inspectorRoutes],
     readiness: {
-      ...(redis ? { redis: async () => void (await redis.ping()) } : {}),
-      ...(consumer ? { kafka: () => consumer.ready() } : {}),
+      accepting: () => lifecycle.notStopping(),
+      ...(redis ? { redis: withinMs(() => redis.ping(), 2_000) } : {}),
+      ...(consumer ? { kafka: withinMs(() => consumer.ready(), 2_000) } : {}),
     },
   });
   await app.listen({ host: config.host, port: config.port });
@@ -100,22 +109,6 @@ async function main() {
     { port: config.port, redis: Boolean(redis), kafka: Boolean(config.kafkaBrokers) },
     'session-runner: listening',
   );
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'session-runner: stopping');
-    await app.close(); // in-flight HTTP steps finish first
-    await consumer?.close(); // the in-flight step request finishes, offsets commit
-    await bus.publisher.close();
-    await bus.admin.close();
-    redis?.disconnect();
-    await telemetry.shutdown();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
 }
 
 await main();

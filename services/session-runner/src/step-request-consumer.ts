@@ -1,5 +1,6 @@
 import type { IncomingRecord, Publisher, Subscriber, Subscription } from '@ctxflow/bus';
 import { isCtxflowError, stepRequestSchema, TOPICS } from '@ctxflow/contracts';
+import { withRemoteParent } from '@ctxflow/telemetry';
 import type { ContextEngine } from './domain/context-engine.ts';
 import type { SessionStore } from './ports/session-store.ts';
 
@@ -72,7 +73,8 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
     topic: TOPICS.stepRequests,
     groupId: deps.groupId ?? STEP_CONSUMER_GROUP,
     async handle(records) {
-      for (const record of records) await handleOne(record);
+      // A request sent with a traceparent header makes its context pass part of the sender's trace.
+      for (const record of records) await withRemoteParent(record.headers, () => handleOne(record));
     },
   });
   return subscription;

@@ -10,6 +10,12 @@ import type { TicketUpdate } from '@ctxflow/contracts';
 export interface BatchEntry {
   cursor: number;
   update: TicketUpdate;
+  /**
+   * W3C traceparent of the span that applied the update (step-context's
+   * `ctxflow.step_context.apply`), when it was traced: the runner links the
+   * context pass that delivers the entry to it. Absent on untraced entries.
+   */
+  traceparent?: string;
 }
 
 /**
@@ -64,9 +70,15 @@ export interface BatchStore {
    * Exactly-once consumption: appends `update` to every session in `sessionIds`
    * (each as `append` would) AND records `position` as consumed, atomically.
    * A position at or below the stored one for its topic and partition is
-   * refused whole (`applied: false`), nothing written.
+   * refused whole (`applied: false`), nothing written. `trace.traceparent`,
+   * when given, is stored with each appended entry (see BatchEntry).
    */
-  applyUpdate(update: TicketUpdate, sessionIds: readonly string[], position: ConsumedPosition): Promise<ApplyResult>;
+  applyUpdate(
+    update: TicketUpdate,
+    sessionIds: readonly string[],
+    position: ConsumedPosition,
+    trace?: { traceparent?: string },
+  ): Promise<ApplyResult>;
   /** Records a consumed position that carried nothing to apply (a poison record); never moves backwards. */
   recordOffset(position: ConsumedPosition): Promise<void>;
   /** The next offset to read for a partition (the stored one plus 1), or undefined when none is stored. */

@@ -12,6 +12,13 @@ export interface FeedRequest {
   /** The batch limit: UTF-8 bytes of `JSON.stringify({ items, cursor })`. */
   maxBytes: number;
   signal: AbortSignal;
+  /**
+   * Receives the W3C traceparents stored with the entries the returned batch
+   * covers (in cursor order; entries without one are left out), before
+   * `fetch` resolves. Not called when there are none. The runner links its
+   * context pass to them.
+   */
+  traced?(traceparents: readonly string[]): void;
 }
 
 /** One notice as the runner receives it; `source` is what the runner would force anyway. */
@@ -60,7 +67,12 @@ export class FeedStepContext {
     });
     request.signal.throwIfAborted();
     if (entries.length === 0) return undefined;
-    return fitEntries(entries, request.maxBytes);
+    const batch = fitEntries(entries, request.maxBytes);
+    if (request.traced) {
+      const traceparents = entries.flatMap((e) => (e.cursor <= batch.cursor && e.traceparent ? [e.traceparent] : []));
+      if (traceparents.length > 0) request.traced(traceparents);
+    }
+    return batch;
   }
 
   /**

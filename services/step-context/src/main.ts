@@ -1,6 +1,7 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
-import { ConfigError, createAuthenticator, createLogger } from '@ctxflow/service-kit';
+import { ConfigError, createAuthenticator, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
+import { createConsumerTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { Cluster, Redis } from 'ioredis';
 import type { BatchStore } from './batch-store.ts';
 import { buildStepContextApp } from './build-app.ts';
@@ -35,6 +36,7 @@ function sessionTimeout(ms: number | undefined) {
 async function main() {
   const config = loadConfig();
   const logger = createLogger({ service: 'step-context', level: config.logLevel });
+  const telemetry = startTelemetry({ serviceName: 'ctxflow-step-context' });
 
   let redis: Redis | Cluster | undefined;
   if (config.redisClusterNodes) {
@@ -67,9 +69,19 @@ async function main() {
     batches,
     subscriptions,
     log: logger,
+    telemetry: createConsumerTelemetry(),
     ...(config.groupId ? { groupId: config.groupId } : {}),
   });
   await service.start();
+
+  const lifecycle = handleShutdown('step-context', logger, () => [
+    { name: 'http', run: () => app.close() }, // new requests refused, in-flight hook reads finish
+    { name: 'consumer', run: () => service.stop() }, // the in-flight batch finishes; its offsets are already in Redis
+    { name: 'publisher', run: () => bus.publisher.close() },
+    { name: 'admin', run: () => bus.admin.close() },
+    { name: 'redis', run: async () => redis?.disconnect() },
+    { name: 'telemetry', run: () => telemetry.shutdown() },
+  ]);
 
   const app = buildStepContextApp({
     subscriptions,
@@ -81,28 +93,19 @@ async function main() {
     }),
     authenticate: createAuthenticator(config.apiKeys),
     logger,
-    readiness: redis ? { redis: async () => void (await redis.ping()) } : {},
+    metricsText: () => telemetry.metricsText(),
+    readiness: {
+      accepting: () => lifecycle.notStopping(),
+      // Listening starts only after the consumer joined its group and has its assignment.
+      ...(config.kafkaBrokers ? { kafka: withinMs(() => service.ready(), 2_000) } : {}),
+      ...(redis ? { redis: withinMs(() => redis.ping(), 2_000) } : {}),
+    },
   });
   await app.listen({ host: config.host, port: config.port });
   logger.info(
     { port: config.port, redis: Boolean(redis), kafka: Boolean(config.kafkaBrokers) },
     'step-context: listening',
   );
-
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'step-context: stopping');
-    await app.close();
-    await service.stop(); // the in-flight batch finishes; its offsets are already in Redis
-    await bus.publisher.close();
-    await bus.admin.close();
-    redis?.disconnect();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
 }
 
 await main();

@@ -72,7 +72,7 @@ export class MemoryBatchStore implements BatchStore {
           marks: new Map([...from.marks].map(([k, v]) => [k, { ...v }])),
         }
       : { entries: [], seq: 0, ids: new Set(), marks: new Map() };
-    for (const entry of existing?.entries ?? []) this.#append(target, entry.update);
+    for (const entry of existing?.entries ?? []) this.#append(target, entry.update, entry.traceparent);
     this.#streams.set(toSessionId, target);
   }
 
@@ -80,6 +80,7 @@ export class MemoryBatchStore implements BatchStore {
     update: TicketUpdate,
     sessionIds: readonly string[],
     position: ConsumedPosition,
+    trace: { traceparent?: string } = {},
   ): Promise<ApplyResult> {
     const offsetKey = `${position.topic}\u0000${position.partition}`;
     const offset = canonicalOffset(position.offset);
@@ -87,7 +88,7 @@ export class MemoryBatchStore implements BatchStore {
     if (stored !== undefined && compareOffsets(offset, stored) <= 0) return { applied: false };
     const sessions: Record<string, AppendOutcome> = {};
     for (const sessionId of sessionIds) {
-      sessions[sessionId] = this.#append(this.#stream(sessionId), structuredClone(update));
+      sessions[sessionId] = this.#append(this.#stream(sessionId), structuredClone(update), trace.traceparent);
     }
     this.#offsets.set(offsetKey, offset);
     return { applied: true, sessions };
@@ -114,13 +115,13 @@ export class MemoryBatchStore implements BatchStore {
     return stream;
   }
 
-  #append(stream: SessionStream, update: TicketUpdate): AppendOutcome {
+  #append(stream: SessionStream, update: TicketUpdate, traceparent?: string): AppendOutcome {
     if (stream.ids.has(update.id)) return { outcome: 'duplicate' };
     const key = ticketKey(update);
     const mark = stream.marks.get(key);
     if (isStale(mark, update)) return { outcome: 'stale' };
     stream.seq += 1;
-    stream.entries.push({ cursor: stream.seq, update });
+    stream.entries.push({ cursor: stream.seq, update, ...(traceparent ? { traceparent } : {}) });
     stream.ids.add(update.id);
     stream.marks.set(key, nextMark(mark, update));
     return { outcome: 'appended', cursor: stream.seq };

@@ -82,7 +82,17 @@ export class RedisBatchStore implements BatchStore {
   async append(sessionId: string, update: TicketUpdate): Promise<AppendOutcome> {
     const s = this.#keys.session(sessionId);
     const result = await this.#guard(() =>
-      this.#redis.ctxApplyUpdate(5, s.offsets, s.stream, s.seq, s.ids, s.marks, '', '', ...updateArgs(update)),
+      this.#redis.ctxApplyUpdate(
+        5,
+        s.offsets,
+        s.stream,
+        s.seq,
+        s.ids,
+        s.marks,
+        '',
+        '',
+        ...updateArgs(update, undefined),
+      ),
     );
     return outcomeOf(firstCode(result));
   }
@@ -105,7 +115,8 @@ export class RedisBatchStore implements BatchStore {
         if (bytes > limits.maxBytes) break;
         const json = fieldValue(fields, 'update');
         const cursor = Number.parseInt(id, 10);
-        out.push({ cursor, update: JSON.parse(json) as TicketUpdate });
+        const traceparent = optionalField(fields, 'trace');
+        out.push({ cursor, update: JSON.parse(json) as TicketUpdate, ...(traceparent ? { traceparent } : {}) });
         bytes += Buffer.byteLength(json, 'utf8');
         start = `${cursor + 1}-0`;
       }
@@ -150,10 +161,11 @@ export class RedisBatchStore implements BatchStore {
     update: TicketUpdate,
     sessionIds: readonly string[],
     position: ConsumedPosition,
+    trace: { traceparent?: string } = {},
   ): Promise<ApplyResult> {
     const field = offsetField(position.topic, position.partition);
     const offset = canonicalOffset(position.offset);
-    const args = updateArgs(update);
+    const args = updateArgs(update, trace.traceparent);
     return this.#guard(async () => {
       if (!this.#cluster) {
         const keys = sessionIds.flatMap((id) => {
@@ -219,8 +231,8 @@ export class RedisBatchStore implements BatchStore {
   }
 }
 
-/** ARGV[3..7] of apply-update.lua. */
-function updateArgs(update: TicketUpdate): string[] {
+/** ARGV[3..8] of apply-update.lua. */
+function updateArgs(update: TicketUpdate, traceparent: string | undefined): string[] {
   const at = occurredAtMs(update.occurredAt);
   return [
     update.id,
@@ -228,6 +240,7 @@ function updateArgs(update: TicketUpdate): string[] {
     update.version === undefined ? '' : String(update.version),
     at === undefined ? '' : String(at),
     JSON.stringify(update),
+    traceparent ?? '',
   ];
 }
 
@@ -239,6 +252,12 @@ function firstCode(result: number | number[]): number {
 }
 
 function fieldValue(fields: string[], name: string): string {
+  const value = optionalField(fields, name);
+  if (value === undefined) throw new Error(`batch stream entry without field ${name}`);
+  return value;
+}
+
+function optionalField(fields: string[], name: string): string | undefined {
   for (let i = 0; i < fields.length; i += 2) if (fields[i] === name) return fields[i + 1]!;
-  throw new Error(`batch stream entry without field ${name}`);
+  return undefined;
 }

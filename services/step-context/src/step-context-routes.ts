@@ -1,4 +1,5 @@
 import { CtxflowError, cursorSchema, MAX_ITEM_BYTES } from '@ctxflow/contracts';
+import { formatTraceLinks, TRACE_LINKS_HEADER } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { FeedStepContext } from './feed-step-context.ts';
@@ -30,6 +31,9 @@ const bodySchema = z.strictObject({
  * session-runner in another process (its HttpStepContext).
  * Body `{ sessionId, cursor, maxBytes? }` (cursor null before the first batch);
  * answers 200 `{ items, cursor }` within maxBytes, or 204 when nothing is new.
+ * A 200 carries `ctxflow-trace-links`: the traceparents of the ticket updates
+ * the batch covers (comma separated, at most 32), for the runner's span links;
+ * the body stays exactly the hook result.
  * Service-to-service: mount it where only the runner can reach it.
  */
 export async function stepContextRoutes(app: FastifyInstance, deps: StepContextRoutesDeps): Promise<void> {
@@ -40,13 +44,19 @@ export async function stepContextRoutes(app: FastifyInstance, deps: StepContextR
       throw new CtxflowError('validation_error', message);
     }
     const { sessionId, cursor, maxBytes } = parsed.data;
+    let traceparents: readonly string[] = [];
     const batch = await deps.feed.fetch({
       sessionId,
       cursor: cursor ?? undefined,
       maxBytes: maxBytes ?? DEFAULT_MAX_BYTES,
       signal: NEVER_ABORTED,
+      traced: (t) => {
+        traceparents = t;
+      },
     });
     if (!batch) return reply.status(204).send();
+    const links = formatTraceLinks(traceparents);
+    if (links) reply.header(TRACE_LINKS_HEADER, links);
     return reply.status(200).send(batch);
   });
 }

@@ -1,5 +1,16 @@
 import type { Subscription as BusSubscription, IncomingRecord, Subscriber } from '@ctxflow/bus';
 import { TOPICS, ticketUpdateSchema } from '@ctxflow/contracts';
+import {
+  ATTR_FEED_EVENT_ID,
+  ATTR_FEED_SOURCE,
+  ATTR_PARTITION,
+  ATTR_TICKET,
+  ATTR_TOPIC,
+  type ConsumerTelemetry,
+  noopConsumerTelemetry,
+  SPAN_STEP_CONTEXT_APPLY,
+  type SpanHandle,
+} from '@ctxflow/telemetry';
 import type { BatchStore } from './batch-store.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
 
@@ -24,6 +35,13 @@ export interface StepContextServiceDeps {
   topic?: string;
   /** Default STEP_CONTEXT_GROUP. */
   groupId?: string;
+  /**
+   * One `ctxflow.step_context.apply` span (CONSUMER) per record, child of the
+   * trace context in the record's `traceparent` header (the feed-ingestor's
+   * publish span); its own traceparent is stored with the entries it appends.
+   * Default: none.
+   */
+  telemetry?: ConsumerTelemetry;
 }
 
 const silent: ServiceLog = { info() {}, warn() {} };
@@ -62,6 +80,12 @@ export class StepContextService {
     await this.#subscription.ready();
   }
 
+  /** A readiness probe: resolves while the consumer is subscribed and assigned; throws once stopped or before start. */
+  async ready(): Promise<void> {
+    if (!this.#subscription) throw new Error('the ticket-update consumer is not running');
+    await this.#subscription.ready();
+  }
+
   async stop(): Promise<void> {
     const subscription = this.#subscription;
     this.#subscription = undefined;
@@ -74,6 +98,16 @@ export class StepContextService {
   }
 
   async #apply(record: IncomingRecord): Promise<void> {
+    const telemetry = this.#deps.telemetry ?? noopConsumerTelemetry;
+    await telemetry.withSpan(
+      SPAN_STEP_CONTEXT_APPLY,
+      { [ATTR_TOPIC]: record.topic, [ATTR_PARTITION]: record.partition },
+      (span) => this.#applyTraced(record, span),
+      { kind: 'consumer', parentHeaders: record.headers },
+    );
+  }
+
+  async #applyTraced(record: IncomingRecord, span: SpanHandle): Promise<void> {
     const position = { topic: record.topic, partition: record.partition, offset: record.offset };
     const where = { ...position, key: record.key, recordId: record.headers[RECORD_ID_HEADER] };
     let value: unknown;
@@ -92,8 +126,14 @@ export class StepContextService {
       return;
     }
     const update = parsed.data;
+    span.setAttributes({
+      [ATTR_TICKET]: update.ticket,
+      [ATTR_FEED_SOURCE]: update.source,
+      [ATTR_FEED_EVENT_ID]: update.id,
+    });
     const sessions = await this.#deps.subscriptions.sessionsFor(update);
-    const result = await this.#deps.batches.applyUpdate(update, sessions, position);
+    const traceparent = span.traceparent;
+    const result = await this.#deps.batches.applyUpdate(update, sessions, position, traceparent ? { traceparent } : {});
     if (!result.applied) return; // consumed before: the atomic offset check dropped it
     const appended = Object.values(result.sessions).filter((o) => o.outcome === 'appended').length;
     this.#log.info({ ...where, updateId: update.id, sessions: sessions.length, appended }, 'ticket update applied');

@@ -2,7 +2,8 @@ export { createAuthenticator, DEFAULT_TENANT, isLoopback, parseApiKeys, tenantHo
 export { ConfigError, parseConfig, parseConfigWithAuth } from './config.ts';
 export { blank, hostListVar, kafkaClientVar, logLevelVar, portVar, redisUrlVar } from './env.ts';
 export { installErrorHandler } from './error-handler.ts';
+export { handleShutdown, type Lifecycle, type ShutdownStep, withinMs } from './lifecycle.ts';
 export type { Logger } from './logger.ts';
-export { createLogger, REDACTED_PATHS } from './logger.ts';
+export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
 export type { ServerOptions } from './server.ts';
 export { createServer } from './server.ts';

@@ -1,3 +1,4 @@
+import { isSpanContextValid, trace } from '@opentelemetry/api';
 import pino from 'pino';
 
 /** Paths that must never reach a log line: credentials and webhook bodies. */
@@ -15,6 +16,17 @@ export const REDACTED_PATHS = [
 
 export type Logger = pino.Logger;
 
+/**
+ * `trace_id` and `span_id` of the span active where a line is logged, so a
+ * log line is found from its trace and back; nothing outside a span (or when
+ * no OpenTelemetry context manager runs, e.g. in unit tests).
+ */
+export function traceMixin(): { trace_id?: string; span_id?: string } {
+  const spanContext = trace.getActiveSpan()?.spanContext();
+  if (!spanContext || !isSpanContextValid(spanContext)) return {};
+  return { trace_id: spanContext.traceId, span_id: spanContext.spanId };
+}
+
 export function createLogger(options: {
   service: string;
   level?: string;
@@ -24,6 +36,7 @@ export function createLogger(options: {
     {
       level: options.level ?? 'info',
       base: { service: options.service },
+      mixin: traceMixin,
       redact: { paths: REDACTED_PATHS, censor: '[redacted]' },
     },
     options.destination,

@@ -1,11 +1,14 @@
 import {
   type Attributes,
+  context,
   type Gauge,
   type Logger,
   logs,
   type Meter,
   metrics,
   SeverityNumber,
+  type Span,
+  SpanKind,
   SpanStatusCode,
   type Tracer,
   trace,
@@ -15,6 +18,7 @@ import {
   ATTR_FEED_REASON,
   ATTR_FEED_SOURCE,
   ATTR_PARTITION,
+  ATTR_ROW_COUNT,
   ATTR_ROW_KIND,
   ATTR_ROW_SOURCE,
   ATTR_SESSION_ID,
@@ -33,10 +37,45 @@ import {
   METRIC_FEED_REFUSED,
   METRIC_PREFIX_REUSE_RATIO,
   METRIC_PREFIX_REUSED_BYTES,
+  SPAN_CONTEXT_PASS,
+  SPAN_STORE_COMMIT,
 } from './names.ts';
+import {
+  extractTraceContext,
+  type HeaderBag,
+  injectTraceContext,
+  linksTo,
+  TRACEPARENT_HEADER,
+} from './trace-context.ts';
 
 /** Attribute values a span accepts. */
 export type SpanAttributes = Record<string, string | number | boolean>;
+
+/** The role of a span in a conversation between processes (OpenTelemetry SpanKind). */
+export type SpanRole = 'internal' | 'server' | 'client' | 'producer' | 'consumer';
+
+/** Where a span sits and what it points at; every field optional. */
+export interface SpanOptions {
+  /** Default `internal`. A webhook is `server`, a publish `producer`, a record handled `consumer`. */
+  kind?: SpanRole;
+  /**
+   * Headers carrying a remote parent (`traceparent`, `tracestate`): HTTP
+   * request headers or Kafka record headers. When they name a valid parent the
+   * span is its child; otherwise the span is a child of the active span.
+   */
+  parentHeaders?: HeaderBag;
+  /** W3C traceparents this span is linked to (fan-in), invalid ones ignored. */
+  links?: readonly string[];
+}
+
+/** The running span as the work inside it sees it. */
+export interface SpanHandle {
+  /** This span's `traceparent`, to store or send with the work it produced; undefined when not recorded. */
+  readonly traceparent: string | undefined;
+  /** Adds W3C traceparents as links (invalid ones ignored). */
+  link(traceparents: readonly string[]): void;
+  setAttributes(attributes: SpanAttributes): void;
+}
 
 /** Runs work inside a span. */
 export interface SpanRunner {
@@ -47,7 +86,12 @@ export interface SpanRunner {
    * settles; a rejection is recorded on the span (status ERROR) and rethrown
    * unchanged. Resolves to what `fn` resolves to.
    */
-  withSpan<T>(name: string, attributes: SpanAttributes, fn: () => Promise<T>): Promise<T>;
+  withSpan<T>(
+    name: string,
+    attributes: SpanAttributes,
+    fn: (span: SpanHandle) => Promise<T>,
+    options?: SpanOptions,
+  ): Promise<T>;
 }
 
 /** What the session-runner reports about context passes. */
@@ -80,6 +124,22 @@ export interface ContextTelemetry extends SpanRunner {
     requestBytes: number;
     prefixReusedBytes: number;
   }): void;
+  /**
+   * Runs one context pass inside a `ctxflow.context_pass` span (attributes
+   * session id and mode). `pass.link` links it to the traces of the ticket
+   * updates its hook batch carried; `pass.step` names the step once known.
+   */
+  contextPass<T>(e: { sessionId: string; mode: string }, fn: (pass: PassSpan) => Promise<T>): Promise<T>;
+  /** Runs the one atomic store commit of a pass inside a `ctxflow.store.commit` span. */
+  storeCommit<T>(e: { sessionId: string; rowCount: number }, fn: () => Promise<T>): Promise<T>;
+}
+
+/** What a context pass tells its span. */
+export interface PassSpan {
+  /** W3C traceparents of the updates in the hook batch (opaque strings; invalid ones ignored). */
+  link(traceparents: readonly string[]): void;
+  /** The step this attempt commits (a pass that retries after a conflict names each attempt's step). */
+  step(stepId: string): void;
 }
 
 /** What the feed-ingestor reports about webhook deliveries. */
@@ -90,8 +150,8 @@ export interface FeedTelemetry extends SpanRunner {
   refused(e: { source: string; reason: string }): void;
 }
 
-/** What a Kafka consumer reports about how far behind it is. */
-export interface ConsumerTelemetry {
+/** What a Kafka consumer reports: its spans (one per record handled) and how far behind it is. */
+export interface ConsumerTelemetry extends SpanRunner {
   /** Records `lag` (records between the committed offset and the partition's end) in the gauge `ctxflow.consumer.lag`. */
   lag(e: { group: string; topic: string; partition: number; lag: number }): void;
 }
@@ -103,14 +163,23 @@ export interface TelemetryHandles {
   tracer?: Tracer;
 }
 
-async function noopSpan<T>(_name: string, _attributes: SpanAttributes, fn: () => Promise<T>): Promise<T> {
-  return fn();
+const noopHandle: SpanHandle = { traceparent: undefined, link() {}, setAttributes() {} };
+const noopPass: PassSpan = { link() {}, step() {} };
+
+async function noopSpan<T>(
+  _name: string,
+  _attributes: SpanAttributes,
+  fn: (span: SpanHandle) => Promise<T>,
+): Promise<T> {
+  return fn(noopHandle);
 }
 
 export const noopContextTelemetry: ContextTelemetry = {
   contextSkipped() {},
   stepCommitted() {},
   withSpan: noopSpan,
+  contextPass: (_e, fn) => fn(noopPass),
+  storeCommit: (_e, fn) => fn(),
 };
 
 export const noopFeedTelemetry: FeedTelemetry = {
@@ -121,6 +190,7 @@ export const noopFeedTelemetry: FeedTelemetry = {
 
 export const noopConsumerTelemetry: ConsumerTelemetry = {
   lag() {},
+  withSpan: noopSpan,
 };
 
 /**
@@ -141,21 +211,57 @@ function meterOf(handles: TelemetryHandles): () => Meter {
   return lazy(() => handles.meter ?? metrics.getMeter(INSTRUMENTATION_SCOPE));
 }
 
+const KINDS: Record<SpanRole, SpanKind> = {
+  internal: SpanKind.INTERNAL,
+  server: SpanKind.SERVER,
+  client: SpanKind.CLIENT,
+  producer: SpanKind.PRODUCER,
+  consumer: SpanKind.CONSUMER,
+};
+
+function handleOf(span: Span): SpanHandle {
+  return {
+    get traceparent() {
+      if (!span.isRecording()) return undefined;
+      return injectTraceContext({}, trace.setSpan(context.active(), span))[TRACEPARENT_HEADER];
+    },
+    link(traceparents) {
+      const links = linksTo(traceparents);
+      if (links.length > 0) span.addLinks(links);
+    },
+    setAttributes(attributes) {
+      span.setAttributes(attributes);
+    },
+  };
+}
+
 function spanRunner(handles: TelemetryHandles): SpanRunner['withSpan'] {
   const tracer = lazy(() => handles.tracer ?? trace.getTracer(INSTRUMENTATION_SCOPE));
-  return (name, attributes, fn) =>
-    tracer().startActiveSpan(name, { attributes }, async (span) => {
-      try {
-        return await fn();
-      } catch (err) {
-        const error = err instanceof Error ? err : new Error(String(err));
-        span.recordException(error);
-        span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
-        throw err;
-      } finally {
-        span.end();
-      }
-    });
+  return (name, attributes, fn, options = {}) => {
+    let parent = context.active();
+    if (options.parentHeaders) {
+      const remote = extractTraceContext(options.parentHeaders);
+      if (trace.getSpanContext(remote)) parent = remote;
+    }
+    const links = options.links ? linksTo(options.links) : [];
+    return tracer().startActiveSpan(
+      name,
+      { attributes, kind: KINDS[options.kind ?? 'internal'], ...(links.length > 0 ? { links } : {}) },
+      parent,
+      async (span) => {
+        try {
+          return await fn(handleOf(span));
+        } catch (err) {
+          const error = err instanceof Error ? err : new Error(String(err));
+          span.recordException(error);
+          span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+          throw err;
+        } finally {
+          span.end();
+        }
+      },
+    );
+  };
 }
 
 /** Bucket boundaries in bytes for reused prefixes: 1 KiB to 4 MiB. */
@@ -167,6 +273,7 @@ const DURATION_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 100
 
 export function createContextTelemetry(handles: TelemetryHandles = {}): ContextTelemetry {
   const meter = meterOf(handles);
+  const withSpan = spanRunner(handles);
   const logger = lazy(() => handles.logger ?? logs.getLogger(INSTRUMENTATION_SCOPE));
   const instruments = lazy(() => {
     const m = meter();
@@ -233,7 +340,20 @@ export function createContextTelemetry(handles: TelemetryHandles = {}): ContextT
       if (e.requestBytes > 0) i.reuseRatio.record(e.prefixReusedBytes / e.requestBytes, byMode);
     },
 
-    withSpan: spanRunner(handles),
+    withSpan: withSpan,
+
+    contextPass(e, fn) {
+      return withSpan(SPAN_CONTEXT_PASS, { [ATTR_SESSION_ID]: e.sessionId, [ATTR_STEP_MODE]: e.mode }, (span) =>
+        fn({
+          link: (traceparents) => span.link(traceparents),
+          step: (id) => span.setAttributes({ [ATTR_STEP_ID]: id }),
+        }),
+      );
+    },
+
+    storeCommit(e, fn) {
+      return withSpan(SPAN_STORE_COMMIT, { [ATTR_SESSION_ID]: e.sessionId, [ATTR_ROW_COUNT]: e.rowCount }, () => fn());
+    },
   };
 }
 
@@ -263,7 +383,7 @@ export function createFeedTelemetry(handles: TelemetryHandles = {}): FeedTelemet
   };
 }
 
-export function createConsumerTelemetry(handles: Pick<TelemetryHandles, 'meter'> = {}): ConsumerTelemetry {
+export function createConsumerTelemetry(handles: Pick<TelemetryHandles, 'meter' | 'tracer'> = {}): ConsumerTelemetry {
   const meter = meterOf(handles);
   const gauge = lazy(
     (): Gauge =>
@@ -276,5 +396,6 @@ export function createConsumerTelemetry(handles: Pick<TelemetryHandles, 'meter'>
     lag(e) {
       gauge().record(e.lag, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_PARTITION]: e.partition });
     },
+    withSpan: spanRunner(handles),
   };
 }

@@ -8,7 +8,11 @@ export {
   noopConsumerTelemetry,
   noopContextTelemetry,
   noopFeedTelemetry,
+  type PassSpan,
   type SpanAttributes,
+  type SpanHandle,
+  type SpanOptions,
+  type SpanRole,
   type SpanRunner,
   type TelemetryHandles,
 } from './context-telemetry.ts';
@@ -70,3 +74,18 @@ export {
   type TestSpan,
   type TestTelemetry,
 } from './test-telemetry.ts';
+export {
+  activeTraceparent,
+  extractTraceContext,
+  formatTraceLinks,
+  type HeaderBag,
+  injectTraceContext,
+  linksTo,
+  MAX_TRACE_LINKS,
+  parseTraceLinks,
+  parseTraceparent,
+  TRACE_LINKS_HEADER,
+  TRACEPARENT_HEADER,
+  TRACESTATE_HEADER,
+  withRemoteParent,
+} from './trace-context.ts';

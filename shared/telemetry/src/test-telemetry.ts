@@ -36,6 +36,10 @@ export interface TestSpan {
   traceId: string;
   spanId: string;
   parentSpanId: string | undefined;
+  /** 0 internal, 1 server, 2 client, 3 producer, 4 consumer (SpanKind). */
+  kind: number;
+  /** The spans this one is linked to. */
+  links: { traceId: string; spanId: string }[];
 }
 
 /** Count and sum of the values recorded in a histogram. */
@@ -134,7 +138,7 @@ export function createTestTelemetry(): TestTelemetry {
   return {
     contextTelemetry: createContextTelemetry({ meter, logger, tracer }),
     feedTelemetry: createFeedTelemetry({ meter, logger, tracer }),
-    consumerTelemetry: createConsumerTelemetry({ meter }),
+    consumerTelemetry: createConsumerTelemetry({ meter, tracer }),
     meter,
     logger,
     tracer,
@@ -179,6 +183,8 @@ export function createTestTelemetry(): TestTelemetry {
         traceId: s.spanContext().traceId,
         spanId: s.spanContext().spanId,
         parentSpanId: s.parentSpanContext?.spanId,
+        kind: s.kind,
+        links: s.links.map((l) => ({ traceId: l.context.traceId, spanId: l.context.spanId })),
       }));
     },
 

@@ -1,3 +1,4 @@
+import { injectTraceContext, parseTraceLinks, TRACE_LINKS_HEADER } from '@ctxflow/telemetry';
 import type { StepContextRequest, StepContextSource } from '../ports/step-context-source.ts';
 
 /**
@@ -5,6 +6,10 @@ import type { StepContextRequest, StepContextSource } from '../ports/step-contex
  * stack): `POST <url>` with `{ sessionId, cursor, maxBytes }`;
  * the answer is `{ items, cursor }` (200) or nothing new (204). Any other status
  * is a hook error; the body is validated by the context pass.
+ *
+ * Tracing: the request carries the active trace context (`traceparent`), and
+ * a `ctxflow-trace-links` answer header (the step-context service sends it)
+ * is handed to `request.traced`, so the context pass links to the updates.
  */
 export class HttpStepContext implements StepContextSource {
   readonly #url: string;
@@ -16,7 +21,7 @@ export class HttpStepContext implements StepContextSource {
   async fetch(request: StepContextRequest): Promise<unknown> {
     const response = await fetch(this.#url, {
       method: 'POST',
-      headers: { 'content-type': 'application/json' },
+      headers: injectTraceContext({ 'content-type': 'application/json' }),
       body: JSON.stringify({
         sessionId: request.sessionId,
         cursor: request.cursor ?? null,
@@ -26,6 +31,8 @@ export class HttpStepContext implements StepContextSource {
     });
     if (response.status === 204) return undefined;
     if (!response.ok) throw new Error(`stepContext hook answered HTTP ${response.status}`);
+    const links = parseTraceLinks(response.headers.get(TRACE_LINKS_HEADER));
+    if (links.length > 0) request.traced?.(links);
     const text = await response.text();
     if (text.length > request.maxBytes * 4 + 1024)
       throw new Error('stepContext hook answer is far over its byte limit');

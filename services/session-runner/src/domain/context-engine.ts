@@ -519,7 +519,7 @@ export class ContextEngine {
         if (outcome.type === 'batch') {
           for (const item of outcome.items) addRow(item, {}, outcome.cursor);
           // The updates behind these rows: linked once, however often the commit is retried.
-          if (linked !== outcome && outcome.traceparents.length > 0) trace.link(outcome.traceparents);
+          if (linked !== outcome && outcome.traceparents) trace.link(outcome.traceparents);
           linked = outcome;
         }
       }

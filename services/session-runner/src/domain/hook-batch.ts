@@ -4,7 +4,7 @@ import type { SkipReason } from './model.ts';
 
 export type HookOutcome =
   | { type: 'none' }
-  | { type: 'batch'; items: SourcedItem[]; cursor?: Cursor; leftOut: number; traceparents: readonly string[] }
+  | { type: 'batch'; items: SourcedItem[]; cursor?: Cursor; leftOut: number; traceparents?: readonly string[] }
   | { type: 'skipped'; reason: SkipReason; message: string };
 
 const TIMEOUT = Symbol('timeout');
@@ -108,7 +108,7 @@ export async function runHook(
     type: 'batch',
     items: fitted.items,
     leftOut: fitted.leftOut,
-    traceparents,
+    ...(traceparents.length > 0 ? { traceparents } : {}),
     ...(parsed.cursor === undefined ? {} : { cursor: parsed.cursor }),
   };
 }

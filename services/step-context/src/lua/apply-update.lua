@@ -12,6 +12,7 @@
 -- ARGV[5]: version (decimal) or ''
 -- ARGV[6]: occurredAt in epoch ms (decimal) or ''
 -- ARGV[7]: the update, JSON
+-- ARGV[8]: W3C traceparent stored with each new entry (field `trace`), or '' (none)
 -- Returns: -1 when the offset is at or below the stored one (nothing written);
 --   otherwise a table with one integer per session, in KEYS order:
 --   the new cursor (> 0), 0 duplicate, -2 stale (see append_entry).
@@ -33,7 +34,7 @@ local sessions = (#KEYS - 1) / 4
 for i = 0, sessions - 1 do
   local k = 2 + i * 4
   results[#results + 1] =
-    append_entry(KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7])
+    append_entry(KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
 end
 
 if field ~= '' then redis.call('HSET', KEYS[1], field, offset) end

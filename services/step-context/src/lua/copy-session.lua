@@ -42,7 +42,7 @@ end
 local kept = 0
 for _, entry in ipairs(own) do
   local f = fields_of(entry[2])
-  local result = append_entry(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f.id, f.key, f.version, f.at, f.update)
+  local result = append_entry(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f.id, f.key, f.version, f.at, f.update, f.trace)
   if result > 0 then kept = kept + 1 end
 end
 return kept
