@@ -195,6 +195,35 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       ]);
     });
 
+    it('applyUpdate stores the trace context with each appended entry; copy keeps it; untraced entries have none', async () => {
+      const [a, b, branch, t] = [session(), session(), session(), topic()];
+      const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      const traced = makeUpdate({ ticket: 'T1' });
+      const plain = makeUpdate({ ticket: 'T2' });
+      await store.applyUpdate(traced, [a, b], { topic: t, partition: 0, offset: '1' }, { traceparent });
+      await store.applyUpdate(plain, [a], { topic: t, partition: 0, offset: '2' });
+      expect(await store.readSince(a, 0, all)).toEqual([
+        { cursor: 1, update: traced, traceparent },
+        { cursor: 2, update: plain },
+      ]);
+      expect(await store.readSince(b, 0, all)).toEqual([{ cursor: 1, update: traced, traceparent }]);
+      // a branch's own traced entry, re-stamped after the source's, keeps its trace context too
+      await store.applyUpdate(
+        makeUpdate({ ticket: 'T3' }),
+        [branch],
+        { topic: t, partition: 0, offset: '3' },
+        {
+          traceparent,
+        },
+      );
+      await store.copy(a, branch);
+      expect((await store.readSince(branch, 0, all)).map((e) => [e.cursor, e.update.ticket, e.traceparent])).toEqual([
+        [1, 'T1', traceparent],
+        [2, 'T2', undefined],
+        [3, 'T3', traceparent],
+      ]);
+    });
+
     it('copy of a session without entries gives an empty stream that starts at cursor 1', async () => {
       const to = session();
       await store.copy(session(), to);
