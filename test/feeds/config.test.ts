@@ -13,7 +13,7 @@ describe('feed-ingestor configuration', () => {
       dedupeTtlMs: 259_200_000,
       redisPrefix: 'ctxflow',
       kafkaBrokers: undefined,
-      kafkaClient: 'kafkajs',
+      kafkaClient: 'platformatic',
       ticketUpdatePartitions: 12,
       logLevel: 'info',
       redisUrl: undefined,

@@ -1,5 +1,13 @@
 import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
-import { blank, hostListVar, kafkaClientVar, logLevelVar, parseConfig, portVar, redisUrlVar } from '@ctxflow/service-kit';
+import {
+  blank,
+  hostListVar,
+  kafkaClientVar,
+  logLevelVar,
+  parseConfig,
+  portVar,
+  redisUrlVar,
+} from '@ctxflow/service-kit';
 import { z } from 'zod';
 import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
 
