@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 /** The README's fenced block tagged `name`. */
 function readmeBlock(name: string): string {
   const readme = readFileSync('README.md', 'utf8');
-  const match = new RegExp('```[a-z]+ ' + name + '\\n([\\s\\S]*?)\\n```').exec(readme);
+  const match = new RegExp(`\`\`\`[a-z]+ ${name}\\n([\\s\\S]*?)\\n\`\`\``).exec(readme);
   if (!match) throw new Error(`README has no block tagged ${name}`);
   return match[1]!;
 }

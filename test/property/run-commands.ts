@@ -35,7 +35,6 @@ import {
   type ModelCall,
   type ModelEntry,
   type ModelSession,
-  type ModelStep,
   markerOf,
   newSession,
   present,
