@@ -1,0 +1,214 @@
+/**
+ * Fault: poison and duplicate records published straight onto the topics the
+ * services consume. On TOPICS.ticketUpdates (step-context): bytes that are not
+ * JSON, JSON that is not a TicketUpdate, and valid updates published twice in
+ * one batch and again, later, after newer versions of their ticket. On
+ * TOPICS.stepRequests (session-runner): bytes that are not JSON, requests
+ * without a requestId or with an unknown mode, and valid requests published
+ * again right after and two rounds later. Poison shares the keys (so the
+ * partitions) of the valid records: a consumer that stalled on it would hold
+ * back every valid record behind it. Every valid id lands exactly once, in
+ * order, and every duplicated request answers its one committed step.
+ */
+import { randomUUID } from 'node:crypto';
+import { createBus } from '@ctxflow/bus';
+import { type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
+import { RECORD_ID_HEADER } from '@ctxflow/step-context';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { requireKafka } from '../support/services.ts';
+import { ExactlyOnce } from './exactly-once.ts';
+import {
+  ENTRIES,
+  freePort,
+  PrivateRedis,
+  SESSION_TIMEOUT_MS,
+  ServiceProcess,
+  serviceEnv,
+  sleep,
+  startGroupsAtEnd,
+  stopAll,
+  waitFor,
+} from './processes.ts';
+import { StepLoad } from './step-load.ts';
+import { TicketLoad } from './ticket-load.ts';
+
+const ROUNDS = 12;
+const SESSIONS = 4;
+
+describe('fault: poison and duplicate records on the topics', () => {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await stopAll();
+  });
+
+  it('poison skipped without stalling, duplicates applied once, every valid id exactly once', async () => {
+    const brokers = requireKafka();
+    const run = `fp-${randomUUID().slice(0, 8)}`;
+    const prefix = `fault:${run}`;
+    const runnerGroup = `fault-runner-${run}`;
+    const stepContextGroup = `fault-step-context-${run}`;
+    const resultsGroup = `fault-results-${run}`;
+    const redisServer = await PrivateRedis.start({ aof: false });
+    cleanups.push(() => redisServer.stop());
+    const redis = new Redis(redisServer.url);
+    cleanups.push(async () => redis.disconnect());
+
+    await startGroupsAtEnd(brokers, [
+      { groupId: runnerGroup, topic: TOPICS.stepRequests },
+      { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
+      { groupId: resultsGroup, topic: TOPICS.stepResults },
+    ]);
+    const [runnerPort, stepContextPort] = [await freePort(), await freePort()];
+    const common = {
+      KAFKA_BROKERS: brokers.join(','),
+      REDIS_URL: redisServer.url,
+      CTXFLOW_REDIS_PREFIX: prefix,
+      KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
+      CTXFLOW_LOG_LEVEL: 'error',
+    };
+    const runner = new ServiceProcess({
+      name: 'session-runner',
+      entry: ENTRIES.runner,
+      port: runnerPort,
+      env: serviceEnv({
+        ...common,
+        CTXFLOW_PORT: String(runnerPort),
+        CTXFLOW_RUNNER_GROUP: runnerGroup,
+        CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${stepContextPort}/step-context`,
+      }),
+    });
+    const stepContext = new ServiceProcess({
+      name: 'step-context',
+      entry: ENTRIES.stepContext,
+      port: stepContextPort,
+      env: serviceEnv({
+        ...common,
+        CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
+        CTXFLOW_STEP_CONTEXT_GROUP: stepContextGroup,
+        CTXFLOW_RUNNER_URL: `http://127.0.0.1:${runnerPort}`,
+      }),
+    });
+    cleanups.push(() => Promise.all([runner.stop(), stepContext.stop()]));
+    await Promise.all([runner.start(), stepContext.start()]);
+
+    const checker = new ExactlyOnce('poison and duplicate records');
+    const steps = new StepLoad({ run, runnerUrl: `http://127.0.0.1:${runnerPort}`, brokers, checker });
+    cleanups.push(() => steps.close());
+    await steps.listen(resultsGroup);
+    const sessions = await steps.createSessions(SESSIONS);
+    // Used for its subscriptions and its read-back; the updates are built here, duplicates included.
+    const tickets = new TicketLoad({ run, sessions, tickets: 6, fanout: 2, redis, prefix, brokers, checker });
+    cleanups.push(() => tickets.close());
+    await tickets.subscribe();
+    const bus = createBus({ client: 'platformatic', clientId: `fault-poison-${run}`, brokers });
+    cleanups.push(async () => {
+      await bus.publisher.close();
+      await bus.admin.close();
+    });
+
+    const versions = new Map<string, number>();
+    const sentUpdates: TicketUpdate[] = [];
+    const update = (n: number): TicketUpdate => {
+      const ticket = tickets.tickets[n % tickets.tickets.length]!;
+      const version = (versions.get(ticket) ?? 0) + 1;
+      versions.set(ticket, version);
+      const eventId = `${run}-u${n}`;
+      const now = new Date().toISOString();
+      return {
+        id: `generic:${eventId}`,
+        source: 'generic',
+        ticket,
+        eventId,
+        kind: 'updated',
+        summary: `update ${n} of ${ticket}`,
+        version,
+        occurredAt: now,
+        receivedAt: now,
+      };
+    };
+    const record = (u: TicketUpdate) => ({
+      key: ticketKey(u),
+      value: JSON.stringify(u),
+      headers: { [RECORD_ID_HEADER]: u.id },
+    });
+    let poison = 0;
+    let duplicates = 0;
+    let n = 0;
+
+    for (let round = 0; round < ROUNDS; round++) {
+      // Ticket updates: valid ones, each ticket's key also carrying poison and duplicates.
+      const batch = [];
+      for (let i = 0; i < tickets.tickets.length; i++) {
+        const u = update(n++);
+        for (const session of tickets.followers.get(u.ticket)!) checker.sent(`${session}|${u.ticket}`, u.id);
+        sentUpdates.push(u);
+        const key = ticketKey(u);
+        batch.push(record(u));
+        batch.push(record(u)); // the same record twice in one batch
+        duplicates += 1;
+        if (i % 2 === 0) {
+          batch.push({ key, value: `{"id": "generic:${run}-poison-${poison}", "ticket": ` }); // not JSON
+          batch.push({ key, value: JSON.stringify({ id: `generic:${run}-poison-${poison}x`, ticket: u.ticket }) });
+          batch.push({ key, value: '' });
+          poison += 3;
+        }
+      }
+      // An update of two rounds ago, published again after newer versions of its ticket.
+      if (round >= 2) {
+        batch.push(record(sentUpdates[(round - 2) * tickets.tickets.length]!));
+        duplicates += 1;
+      }
+      await bus.publisher.publish(TOPICS.ticketUpdates, batch);
+
+      // Step requests: one round of items and requests, then duplicates and poison on the same keys.
+      await steps.round();
+      const current = steps.requested.slice(-SESSIONS);
+      const requests = [];
+      for (const [j, sessionId] of sessions.entries()) {
+        requests.push({ key: sessionId, value: JSON.stringify({ sessionId, requestId: current[j], mode: 'first' }) });
+        duplicates += 1;
+        requests.push({ key: sessionId, value: `{"sessionId":"${sessionId}","requestId":` });
+        requests.push({ key: sessionId, value: JSON.stringify({ sessionId }) });
+        requests.push({
+          key: sessionId,
+          value: JSON.stringify({ sessionId, requestId: `${run}-bogus-${round}`, mode: 'sideways' }),
+        });
+        poison += 3;
+      }
+      if (round >= 2) {
+        const old = steps.requested.at(-3 * SESSIONS)!;
+        const sessionId = sessions[0]!;
+        requests.push({ key: sessionId, value: JSON.stringify({ sessionId, requestId: old, mode: 'first' }) });
+        duplicates += 1;
+      }
+      await bus.publisher.publish(TOPICS.stepRequests, requests);
+      await sleep(100);
+    }
+    // One fault per injected record.
+    for (let i = 0; i < poison; i++) checker.fault('poison record');
+    for (let i = 0; i < duplicates; i++) checker.fault('duplicate record');
+
+    const total = sentUpdates.length * 2;
+    await waitFor('every ticket entry', async () => (await tickets.landedEntries(redis)) >= total, 30_000, 100);
+    await steps.waitForResults(30_000);
+    await sleep(1_500);
+
+    const landed = await steps.landed();
+    const report = checker.check(new Map([...landed.streams, ...(await tickets.landed(redis))]));
+    const results = steps.checkResults(landed.stepOf);
+    process.stdout.write(
+      `[exactly-once] ${poison} poison and ${duplicates} duplicate records; ${results.repeated} repeated answer(s)\n`,
+    );
+    expect(report.faults).toBe(poison + duplicates);
+    expect(report.inputs).toBe(total + steps.requested.length * 2);
+    expect(results.problems.slice(0, 10)).toEqual([]);
+    // Every duplicated request answered again (with its committed step, checked above).
+    expect(results.repeated).toBeGreaterThanOrEqual(ROUNDS * SESSIONS);
+    expect(landed.queued).toBe(0);
+    // The services are still up and consuming after the poison.
+    expect((await fetch(`http://127.0.0.1:${stepContextPort}/healthz`)).ok).toBe(true);
+    expect((await fetch(`http://127.0.0.1:${runnerPort}/healthz`)).ok).toBe(true);
+  }, 90_000);
+});
