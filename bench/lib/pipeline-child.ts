@@ -5,7 +5,7 @@
  *   mode `raw`: a subscription of the same bus client with a handler that only
  *     counts (the raw produce-then-consume baseline).
  * Counts a record when it is durable in its sink (step-context: the batch
- * store's atomic write resolved; raw: the handler ran).
+ * store's atomic write of its run resolved; raw: the handler ran).
  *
  * IPC (parent -> child): `{ type: 'expect', total }` answers
  * `{ type: 'reached', count }` once `total` records were counted (cumulative);
@@ -20,6 +20,7 @@ import type { KafkaClientName } from '@ctxflow/bus';
 import { createBus } from '@ctxflow/bus';
 import type { TicketUpdate } from '@ctxflow/contracts';
 import {
+  type BatchRecord,
   type BatchStore,
   type ConsumedPosition,
   RECORD_ID_HEADER,
@@ -73,6 +74,11 @@ if (env('BENCH_MODE') === 'step-context') {
       const result = await inner.applyUpdate(update, sessionIds, position);
       counted(update.id);
       return result;
+    },
+    async applyBatch(records: readonly BatchRecord[]) {
+      const results = await inner.applyBatch(records);
+      for (const record of records) if (record.update) counted(record.update.id);
+      return results;
     },
   };
   const service = new StepContextService({

@@ -230,5 +230,145 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       expect(await store.readSince(to, 0, all)).toEqual([]);
       expect(await store.append(to, makeUpdate())).toEqual({ outcome: 'appended', cursor: 1 });
     });
+
+    it('applyBatch applies a run of records to their sessions in record order and records the last offset', async () => {
+      const [a, b, t] = [session(), session(), topic()];
+      const at = (offset: string) => ({ topic: t, partition: 3, offset });
+      const u1 = makeUpdate({ ticket: 'R', version: 2 });
+      const u2 = makeUpdate({ ticket: 'S' });
+      const old = makeUpdate({ ticket: 'R', version: 1 });
+      const results = await store.applyBatch([
+        { position: at('10'), update: u1, sessionIds: [a, b] },
+        { position: at('11') }, // nothing to apply: a poison record
+        { position: at('12'), update: u2, sessionIds: [b] },
+        { position: at('13'), update: u1, sessionIds: [a] }, // the same update published twice
+        { position: at('14'), update: old, sessionIds: [a, b] }, // older than u1: stale
+        { position: at('15'), update: makeUpdate({ ticket: 'N' }), sessionIds: [] }, // nobody follows it
+      ]);
+      expect(results).toEqual([
+        {
+          applied: true,
+          sessions: { [a]: { outcome: 'appended', cursor: 1 }, [b]: { outcome: 'appended', cursor: 1 } },
+        },
+        { applied: true, sessions: {} },
+        { applied: true, sessions: { [b]: { outcome: 'appended', cursor: 2 } } },
+        { applied: true, sessions: { [a]: { outcome: 'duplicate' } } },
+        { applied: true, sessions: { [a]: { outcome: 'stale' }, [b]: { outcome: 'stale' } } },
+        { applied: true, sessions: {} },
+      ]);
+      expect(await store.readSince(a, 0, all)).toEqual([{ cursor: 1, update: u1 }]);
+      expect(await store.readSince(b, 0, all)).toEqual([
+        { cursor: 1, update: u1 },
+        { cursor: 2, update: u2 },
+      ]);
+      expect(await store.resumeFrom(t, 3)).toBe('16');
+      expect(await store.resumeFrom(t, 0)).toBeUndefined();
+      expect(await store.applyBatch([])).toEqual([]);
+    });
+
+    it('applyBatch skips the records at or below the stored offset and applies the rest once', async () => {
+      const [a, b, t] = [session(), session(), topic()];
+      const at = (offset: string) => ({ topic: t, partition: 0, offset });
+      const u = Array.from({ length: 5 }, (_, i) => makeUpdate({ ticket: `P${i}` }));
+      await store.applyBatch([
+        { position: at('0'), update: u[0]!, sessionIds: [a] },
+        { position: at('1'), update: u[1]!, sessionIds: [a, b] },
+        { position: at('2'), update: u[2]!, sessionIds: [b] },
+      ]);
+      // A redelivery that overlaps what was applied: the prefix is skipped, the rest applied.
+      expect(
+        await store.applyBatch([
+          { position: at('1'), update: u[1]!, sessionIds: [a, b] },
+          { position: at('2'), update: u[2]!, sessionIds: [b] },
+          { position: at('3') },
+          { position: at('4'), update: u[3]!, sessionIds: [a, b] },
+        ]),
+      ).toEqual([
+        { applied: false },
+        { applied: false },
+        { applied: true, sessions: {} },
+        {
+          applied: true,
+          sessions: { [a]: { outcome: 'appended', cursor: 3 }, [b]: { outcome: 'appended', cursor: 3 } },
+        },
+      ]);
+      expect(await store.resumeFrom(t, 0)).toBe('5');
+      // A run wholly at or below the stored offset (a consumer that lost the partition): nothing written.
+      expect(
+        await store.applyBatch([
+          { position: at('3'), update: u[4]!, sessionIds: [a, b] },
+          { position: at('4'), update: u[4]!, sessionIds: [a] },
+        ]),
+      ).toEqual([{ applied: false }, { applied: false }]);
+      expect(await store.resumeFrom(t, 0)).toBe('5');
+      expect((await store.readSince(a, 0, all)).map((e) => [e.cursor, e.update.ticket])).toEqual([
+        [1, 'P0'],
+        [2, 'P1'],
+        [3, 'P3'],
+      ]);
+      expect((await store.readSince(b, 0, all)).map((e) => [e.cursor, e.update.ticket])).toEqual([
+        [1, 'P1'],
+        [2, 'P2'],
+        [3, 'P3'],
+      ]);
+      // applyUpdate and applyBatch share the offset: one at a time after a run.
+      expect(await store.applyUpdate(u[4]!, [a], at('4'))).toEqual({ applied: false });
+      expect((await store.applyUpdate(u[4]!, [a], at('5'))).applied).toBe(true);
+      expect(await store.resumeFrom(t, 0)).toBe('6');
+    });
+
+    it('applyBatch stores each record trace context with its entries; offsets beyond 2^53 compare exactly', async () => {
+      const [a, t] = [session(), topic()];
+      const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+      const traced = makeUpdate({ ticket: 'T1' });
+      const plain = makeUpdate({ ticket: 'T2' });
+      await store.applyBatch([
+        {
+          position: { topic: t, partition: 1, offset: '9007199254740992' },
+          update: traced,
+          sessionIds: [a],
+          traceparent,
+        },
+        { position: { topic: t, partition: 1, offset: '9007199254740993' }, update: plain, sessionIds: [a] },
+      ]);
+      expect(await store.readSince(a, 0, all)).toEqual([
+        { cursor: 1, update: traced, traceparent },
+        { cursor: 2, update: plain },
+      ]);
+      expect(await store.resumeFrom(t, 1)).toBe('9007199254740994');
+      expect(
+        await store.applyBatch([
+          { position: { topic: t, partition: 1, offset: '9007199254740993' }, update: makeUpdate(), sessionIds: [a] },
+          { position: { topic: t, partition: 1, offset: '9007199254740994' } },
+        ]),
+      ).toEqual([{ applied: false }, { applied: true, sessions: {} }]);
+      expect(await store.resumeFrom(t, 1)).toBe('9007199254740995');
+    });
+
+    it('applyBatch refuses a run that spans partitions or whose offsets do not increase, writing nothing', async () => {
+      const [a, t] = [session(), topic()];
+      const u = makeUpdate();
+      await expect(
+        store.applyBatch([
+          { position: { topic: t, partition: 0, offset: '1' }, update: u, sessionIds: [a] },
+          { position: { topic: t, partition: 1, offset: '2' } },
+        ]),
+      ).rejects.toThrow();
+      await expect(
+        store.applyBatch([
+          { position: { topic: t, partition: 0, offset: '2' }, update: u, sessionIds: [a] },
+          { position: { topic: t, partition: 0, offset: '2' } },
+        ]),
+      ).rejects.toThrow();
+      await expect(
+        store.applyBatch([
+          { position: { topic: t, partition: 0, offset: '3' }, update: u, sessionIds: [a] },
+          { position: { topic: t, partition: 0, offset: '1' } },
+        ]),
+      ).rejects.toThrow();
+      expect(await store.readSince(a, 0, all)).toEqual([]);
+      expect(await store.resumeFrom(t, 0)).toBeUndefined();
+      expect(await store.resumeFrom(t, 1)).toBeUndefined();
+    });
   });
 }

@@ -73,5 +73,27 @@ export function subscriptionStoreContract(fixture: SubscriptionStoreFixture): vo
       await store.unsubscribe(s, { source: 'generic', ticket: '*' });
       expect(await store.sessionsFor({ source: 'generic', ticket: `other-${run}` })).not.toContain(s);
     });
+
+    it('sessionsForMany answers sessionsFor of each update, in order, in one look-up', async () => {
+      const repo = `octo/many-${run}`;
+      const [a, b, c] = ['a', 'b', 'c'].map((n) => session(`many-${n}`)) as [string, string, string];
+      await store.subscribe(a, { source: 'github', ticket: `${repo}#1` });
+      await store.subscribe(b, { source: 'github', ticket: '*', scope: repo });
+      await store.subscribe(c, { source: 'jira', ticket: `MANY-${run}` });
+      const updates = [
+        { source: 'github' as const, ticket: `${repo}#1`, scope: repo },
+        { source: 'github' as const, ticket: `${repo}#2`, scope: repo },
+        { source: 'jira' as const, ticket: `MANY-${run}` },
+        { source: 'github' as const, ticket: `${repo}#1` }, // no scope: the wildcard does not match
+        { source: 'github' as const, ticket: `${repo}#1`, scope: repo }, // a repeat answers the same
+        { source: 'zendesk' as const, ticket: `nobody-${run}`, scope: `acct-${run}` },
+      ];
+      const many = await store.sessionsForMany(updates);
+      expect(many).toEqual([[a, b], [b], [c], [a], [a, b], []]);
+      expect(many).toEqual(await Promise.all(updates.map((u) => store.sessionsFor(u))));
+      expect(await store.sessionsForMany([])).toEqual([]);
+      await store.unsubscribe(b, { source: 'github', ticket: '*', scope: repo });
+      expect(await store.sessionsForMany(updates.slice(0, 2))).toEqual([[a], []]);
+    });
   });
 }

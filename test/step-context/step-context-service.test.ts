@@ -150,6 +150,10 @@ describe('StepContextService', () => {
         if (failures-- > 0) throw new Error('store down');
         return inner.applyUpdate(update, sessions, position);
       },
+      async applyBatch(records) {
+        if (failures-- > 0) throw new Error('store down');
+        return inner.applyBatch(records);
+      },
     };
     const subscriptions = new MemorySubscriptionStore();
     await subscriptions.subscribe('s', { source: 'generic', ticket: 'T-1' });

@@ -34,8 +34,22 @@ export interface ConsumedPosition {
   offset: string;
 }
 
-/** `refused`: the position was at or below the stored one, nothing was written. */
+/** `applied: false`: the position was at or below the stored one (consumed before), nothing was written for it. */
 export type ApplyResult = { applied: true; sessions: Record<string, AppendOutcome> } | { applied: false };
+
+/** One consumed record of `applyBatch`. */
+export interface BatchRecord {
+  position: ConsumedPosition;
+  /**
+   * The update the record carries; absent for a record with nothing to apply
+   * (a poison record), of which only the position is consumed.
+   */
+  update?: TicketUpdate;
+  /** The sessions to append `update` to (each as `append` would); none when absent. */
+  sessionIds?: readonly string[];
+  /** Stored with each entry appended for this record (see BatchEntry). */
+  traceparent?: string;
+}
 
 /**
  * Per-session, append-only streams of ticket updates, plus the consumed
@@ -79,6 +93,26 @@ export interface BatchStore {
     position: ConsumedPosition,
     trace?: { traceparent?: string },
   ): Promise<ApplyResult>;
+  /**
+   * Exactly-once consumption of a run of records of ONE topic and partition,
+   * in strictly increasing offset order (else it throws before writing):
+   * appends every record's update to its sessions, in record order, AND
+   * records the offset of the last record as consumed, in one atomic write.
+   *
+   * Records at or below the stored offset were consumed before: each is
+   * skipped (`applied: false`) and nothing is written for it; as offsets
+   * increase, that is a prefix of the run. So a redelivery that overlaps what
+   * was applied applies exactly the rest, and a consumer that lost its
+   * partition has the late writes of everything the new owner already stored
+   * refused, record by record, exactly as `applyUpdate` one at a time would.
+   * A record without an update is consumed with nothing appended
+   * (`applied: true`, no sessions).
+   *
+   * Resolves to one result per record, in order; an empty run writes nothing.
+   * On Redis Cluster the atomic unit is one session (see redis-batch-store.ts);
+   * the outcome is the same exactly-once per session.
+   */
+  applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]>;
   /** Records a consumed position that carried nothing to apply (a poison record); never moves backwards. */
   recordOffset(position: ConsumedPosition): Promise<void>;
   /** The next offset to read for a partition (the stored one plus 1), or undefined when none is stored. */
@@ -125,6 +159,25 @@ export function compareOffsets(a: string, b: string): number {
   const x = BigInt(a);
   const y = BigInt(b);
   return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/**
+ * The canonical offsets of a run for `applyBatch`: one topic and partition,
+ * strictly increasing; throws otherwise.
+ */
+export function checkRun(records: readonly BatchRecord[]): string[] {
+  const offsets = records.map((r) => canonicalOffset(r.position.offset));
+  const first = records[0]?.position;
+  for (let i = 1; i < records.length; i++) {
+    const { topic, partition } = records[i]!.position;
+    if (topic !== first!.topic || partition !== first!.partition) {
+      throw new Error(`a batch spans ${first!.topic}:${first!.partition} and ${topic}:${partition}`);
+    }
+    if (compareOffsets(offsets[i]!, offsets[i - 1]!) <= 0) {
+      throw new Error(`batch offsets do not increase: ${offsets[i - 1]} then ${offsets[i]}`);
+    }
+  }
+  return offsets;
 }
 
 export function canonicalOffset(offset: string): string {

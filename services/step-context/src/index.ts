@@ -2,6 +2,7 @@ export type {
   AppendOutcome,
   ApplyResult,
   BatchEntry,
+  BatchRecord,
   BatchStore,
   ConsumedPosition,
   TicketMark,
@@ -26,7 +27,12 @@ export type { SessionDirectory } from './session-directory.ts';
 export type { StepContextRoutesDeps } from './step-context-routes.ts';
 export { stepContextRoutes } from './step-context-routes.ts';
 export type { ServiceLog, StepContextServiceDeps } from './step-context-service.ts';
-export { RECORD_ID_HEADER, STEP_CONTEXT_GROUP, StepContextService } from './step-context-service.ts';
+export {
+  MAX_RECORDS_PER_WRITE,
+  RECORD_ID_HEADER,
+  STEP_CONTEXT_GROUP,
+  StepContextService,
+} from './step-context-service.ts';
 export type { SubscriptionRoutesDeps } from './subscription-routes.ts';
 export { subscriptionBodySchema, subscriptionRoutes } from './subscription-routes.ts';
 export type { Subscription, SubscriptionStore } from './subscription-store.ts';

@@ -3,9 +3,11 @@ import {
   type AppendOutcome,
   type ApplyResult,
   type BatchEntry,
+  type BatchRecord,
   type BatchStore,
   type ConsumedPosition,
   canonicalOffset,
+  checkRun,
   compareOffsets,
   isStale,
   nextMark,
@@ -82,16 +84,40 @@ export class MemoryBatchStore implements BatchStore {
     position: ConsumedPosition,
     trace: { traceparent?: string } = {},
   ): Promise<ApplyResult> {
-    const offsetKey = `${position.topic}\u0000${position.partition}`;
-    const offset = canonicalOffset(position.offset);
+    const record: BatchRecord = { position, update, sessionIds };
+    if (trace.traceparent) record.traceparent = trace.traceparent;
+    return (await this.applyBatch([record]))[0]!;
+  }
+
+  async applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]> {
+    const offsets = checkRun(records);
+    if (records.length === 0) return [];
+    const { topic, partition } = records[0]!.position;
+    const offsetKey = `${topic}\u0000${partition}`;
     const stored = this.#offsets.get(offsetKey);
-    if (stored !== undefined && compareOffsets(offset, stored) <= 0) return { applied: false };
-    const sessions: Record<string, AppendOutcome> = {};
-    for (const sessionId of sessionIds) {
-      sessions[sessionId] = this.#append(this.#stream(sessionId), structuredClone(update), trace.traceparent);
-    }
-    this.#offsets.set(offsetKey, offset);
-    return { applied: true, sessions };
+    const results: ApplyResult[] = [];
+    let last: string | undefined;
+    records.forEach((record, i) => {
+      const offset = offsets[i]!;
+      if (stored !== undefined && compareOffsets(offset, stored) <= 0) {
+        results.push({ applied: false });
+        return;
+      }
+      last = offset;
+      const sessions: Record<string, AppendOutcome> = {};
+      if (record.update) {
+        for (const sessionId of record.sessionIds ?? []) {
+          sessions[sessionId] = this.#append(
+            this.#stream(sessionId),
+            structuredClone(record.update),
+            record.traceparent,
+          );
+        }
+      }
+      results.push({ applied: true, sessions });
+    });
+    if (last !== undefined) this.#offsets.set(offsetKey, last);
+    return results;
   }
 
   async recordOffset(position: ConsumedPosition): Promise<void> {

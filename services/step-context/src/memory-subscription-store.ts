@@ -47,6 +47,10 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     }
     return sessions.sort();
   }
+
+  async sessionsForMany(updates: readonly Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>[]): Promise<string[][]> {
+    return Promise.all(updates.map((update) => this.sessionsFor(update)));
+  }
 }
 
 function copyOf(subscription: Subscription): Subscription {

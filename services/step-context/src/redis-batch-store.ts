@@ -5,21 +5,24 @@ import {
   type AppendOutcome,
   type ApplyResult,
   type BatchEntry,
+  type BatchRecord,
   type BatchStore,
   type ConsumedPosition,
   canonicalOffset,
+  checkRun,
   occurredAtMs,
 } from './batch-store.ts';
 import { offsetField, type StepContextKeys, stepContextKeys } from './redis-keys.ts';
 
 const lua = (name: string) => readFileSync(new URL(`./lua/${name}`, import.meta.url), 'utf8');
 const PRELUDE = lua('append-entry.lua');
-const APPLY_UPDATE = `${PRELUDE}\n${lua('apply-update.lua')}`;
+const APPLY_BATCH = `${PRELUDE}\n${lua('apply-batch.lua')}`;
 const COPY_SESSION = `${PRELUDE}\n${lua('copy-session.lua')}`;
 const RECORD_OFFSET = lua('record-offset.lua');
 
-/** Refusal codes of the scripts (see their headers). */
-const OFFSET_REFUSED = -1;
+/** Codes of the scripts (see their headers). */
+const SKIPPED = -1;
+const APPLIED = 1;
 const DUPLICATE = 0;
 const STALE = -2;
 
@@ -27,7 +30,7 @@ const STALE = -2;
 const READ_PAGE = 50;
 
 interface BatchCommands {
-  ctxApplyUpdate(numberOfKeys: number, ...args: string[]): Promise<number | number[]>;
+  ctxApplyBatch(numberOfKeys: number, ...args: string[]): Promise<number[]>;
   ctxCopySession(...args: string[]): Promise<number>;
   ctxRecordOffset(...args: string[]): Promise<number>;
 }
@@ -37,9 +40,9 @@ type Client = (Redis | Cluster) & BatchCommands;
 /** One function maps a script's per-session code to an outcome. */
 function outcomeOf(code: number): AppendOutcome {
   if (code > 0) return { outcome: 'appended', cursor: code };
-  if (code === DUPLICATE || code === OFFSET_REFUSED) return { outcome: 'duplicate' };
+  if (code === DUPLICATE) return { outcome: 'duplicate' };
   if (code === STALE) return { outcome: 'stale' };
-  throw new Error(`apply-update.lua returned an unknown code ${code}`);
+  throw new Error(`apply-batch.lua returned an unknown code ${code}`);
 }
 
 /**
@@ -48,14 +51,16 @@ function outcomeOf(code: number): AppendOutcome {
  * tag; each atomic write is one Lua script (src/lua).
  *
  * Fan-out and Redis Cluster: one ticket update goes to several sessions, i.e.
- * several hash slots. On a single Redis, `applyUpdate` is ONE script over every
- * session's keys plus the global offsets hash. On Redis Cluster (detected from
- * the client, or `cluster: true`) no script may span slots, so it runs one
- * script per session, each idempotent by update id AND checked against that
- * session's own stored offset, then records the global offset last (never
- * backwards). A crash between them redelivers the record from the old global
- * offset; the sessions already written refuse it, the others get it: still
- * exactly once per session.
+ * several hash slots. On a single Redis, `applyBatch` (and `applyUpdate`, a
+ * run of one) is ONE script (apply-batch.lua) over every session's keys of the
+ * run plus the global offsets hash: one round trip per run of records. On
+ * Redis Cluster (detected from the client, or `cluster: true`) no script may
+ * span slots, so it runs one script per session with that session's share of
+ * the run, all sent at once, each idempotent by update id AND checked against
+ * that session's own stored offset, then records the global offset last (never
+ * backwards). A crash between them redelivers the run from the old global
+ * offset; the sessions already written skip what they stored, the others get
+ * it: still exactly once per session.
  *
  * A Redis failure surfaces as a retryable `store_unavailable` refusal.
  */
@@ -68,8 +73,8 @@ export class RedisBatchStore implements BatchStore {
   /** `ownsClient`: close() also quits the client (default false: the caller shares it). */
   constructor(options: { redis: Redis | Cluster; prefix?: string; cluster?: boolean; ownsClient?: boolean }) {
     const redis = options.redis as Client;
-    if (typeof redis.ctxApplyUpdate !== 'function') {
-      redis.defineCommand('ctxApplyUpdate', { lua: APPLY_UPDATE });
+    if (typeof redis.ctxApplyBatch !== 'function') {
+      redis.defineCommand('ctxApplyBatch', { lua: APPLY_BATCH });
       redis.defineCommand('ctxCopySession', { numberOfKeys: 5, lua: COPY_SESSION });
       redis.defineCommand('ctxRecordOffset', { numberOfKeys: 1, lua: RECORD_OFFSET });
     }
@@ -81,20 +86,11 @@ export class RedisBatchStore implements BatchStore {
 
   async append(sessionId: string, update: TicketUpdate): Promise<AppendOutcome> {
     const s = this.#keys.session(sessionId);
-    const result = await this.#guard(() =>
-      this.#redis.ctxApplyUpdate(
-        5,
-        s.offsets,
-        s.stream,
-        s.seq,
-        s.ids,
-        s.marks,
-        '',
-        '',
-        ...updateArgs(update, undefined),
-      ),
+    const codes = await this.#guard(() =>
+      this.#redis.ctxApplyBatch(5, s.offsets, s.stream, s.seq, s.ids, s.marks, '', ...recordArgs('', update, '', '1')),
     );
-    return outcomeOf(firstCode(result));
+    // [1, code]: a plain append is never skipped.
+    return outcomeOf(codeAt(codes, 1));
   }
 
   async readSince(
@@ -163,48 +159,91 @@ export class RedisBatchStore implements BatchStore {
     position: ConsumedPosition,
     trace: { traceparent?: string } = {},
   ): Promise<ApplyResult> {
-    const field = offsetField(position.topic, position.partition);
-    const offset = canonicalOffset(position.offset);
-    const args = updateArgs(update, trace.traceparent);
-    return this.#guard(async () => {
-      if (!this.#cluster) {
-        const keys = sessionIds.flatMap((id) => {
-          const s = this.#keys.session(id);
-          return [s.stream, s.seq, s.ids, s.marks];
-        });
-        const result = await this.#redis.ctxApplyUpdate(
-          1 + keys.length,
-          this.#keys.offsets,
-          ...keys,
-          field,
-          offset,
-          ...args,
-        );
-        if (result === OFFSET_REFUSED) return { applied: false };
-        const codes = result as number[];
-        return { applied: true, sessions: Object.fromEntries(sessionIds.map((id, i) => [id, outcomeOf(codes[i]!)])) };
+    const record: BatchRecord = { position, update, sessionIds };
+    if (trace.traceparent) record.traceparent = trace.traceparent;
+    return (await this.applyBatch([record]))[0]!;
+  }
+
+  async applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]> {
+    const offsets = checkRun(records);
+    if (records.length === 0) return [];
+    const { topic, partition } = records[0]!.position;
+    const field = offsetField(topic, partition);
+    return this.#guard(() =>
+      this.#cluster ? this.#applyPerSession(records, offsets, field) : this.#applyAtOnce(records, offsets, field),
+    );
+  }
+
+  /** A single Redis: one script over every session of the run plus the global offsets hash. */
+  async #applyAtOnce(records: readonly BatchRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
+    const index = new Map<string, number>();
+    const keys: string[] = [this.#keys.offsets];
+    const args: string[] = [field];
+    records.forEach((record, r) => {
+      const positions: number[] = [];
+      if (record.update) {
+        for (const id of record.sessionIds ?? []) {
+          let i = index.get(id);
+          if (i === undefined) {
+            i = index.size + 1;
+            index.set(id, i);
+            const s = this.#keys.session(id);
+            keys.push(s.stream, s.seq, s.ids, s.marks);
+          }
+          positions.push(i);
+        }
       }
-      const stored = await this.#redis.hget(this.#keys.offsets, field);
-      if (stored !== null && BigInt(stored) >= BigInt(offset)) return { applied: false };
-      const sessions: Record<string, AppendOutcome> = {};
-      for (const id of sessionIds) {
+      args.push(...recordArgs(offsets[r]!, record.update, record.traceparent ?? '', positions.join(' ')));
+    });
+    const codes = await this.#redis.ctxApplyBatch(keys.length, ...keys, ...args);
+    return readResults(records, codes);
+  }
+
+  /**
+   * Redis Cluster: no script may span slots. The run is checked against the
+   * global offset, then each session gets ONE script with its share of the
+   * run, checked against its own offsets hash; the scripts of all sessions are
+   * sent at once (each is atomic for its session, in record order), and the
+   * global offset is recorded after all of them succeeded.
+   */
+  async #applyPerSession(records: readonly BatchRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
+    const stored = await this.#redis.hget(this.#keys.offsets, field);
+    const fresh = (r: number) => stored === null || BigInt(offsets[r]!) > BigInt(stored);
+    const bySession = new Map<string, number[]>();
+    records.forEach((record, r) => {
+      if (!record.update || !fresh(r)) return;
+      for (const id of new Set(record.sessionIds ?? [])) {
+        const list = bySession.get(id);
+        if (list) list.push(r);
+        else bySession.set(id, [r]);
+      }
+    });
+    const outcomes = await Promise.all(
+      [...bySession].map(async ([id, rs]) => {
         const s = this.#keys.session(id);
-        const result = await this.#redis.ctxApplyUpdate(
-          5,
-          s.offsets,
-          s.stream,
-          s.seq,
-          s.ids,
-          s.marks,
-          field,
-          offset,
-          ...args,
-        );
-        sessions[id] = outcomeOf(firstCode(result));
-      }
-      await this.#redis.ctxRecordOffset(this.#keys.offsets, field, offset);
+        const args = rs.flatMap((r) => recordArgs(offsets[r]!, records[r]!.update, records[r]!.traceparent ?? '', '1'));
+        const codes = await this.#redis.ctxApplyBatch(5, s.offsets, s.stream, s.seq, s.ids, s.marks, field, ...args);
+        // Per record: [1, code], or [-1] when this session stored it before: a duplicate for the session.
+        const out = new Map<number, AppendOutcome>();
+        let at = 0;
+        for (const r of rs) {
+          const status = codeAt(codes, at);
+          out.set(r, status === SKIPPED ? { outcome: 'duplicate' } : outcomeOf(codeAt(codes, at + 1)));
+          at += status === SKIPPED ? 1 : 2;
+        }
+        return [id, out] as const;
+      }),
+    );
+    const byId = new Map(outcomes);
+    const results: ApplyResult[] = records.map((record, r) => {
+      if (!fresh(r)) return { applied: false };
+      const sessions: Record<string, AppendOutcome> = {};
+      if (record.update) for (const id of record.sessionIds ?? []) sessions[id] = byId.get(id)!.get(r)!;
       return { applied: true, sessions };
     });
+    const last = offsets.findLastIndex((_, r) => fresh(r));
+    if (last >= 0) await this.#redis.ctxRecordOffset(this.#keys.offsets, field, offsets[last]!);
+    return results;
   }
 
   async recordOffset(position: ConsumedPosition): Promise<void> {
@@ -231,23 +270,38 @@ export class RedisBatchStore implements BatchStore {
   }
 }
 
-/** ARGV[3..8] of apply-update.lua. */
-function updateArgs(update: TicketUpdate, traceparent: string | undefined): string[] {
+/** The eight ARGV of one record of apply-batch.lua; no update: a record with nothing to apply. */
+function recordArgs(offset: string, update: TicketUpdate | undefined, traceparent: string, sessions: string): string[] {
+  if (!update) return [offset, '', '', '', '', '', '', ''];
   const at = occurredAtMs(update.occurredAt);
   return [
+    offset,
     update.id,
     ticketKey(update),
     update.version === undefined ? '' : String(update.version),
     at === undefined ? '' : String(at),
     JSON.stringify(update),
-    traceparent ?? '',
+    traceparent,
+    sessions,
   ];
 }
 
-function firstCode(result: number | number[]): number {
-  if (typeof result === 'number') return result;
-  const code = result[0];
-  if (code === undefined) throw new Error('apply-update.lua returned no code');
+/** apply-batch.lua's flat answer, per record: -1 (skipped), or 1 and one code per listed session. */
+function readResults(records: readonly BatchRecord[], codes: number[]): ApplyResult[] {
+  let at = 0;
+  return records.map((record) => {
+    const status = codeAt(codes, at++);
+    if (status === SKIPPED) return { applied: false };
+    if (status !== APPLIED) throw new Error(`apply-batch.lua returned an unknown status ${status}`);
+    const sessions: Record<string, AppendOutcome> = {};
+    if (record.update) for (const id of record.sessionIds ?? []) sessions[id] = outcomeOf(codeAt(codes, at++));
+    return { applied: true, sessions };
+  });
+}
+
+function codeAt(codes: number[], at: number): number {
+  const code = codes[at];
+  if (code === undefined) throw new Error('apply-batch.lua returned too few codes');
   return code;
 }
 

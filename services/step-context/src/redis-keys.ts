@@ -12,7 +12,7 @@ export function stepContextKeys(prefix: string) {
     session(sessionId: string) {
       const tag = `${base}:{${sessionId}}`;
       return {
-        /** Stream: entry id `<cursor>-0`, fields `id`, `key`, `version`, `at`, `update` (apply-update.lua). */
+        /** Stream: entry id `<cursor>-0`, fields `id`, `key`, `version`, `at`, `update`, `trace` when traced (append-entry.lua). */
         stream: `${tag}:stream`,
         /** String: the last cursor handed out. */
         seq: `${tag}:seq`,

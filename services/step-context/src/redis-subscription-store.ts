@@ -24,11 +24,14 @@ export class RedisSubscriptionStore implements SubscriptionStore {
   readonly #redis: Redis | Cluster;
   readonly #keys: StepContextKeys;
   readonly #ownsClient: boolean;
+  readonly #cluster: boolean;
 
-  constructor(options: { redis: Redis | Cluster; prefix?: string; ownsClient?: boolean }) {
+  /** `cluster`: detected from the client unless given. */
+  constructor(options: { redis: Redis | Cluster; prefix?: string; ownsClient?: boolean; cluster?: boolean }) {
     this.#redis = options.redis;
     this.#keys = stepContextKeys(options.prefix ?? 'ctxflow');
     this.#ownsClient = options.ownsClient ?? false;
+    this.#cluster = options.cluster ?? (options.redis as { isCluster?: boolean }).isCluster === true;
   }
 
   async subscribe(sessionId: string, subscription: Subscription): Promise<boolean> {
@@ -54,17 +57,52 @@ export class RedisSubscriptionStore implements SubscriptionStore {
   }
 
   async sessionsFor(update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>): Promise<string[]> {
+    return (await this.sessionsForMany([update]))[0]!;
+  }
+
+  async sessionsForMany(updates: readonly Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>[]): Promise<string[][]> {
     // Every subscription that can match (subscription-store.ts): the exact
-    // ticket, the wildcard of the update's scope, and the unscoped wildcard.
-    const candidates: Subscription[] = [
-      { source: update.source, ticket: update.ticket },
-      { source: update.source, ticket: ANY_TICKET },
-    ];
-    if (update.scope !== undefined) candidates.push({ source: update.source, ticket: ANY_TICKET, scope: update.scope });
-    const sets = await this.#guard(() =>
-      Promise.all(candidates.map((c) => this.#redis.smembers(this.#keys.subscribers(subscriptionId(c))))),
-    );
-    return [...new Set(sets.flat())].sort();
+    // ticket, the wildcard of the update's scope, and the unscoped wildcard;
+    // each subscriber set read once however many updates share it.
+    const keyOf = new Map<string, number>();
+    const perUpdate = updates.map((update) => {
+      const candidates: Subscription[] = [
+        { source: update.source, ticket: update.ticket },
+        { source: update.source, ticket: ANY_TICKET },
+      ];
+      if (update.scope !== undefined) {
+        candidates.push({ source: update.source, ticket: ANY_TICKET, scope: update.scope });
+      }
+      return candidates.map((c) => {
+        const key = this.#keys.subscribers(subscriptionId(c));
+        let i = keyOf.get(key);
+        if (i === undefined) {
+          i = keyOf.size;
+          keyOf.set(key, i);
+        }
+        return i;
+      });
+    });
+    if (keyOf.size === 0) return [];
+    const sets = await this.#guard(() => this.#readSets([...keyOf.keys()]));
+    return perUpdate.map((indexes) => [...new Set(indexes.flatMap((i) => sets[i]!))].sort());
+  }
+
+  /**
+   * SMEMBERS of each key, in one round trip: a pipeline on a single Redis; on
+   * Redis Cluster (whose pipelines must stay within one node) the commands are
+   * all sent before the first answer, each to its node.
+   */
+  async #readSets(keys: string[]): Promise<string[][]> {
+    if (this.#cluster) return Promise.all(keys.map((key) => this.#redis.smembers(key)));
+    const pipeline = this.#redis.pipeline();
+    for (const key of keys) pipeline.smembers(key);
+    const replies = await pipeline.exec();
+    if (!replies) throw new Error('the subscriber pipeline was aborted');
+    return replies.map(([err, members]) => {
+      if (err) throw err;
+      return members as string[];
+    });
   }
 
   async close(): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Subscription as BusSubscription, IncomingRecord, Subscriber } from '@ctxflow/bus';
-import { TOPICS, ticketUpdateSchema } from '@ctxflow/contracts';
+import { type TicketUpdate, TOPICS, ticketUpdateSchema } from '@ctxflow/contracts';
 import {
   ATTR_FEED_EVENT_ID,
   ATTR_FEED_SOURCE,
@@ -7,11 +7,10 @@ import {
   ATTR_TICKET,
   ATTR_TOPIC,
   type ConsumerTelemetry,
-  noopConsumerTelemetry,
   SPAN_STEP_CONTEXT_APPLY,
   type SpanHandle,
 } from '@ctxflow/telemetry';
-import type { BatchStore } from './batch-store.ts';
+import type { BatchRecord, BatchStore } from './batch-store.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
 
 /** The consumer group of step-context on TOPICS.ticketUpdates. */
@@ -39,12 +38,30 @@ export interface StepContextServiceDeps {
    * One `ctxflow.step_context.apply` span (CONSUMER) per record, child of the
    * trace context in the record's `traceparent` header (the feed-ingestor's
    * publish span); its own traceparent is stored with the entries it appends.
-   * Default: none.
+   * The spans of one write all last the whole write. Default: none.
    */
   telemetry?: ConsumerTelemetry;
+  /**
+   * Most records applied by one atomic batch-store write (default
+   * MAX_RECORDS_PER_WRITE). A bigger delivery is applied in runs of this size,
+   * one after the other: it bounds how long one script holds Redis.
+   */
+  maxRecordsPerWrite?: number;
 }
 
+/** Default of `maxRecordsPerWrite`: a run's script stays within a few ms of Redis time. */
+export const MAX_RECORDS_PER_WRITE = 200;
+
 const silent: ServiceLog = { info() {}, warn() {} };
+
+/** The span of a record when there is no telemetry. */
+const untraced: SpanHandle = { traceparent: undefined, link() {}, setAttributes() {} };
+
+/** A record as parsed: its update, or undefined for a poison record (logged and skipped). */
+interface Parsed {
+  record: IncomingRecord;
+  update: TicketUpdate | undefined;
+}
 
 /**
  * Consumes ticket updates and appends each to the batch stream of every
@@ -52,19 +69,30 @@ const silent: ServiceLog = { info() {}, warn() {} };
  * consumed offset in the same atomic write as the entries, and the bus resumes
  * each partition from there (`resumeFrom`).
  *
+ * A delivery (records of one partition, in offset order) is applied in runs of
+ * at most `maxRecordsPerWrite` records, each run with two store calls: one
+ * subscription look-up for all its updates (`sessionsForMany`), then one
+ * atomic write of all of them with the run's last offset (`applyBatch`).
+ * Records at or below the stored offset are skipped by that write (a
+ * redelivery, or late writes of a consumer that lost the partition).
+ *
  * A record that is not a valid TicketUpdate (poison) is logged with its
- * position and skipped (its offset recorded), never retried and never a crash.
- * A store failure rejects the batch: the bus delivers it again, and the offset
- * check drops what was already applied.
+ * position and skipped (its offset recorded with its run), never retried and
+ * never a crash. A store failure rejects the delivery: the bus delivers it
+ * again, and the offset check drops what was already applied.
  */
 export class StepContextService {
   readonly #deps: StepContextServiceDeps;
   readonly #log: ServiceLog;
+  readonly #maxRecordsPerWrite: number;
   #subscription: BusSubscription | undefined;
 
   constructor(deps: StepContextServiceDeps) {
+    const max = deps.maxRecordsPerWrite ?? MAX_RECORDS_PER_WRITE;
+    if (!Number.isSafeInteger(max) || max < 1) throw new Error(`maxRecordsPerWrite ${max} is not a positive integer`);
     this.#deps = deps;
     this.#log = deps.log ?? silent;
+    this.#maxRecordsPerWrite = max;
   }
 
   /** Joins the consumer group; resolves once the first assignment is in place. */
@@ -94,48 +122,114 @@ export class StepContextService {
 
   /** Applies records of one partition in order (the bus handler; public for tests). */
   async handle(records: IncomingRecord[]): Promise<void> {
-    for (const record of records) await this.#apply(record);
+    const max = this.#maxRecordsPerWrite;
+    for (let i = 0; i < records.length; i += max) await this.#applyRun(records.slice(i, i + max));
   }
 
-  async #apply(record: IncomingRecord): Promise<void> {
-    const telemetry = this.#deps.telemetry ?? noopConsumerTelemetry;
-    await telemetry.withSpan(
-      SPAN_STEP_CONTEXT_APPLY,
-      { [ATTR_TOPIC]: record.topic, [ATTR_PARTITION]: record.partition },
-      (span) => this.#applyTraced(record, span),
-      { kind: 'consumer', parentHeaders: record.headers },
-    );
+  /** One run: parse, one subscription look-up, one atomic write; the records' spans last the whole run. */
+  async #applyRun(records: IncomingRecord[]): Promise<void> {
+    const parsed = records.map((record) => this.#parse(record));
+    const spans = await this.#openSpans(parsed);
+    try {
+      const updates = parsed.flatMap((p) => (p.update ? [p.update] : []));
+      const sessionLists = await this.#deps.subscriptions.sessionsForMany(updates);
+      let next = 0;
+      const batch = parsed.map(({ record, update }, i): BatchRecord => {
+        const position = { topic: record.topic, partition: record.partition, offset: record.offset };
+        if (!update) return { position };
+        const traceparent = spans.handles[i]!.traceparent;
+        return { position, update, sessionIds: sessionLists[next++]!, ...(traceparent ? { traceparent } : {}) };
+      });
+      const results = await this.#deps.batches.applyBatch(batch);
+      results.forEach((result, i) => {
+        const { record, update } = parsed[i]!;
+        // Not applied: consumed before, the atomic offset check skipped it.
+        if (!update || !result.applied) return;
+        const appended = Object.values(result.sessions).filter((o) => o.outcome === 'appended').length;
+        this.#log.info(
+          { ...where(record), updateId: update.id, sessions: batch[i]!.sessionIds!.length, appended },
+          'ticket update applied',
+        );
+      });
+      spans.end();
+    } catch (err) {
+      spans.end(err);
+      throw err;
+    }
   }
 
-  async #applyTraced(record: IncomingRecord, span: SpanHandle): Promise<void> {
-    const position = { topic: record.topic, partition: record.partition, offset: record.offset };
-    const where = { ...position, key: record.key, recordId: record.headers[RECORD_ID_HEADER] };
+  #parse(record: IncomingRecord): Parsed {
     let value: unknown;
     try {
       value = JSON.parse(record.value);
     } catch (err) {
-      this.#log.warn({ ...where, reason: (err as Error).message }, 'ticket update skipped: not JSON');
-      await this.#deps.batches.recordOffset(position);
-      return;
+      this.#log.warn({ ...where(record), reason: (err as Error).message }, 'ticket update skipped: not JSON');
+      return { record, update: undefined };
     }
     const parsed = ticketUpdateSchema.safeParse(value);
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`);
-      this.#log.warn({ ...where, issues }, 'ticket update skipped: not a valid TicketUpdate');
-      await this.#deps.batches.recordOffset(position);
-      return;
+      this.#log.warn({ ...where(record), issues }, 'ticket update skipped: not a valid TicketUpdate');
+      return { record, update: undefined };
     }
-    const update = parsed.data;
-    span.setAttributes({
-      [ATTR_TICKET]: update.ticket,
-      [ATTR_FEED_SOURCE]: update.source,
-      [ATTR_FEED_EVENT_ID]: update.id,
-    });
-    const sessions = await this.#deps.subscriptions.sessionsFor(update);
-    const traceparent = span.traceparent;
-    const result = await this.#deps.batches.applyUpdate(update, sessions, position, traceparent ? { traceparent } : {});
-    if (!result.applied) return; // consumed before: the atomic offset check dropped it
-    const appended = Object.values(result.sessions).filter((o) => o.outcome === 'appended').length;
-    this.#log.info({ ...where, updateId: update.id, sessions: sessions.length, appended }, 'ticket update applied');
+    return { record, update: parsed.data };
   }
+
+  /**
+   * One apply span per record (see StepContextServiceDeps.telemetry), opened
+   * before the run's store calls; `end` ends them all, with the run's error
+   * when it failed.
+   */
+  async #openSpans(parsed: Parsed[]): Promise<{ handles: SpanHandle[]; end(error?: unknown): void }> {
+    const telemetry = this.#deps.telemetry;
+    if (!telemetry) return { handles: parsed.map(() => untraced), end() {} };
+    let settle!: { resolve(): void; reject(error: unknown): void };
+    const done = new Promise<void>((resolve, reject) => {
+      settle = { resolve, reject };
+    });
+    const handles = await Promise.all(
+      parsed.map(
+        ({ record, update }) =>
+          new Promise<SpanHandle>((opened) => {
+            const attributes = { [ATTR_TOPIC]: record.topic, [ATTR_PARTITION]: record.partition };
+            const running = telemetry.withSpan(
+              SPAN_STEP_CONTEXT_APPLY,
+              update
+                ? {
+                    ...attributes,
+                    [ATTR_TICKET]: update.ticket,
+                    [ATTR_FEED_SOURCE]: update.source,
+                    [ATTR_FEED_EVENT_ID]: update.id,
+                  }
+                : attributes,
+              (span) => {
+                opened(span);
+                return done;
+              },
+              { kind: 'consumer', parentHeaders: record.headers },
+            );
+            // The run's caller sees its error; the span has recorded it.
+            running.catch(() => {});
+          }),
+      ),
+    );
+    return {
+      handles,
+      end(error?: unknown) {
+        if (error === undefined) settle.resolve();
+        else settle.reject(error);
+      },
+    };
+  }
+}
+
+/** Where a record came from, for its log lines. */
+function where(record: IncomingRecord) {
+  return {
+    topic: record.topic,
+    partition: record.partition,
+    offset: record.offset,
+    key: record.key,
+    recordId: record.headers[RECORD_ID_HEADER],
+  };
 }

@@ -64,5 +64,11 @@ export interface SubscriptionStore {
    * wildcard), each once, sorted by session id.
    */
   sessionsFor(update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>): Promise<string[]>;
+  /**
+   * `sessionsFor` of each update, in order, in one look-up (one round trip on
+   * Redis, whatever the number of updates): what step-context asks once per
+   * run of records it applies.
+   */
+  sessionsForMany(updates: readonly Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>[]): Promise<string[][]>;
   close?(): Promise<void>;
 }

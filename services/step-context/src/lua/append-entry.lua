@@ -1,4 +1,4 @@
--- Shared prelude (prepended to apply-update.lua and copy-session.lua; not a command by itself).
+-- Shared prelude (prepended to apply-batch.lua and copy-session.lua; not a command by itself).
 --
 -- append_entry(stream, seq, ids, marks, id, key, version, at, update, trace)
 --   stream, seq, ids, marks: one session's keys (stepContextKeys(prefix).session(id))

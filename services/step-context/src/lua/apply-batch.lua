@@ -1,21 +1,29 @@
--- Appends one ticket update to the batch streams of one or more sessions and
--- records the consumed bus offset, in ONE atomic step (exactly-once from the bus).
--- Needs the append-entry.lua prelude.
+-- Appends a run of ticket updates (the records of ONE bus partition, in offset
+-- order) to the batch streams of their sessions and records the last consumed
+-- offset, in ONE atomic step (exactly-once from the bus). Needs the
+-- append-entry.lua prelude.
 --
 -- KEYS[1]: the offsets hash: stepContextKeys(prefix).offsets on a single Redis,
 --          or the session's own `.session(id).offsets` on Redis Cluster (one session per call)
 -- KEYS[2..]: four per session, in order: stream, seq, ids, marks
--- ARGV[1]: offsets field `<topic>:<partition>`, or '' for a plain append (no offset read or written)
--- ARGV[2]: the offset, canonical decimal string (no leading zeros); '' with ARGV[1] ''
--- ARGV[3]: update id
--- ARGV[4]: ticket key `<source>:<ticket>`
--- ARGV[5]: version (decimal) or ''
--- ARGV[6]: occurredAt in epoch ms (decimal) or ''
--- ARGV[7]: the update, JSON
--- ARGV[8]: W3C traceparent stored with each new entry (field `trace`), or '' (none)
--- Returns: -1 when the offset is at or below the stored one (nothing written);
---   otherwise a table with one integer per session, in KEYS order:
---   the new cursor (> 0), 0 duplicate, -2 stale (see append_entry).
+-- ARGV[1]: offsets field `<topic>:<partition>`, or '' for plain appends (no offset read or written)
+-- ARGV[2..]: eight per record, in offset order:
+--   offset: canonical decimal string (no leading zeros), strictly increasing; '' with ARGV[1] ''
+--   id: update id, or '' for a record with nothing to apply (a poison record: only its offset counts)
+--   key: ticket key `<source>:<ticket>`
+--   version: decimal string or ''
+--   at: occurredAt in epoch ms (decimal) or ''
+--   update: the update, JSON
+--   trace: W3C traceparent stored with each new entry (field `trace`), or '' (none)
+--   sessions: the 1-based indexes of its sessions in KEYS order, space separated ('' none)
+-- Offset check: a record at or below the stored offset was consumed before and
+-- is skipped (nothing written for it); offsets increase, so what is skipped is a
+-- prefix of the run. The field is then set to the offset of the last record,
+-- unless every record was skipped.
+-- Returns: a flat table, per record in order: -1 when skipped; otherwise 1
+--   followed by one code per listed session, in the listed order: the new
+--   cursor (> 0), 0 duplicate, -2 stale (see append_entry).
+-- Errors (before any write): a malformed argument list or a session index out of range.
 
 -- Offsets exceed 2^53: compare canonical decimal strings, never as Lua numbers.
 local function offset_above(offset, stored)
@@ -23,19 +31,48 @@ local function offset_above(offset, stored)
   return offset > stored
 end
 
-local field, offset = ARGV[1], ARGV[2]
-if field ~= '' then
-  local stored = redis.call('HGET', KEYS[1], field)
-  if stored and not offset_above(offset, stored) then return -1 end
+local field = ARGV[1]
+local sessions = (#KEYS - 1) / 4
+if (#ARGV - 1) % 8 ~= 0 or sessions ~= math.floor(sessions) then
+  return redis.error_reply('apply-batch: malformed arguments')
 end
+
+-- Validate every session list before the first write (a script is never rolled back).
+local lists = {}
+for base = 2, #ARGV, 8 do
+  local list = {}
+  for index in string.gmatch(ARGV[base + 7], '%d+') do
+    local i = tonumber(index)
+    if i < 1 or i > sessions then return redis.error_reply('apply-batch: session index out of range') end
+    list[#list + 1] = i
+  end
+  lists[#lists + 1] = list
+end
+
+local stored = false
+if field ~= '' then stored = redis.call('HGET', KEYS[1], field) end
 
 local results = {}
-local sessions = (#KEYS - 1) / 4
-for i = 0, sessions - 1 do
-  local k = 2 + i * 4
-  results[#results + 1] =
-    append_entry(KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7], ARGV[8])
+local last = false
+local record = 0
+for base = 2, #ARGV, 8 do
+  record = record + 1
+  local offset = ARGV[base]
+  if stored and not offset_above(offset, stored) then
+    results[#results + 1] = -1
+  else
+    results[#results + 1] = 1
+    last = offset
+    local id = ARGV[base + 1]
+    if id ~= '' then
+      for _, i in ipairs(lists[record]) do
+        local k = 2 + (i - 1) * 4
+        results[#results + 1] = append_entry(KEYS[k], KEYS[k + 1], KEYS[k + 2], KEYS[k + 3], id, ARGV[base + 2],
+          ARGV[base + 3], ARGV[base + 4], ARGV[base + 5], ARGV[base + 6])
+      end
+    end
+  end
 end
 
-if field ~= '' then redis.call('HSET', KEYS[1], field, offset) end
+if field ~= '' and last then redis.call('HSET', KEYS[1], field, last) end
 return results
