@@ -181,22 +181,26 @@ export class ServiceProcess {
  * A private redis-server on a free port, in its own directory. `aof: true` runs
  * it with `--appendonly yes --appendfsync always`: every acknowledged write is on
  * disk before the reply, so a kill -9 and restart loses nothing acknowledged.
+ * `fsync: 'everysec'` syncs the AOF once a second instead: the last second of
+ * acknowledged writes may be lost.
  */
 export class PrivateRedis {
   readonly port: number;
   readonly dir: string;
   readonly #aof: boolean;
+  readonly #fsync: 'always' | 'everysec';
   #child: ChildProcess | undefined;
 
-  static async start(options: { aof: boolean }): Promise<PrivateRedis> {
-    const redis = new PrivateRedis(await freePort(), options.aof);
+  static async start(options: { aof: boolean; fsync?: 'always' | 'everysec' }): Promise<PrivateRedis> {
+    const redis = new PrivateRedis(await freePort(), options.aof, options.fsync ?? 'always');
     await redis.start();
     return redis;
   }
 
-  private constructor(port: number, aof: boolean) {
+  private constructor(port: number, aof: boolean, fsync: 'always' | 'everysec') {
     this.port = port;
     this.#aof = aof;
+    this.#fsync = fsync;
     this.dir = mkdtempSync(join(tmpdir(), 'ctxflow-fault-redis-'));
   }
 
@@ -206,7 +210,7 @@ export class PrivateRedis {
 
   async start(): Promise<void> {
     const args = ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--dir', this.dir];
-    args.push(...(this.#aof ? ['--appendonly', 'yes', '--appendfsync', 'always'] : ['--appendonly', 'no']));
+    args.push(...(this.#aof ? ['--appendonly', 'yes', '--appendfsync', this.#fsync] : ['--appendonly', 'no']));
     const child = spawn('redis-server', args, { stdio: 'ignore' });
     this.#child = child;
     running.add(child);
