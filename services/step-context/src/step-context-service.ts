@@ -9,6 +9,7 @@ import {
   type ConsumerTelemetry,
   SPAN_STEP_CONTEXT_APPLY,
   type SpanHandle,
+  traceLogFields,
 } from '@ctxflow/telemetry';
 import type { BatchRecord, BatchStore } from './batch-store.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
@@ -147,7 +148,14 @@ export class StepContextService {
         if (!update || !result.applied) return;
         const appended = Object.values(result.sessions).filter((o) => o.outcome === 'appended').length;
         this.#log.info(
-          { ...where(record), updateId: update.id, sessions: batch[i]!.sessionIds!.length, appended },
+          {
+            ...where(record),
+            updateId: update.id,
+            sessions: batch[i]!.sessionIds!.length,
+            appended,
+            // The run spans several records' spans, none of them active here: name this record's.
+            ...traceLogFields(spans.handles[i]!.traceparent),
+          },
           'ticket update applied',
         );
       });

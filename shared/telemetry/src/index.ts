@@ -87,5 +87,6 @@ export {
   TRACE_LINKS_HEADER,
   TRACEPARENT_HEADER,
   TRACESTATE_HEADER,
+  traceLogFields,
   withRemoteParent,
 } from './trace-context.ts';

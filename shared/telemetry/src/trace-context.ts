@@ -119,3 +119,13 @@ export function parseTraceLinks(value: string | null | undefined): string[] {
     .filter((s) => parseTraceparent(s) !== undefined)
     .slice(0, MAX_TRACE_LINKS);
 }
+
+/**
+ * `trace_id` and `span_id` of a traceparent, for a log line written outside
+ * the span's own context (pino's mixin adds them only for the active span);
+ * an empty object when `traceparent` is absent or invalid.
+ */
+export function traceLogFields(traceparent: string | undefined): { trace_id?: string; span_id?: string } {
+  const spanContext = traceparent === undefined ? undefined : parseTraceparent(traceparent);
+  return spanContext ? { trace_id: spanContext.traceId, span_id: spanContext.spanId } : {};
+}
