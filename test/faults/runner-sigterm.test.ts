@@ -1,0 +1,124 @@
+/**
+ * Lifecycle: SIGTERM of the session-runner while step requests stream in from
+ * Kafka. The runner stops taking work, finishes the step in flight, commits
+ * its offsets and exits 0; restarted, it answers the rest. Every request is
+ * answered with its one committed step, none is committed twice, and, because
+ * the offsets were committed on the way out, none is answered twice either.
+ */
+import { randomUUID } from 'node:crypto';
+import { TOPICS } from '@ctxflow/contracts';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { requireKafka, requireRedis } from '../support/services.ts';
+import { ExactlyOnce } from './exactly-once.ts';
+import {
+  between,
+  deletePrefix,
+  ENTRIES,
+  freePort,
+  SESSION_TIMEOUT_MS,
+  ServiceProcess,
+  serviceEnv,
+  sleep,
+  startGroupsAtEnd,
+  stopAll,
+} from './processes.ts';
+import { StepLoad } from './step-load.ts';
+
+const STOPS = 2;
+
+describe('lifecycle: SIGTERM of the session-runner mid-stream', () => {
+  const cleanups: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
+    await stopAll();
+  });
+
+  it('SIGTERM while step requests stream: it exits cleanly, and after restarts every request is answered once with its one step', async () => {
+    const brokers = requireKafka();
+    const redisUrl = requireRedis();
+    const run = `sigterm-${randomUUID().slice(0, 8)}`;
+    const prefix = `test:${run}`;
+    const runnerGroup = `${run}-runner`;
+    const resultsGroup = `${run}-results`;
+    const redis = new Redis(redisUrl);
+    cleanups.push(async () => {
+      await deletePrefix(redis, prefix);
+      redis.disconnect();
+    });
+
+    await startGroupsAtEnd(brokers, [
+      { groupId: runnerGroup, topic: TOPICS.stepRequests },
+      { groupId: resultsGroup, topic: TOPICS.stepResults },
+    ]);
+    const port = await freePort();
+    const noHook = await freePort(); // nothing listens there: the hook is skipped at once
+    const runner = new ServiceProcess({
+      name: 'session-runner',
+      entry: ENTRIES.runner,
+      port,
+      env: serviceEnv({
+        KAFKA_BROKERS: brokers.join(','),
+        REDIS_URL: redisUrl,
+        CTXFLOW_REDIS_PREFIX: prefix,
+        CTXFLOW_PORT: String(port),
+        CTXFLOW_RUNNER_GROUP: runnerGroup,
+        CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${noHook}/step-context`,
+        KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
+        CTXFLOW_LOG_LEVEL: 'info',
+      }),
+    });
+    await runner.start();
+
+    const checker = new ExactlyOnce('session-runner SIGTERM mid-stream');
+    const load = new StepLoad({ run, runnerUrl: `http://127.0.0.1:${port}`, brokers, checker });
+    cleanups.push(() => load.close());
+    await load.listen(resultsGroup);
+    await load.createSessions(6);
+
+    let producing = true;
+    const producer = (async () => {
+      let rounds = 0;
+      while (producing || rounds < 10) {
+        await load.round();
+        rounds++;
+        await sleep(50);
+      }
+    })();
+
+    const answered = () => load.requested.filter((id) => load.results.get(id)?.some((r) => r.ok)).length;
+    const pendingAtStop: number[] = [];
+    try {
+      for (let stop = 0; stop < STOPS; stop++) {
+        await sleep(between(800, 1_500));
+        pendingAtStop.push(load.requested.length - answered());
+        await runner.stop(20_000);
+        checker.fault(`SIGTERM session-runner #${runner.incarnation}`);
+        const own = runner.logs.filter((l) => l.incarnation === runner.incarnation);
+        // Graceful: every shutdown step ran and none failed (a kill after the grace period logs nothing).
+        expect(own.some((l) => l.msg === 'session-runner: stopped' && l.failed === false)).toBe(true);
+        await runner.start();
+      }
+    } finally {
+      producing = false;
+    }
+    await producer;
+
+    await load.waitForResults(60_000);
+    const landed = await load.landed();
+    const report = checker.check(landed.streams);
+    const results = load.checkResults(landed.stepOf);
+    process.stdout.write(
+      `[sigterm] ${load.requested.length} step requests, pending at each SIGTERM: ${pendingAtStop.join(', ')}; ` +
+        `${results.repeated} repeated answer(s)\n`,
+    );
+    expect(results.problems.slice(0, 10)).toEqual([]);
+    expect(landed.queued).toBe(0);
+    expect(report.faults).toBe(STOPS);
+    // Stopped mid-stream: requests were waiting for an answer when a SIGTERM came.
+    expect(pendingAtStop.some((n) => n > 0)).toBe(true);
+    // Offsets were committed on the way out: nothing was redelivered, so nothing was answered twice.
+    expect(results.repeated).toBe(0);
+    await runner.stop();
+  }, 120_000);
+});
