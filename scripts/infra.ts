@@ -449,31 +449,103 @@ async function ensureKafkaJars(): Promise<void> {
 }
 
 function kafkaServerProperties(): string {
+  return kafkaNodeProperties({
+    nodeId: 1,
+    port: KAFKA_PORT,
+    controllerPort: KAFKA_CONTROLLER_PORT,
+    voters: `1@${HOST}:${KAFKA_CONTROLLER_PORT}`,
+    dataDir: join(KAFKA_DIR, 'data'),
+  });
+}
+
+/** One KRaft node (broker and controller) on loopback; see {@link kafkaNodeProperties}. */
+export interface KafkaNodeConfig {
+  nodeId: number;
+  port: number;
+  controllerPort: number;
+  /** `controller.quorum.voters`: `<id>@127.0.0.1:<controllerPort>` of every node, comma-separated. */
+  voters: string;
+  dataDir: string;
+  /**
+   * Replicas of the internal and new topics (default 1, a single node), and the
+   * `min.insync.replicas` of acks=all writes (default 1).
+   */
+  replicationFactor?: number;
+  minInsyncReplicas?: number;
+}
+
+/** The server.properties of one node: the shared broker's, or a test's private broker or cluster node. */
+export function kafkaNodeProperties(node: KafkaNodeConfig): string {
+  const replicas = node.replicationFactor ?? 1;
+  const minIsr = node.minInsyncReplicas ?? 1;
   return [
     '# Written by scripts/infra.ts on every start: edit that file, not this one.',
     'process.roles=broker,controller',
-    'node.id=1',
-    `controller.quorum.voters=1@${HOST}:${KAFKA_CONTROLLER_PORT}`,
-    `listeners=PLAINTEXT://${HOST}:${KAFKA_PORT},CONTROLLER://${HOST}:${KAFKA_CONTROLLER_PORT}`,
-    `advertised.listeners=PLAINTEXT://${HOST}:${KAFKA_PORT}`,
+    `node.id=${node.nodeId}`,
+    `controller.quorum.voters=${node.voters}`,
+    `listeners=PLAINTEXT://${HOST}:${node.port},CONTROLLER://${HOST}:${node.controllerPort}`,
+    `advertised.listeners=PLAINTEXT://${HOST}:${node.port}`,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
     'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
-    `log.dirs=${join(KAFKA_DIR, 'data')}`,
+    `log.dirs=${node.dataDir}`,
     // One broker: the internal topics can have one replica only, else "group coordinator not available".
-    'offsets.topic.replication.factor=1',
+    `offsets.topic.replication.factor=${replicas}`,
     'offsets.topic.num.partitions=4',
-    'transaction.state.log.replication.factor=1',
-    'transaction.state.log.min.isr=1',
-    'share.coordinator.state.topic.replication.factor=1',
-    'share.coordinator.state.topic.min.isr=1',
+    `transaction.state.log.replication.factor=${replicas}`,
+    `transaction.state.log.min.isr=${minIsr}`,
+    `share.coordinator.state.topic.replication.factor=${replicas}`,
+    `share.coordinator.state.topic.min.isr=${minIsr}`,
     'group.initial.rebalance.delay.ms=0',
     'auto.create.topics.enable=true',
     'num.partitions=4',
     'delete.topic.enable=true',
+    ...(replicas > 1 ? [`default.replication.factor=${replicas}`, `min.insync.replicas=${minIsr}`] : []),
     '',
   ].join('\n');
 }
+
+/**
+ * The jars of the broker (fetched into .infra/kafka/libs by Maven if missing) and the
+ * java arguments that run one node from them with `propertiesFile`.
+ */
+export async function kafkaNodeCommand(propertiesFile: string, heap = '1g'): Promise<string[]> {
+  await mkdir(KAFKA_DIR, { recursive: true });
+  await ensureKafkaJars();
+  return [
+    '-Xms256m',
+    `-Xmx${heap}`,
+    '-XX:+UseG1GC',
+    '-Djava.awt.headless=true',
+    `-Dlog4j2.configurationFile=${KAFKA_LOG4J}`,
+    '-cp',
+    `${KAFKA_LIBS}/*`,
+    'kafka.Kafka',
+    propertiesFile,
+  ];
+}
+
+/** Formats a node's KRaft storage with `clusterId` (16 random bytes, URL-safe base64, unpadded). */
+export async function formatKafkaNodeStorage(propertiesFile: string, clusterId: string): Promise<void> {
+  await ensureKafkaJars();
+  await run(
+    'java',
+    [
+      `-Dlog4j2.configurationFile=${KAFKA_LOG4J}`,
+      '-cp',
+      `${KAFKA_LIBS}/*`,
+      'kafka.tools.StorageTool',
+      'format',
+      '-t',
+      clusterId,
+      '-c',
+      propertiesFile,
+    ],
+    'formatting the Kafka storage',
+  );
+}
+
+export const newKafkaClusterId = () => randomBytes(16).toString('base64url');
 
 /** Formats the KRaft storage once (the data dir then holds meta.properties). */
 async function ensureKafkaStorage(propertiesFile: string): Promise<void> {
