@@ -197,6 +197,11 @@ describe('tracing across feed-ingestor, step-context and session-runner', () => 
     expect(feedMetrics).toMatch(
       /ctxflow_feed_refused_total\{[^}]*ctxflow_feed_reason="unauthorized"[^}]*\} 1|ctxflow_feed_refused_total\{[^}]*ctxflow_feed_source="generic"[^}]*ctxflow_feed_reason="unauthorized"[^}]*\} 1/,
     );
+    // Consumer lag of step-context's group, from the partition end the bus reported with the update.
+    const stepContextMetrics = await (await fetch(`http://127.0.0.1:${stepContextPort}/metrics`)).text();
+    expect(stepContextMetrics).toMatch(
+      new RegExp(`ctxflow_consumer_lag\\{[^}]*ctxflow_consumer_group="${stepContextGroup}"[^}]*\\} \\d+`),
+    );
     const runnerMetrics = await (await fetch(`${runnerUrl}/metrics`)).text();
     expect(runnerMetrics).toMatch(/ctxflow_context_rows_total\{[^}]*ctxflow_row_kind="notice"[^}]*\} 1/);
     expect(runnerMetrics).toMatch(/ctxflow_context_skipped_total\{[^}]*ctxflow_skip_reason="hook_error"[^}]*\} 1/);

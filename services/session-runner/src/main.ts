@@ -1,7 +1,7 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
 import { ConfigError, createAuthenticator, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
-import { createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { createConsumerTelemetry, createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { Cluster, Redis } from 'ioredis';
 import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
@@ -80,6 +80,7 @@ async function main() {
       subscriber: bus.subscriber,
       publisher: bus.publisher,
       log: logger,
+      telemetry: createConsumerTelemetry(),
       ...(config.groupId ? { groupId: config.groupId } : {}),
     });
   }

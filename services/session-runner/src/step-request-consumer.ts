@@ -1,6 +1,6 @@
 import type { IncomingRecord, Publisher, Subscriber, Subscription } from '@ctxflow/bus';
 import { isCtxflowError, stepRequestSchema, TOPICS } from '@ctxflow/contracts';
-import { withRemoteParent } from '@ctxflow/telemetry';
+import { type ConsumerTelemetry, withRemoteParent } from '@ctxflow/telemetry';
 import type { ContextEngine } from './domain/context-engine.ts';
 import type { SessionStore } from './ports/session-store.ts';
 
@@ -14,6 +14,8 @@ export interface StepRequestConsumerDeps {
   log?: { warn(obj: object, msg: string): void };
   /** Default STEP_CONSUMER_GROUP. */
   groupId?: string;
+  /** Reports the consumer lag after each handled batch (`ctxflow.consumer.lag`). Default: none. */
+  telemetry?: Pick<ConsumerTelemetry, 'lag'>;
 }
 
 /**
@@ -69,12 +71,23 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
       { key: request.sessionId, value: JSON.stringify(result), headers: { 'ctxflow-record-id': request.requestId } },
     ]);
   };
+  const groupId = deps.groupId ?? STEP_CONSUMER_GROUP;
   const subscription = await deps.subscriber.subscribe({
     topic: TOPICS.stepRequests,
-    groupId: deps.groupId ?? STEP_CONSUMER_GROUP,
+    groupId,
     async handle(records) {
       // A request sent with a traceparent header makes its context pass part of the sender's trace.
       for (const record of records) await withRemoteParent(record.headers, () => handleOne(record));
+      const last = records[records.length - 1];
+      if (last?.highWatermark && deps.telemetry) {
+        const lag = BigInt(last.highWatermark) - BigInt(last.offset) - 1n;
+        deps.telemetry.lag({
+          group: groupId,
+          topic: last.topic,
+          partition: last.partition,
+          lag: Number(lag < 0n ? 0n : lag),
+        });
+      }
     },
   });
   return subscription;

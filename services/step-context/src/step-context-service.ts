@@ -160,10 +160,23 @@ export class StepContextService {
         );
       });
       spans.end();
+      this.#reportLag(records[records.length - 1]);
     } catch (err) {
       spans.end(err);
       throw err;
     }
+  }
+
+  /** Records between the last handled record and the partition's end, when the bus reported the end. */
+  #reportLag(last: IncomingRecord | undefined): void {
+    if (!last?.highWatermark || !this.#deps.telemetry) return;
+    const lag = BigInt(last.highWatermark) - BigInt(last.offset) - 1n;
+    this.#deps.telemetry.lag({
+      group: this.#deps.groupId ?? STEP_CONTEXT_GROUP,
+      topic: last.topic,
+      partition: last.partition,
+      lag: Number(lag < 0n ? 0n : lag),
+    });
   }
 
   #parse(record: IncomingRecord): Parsed {

@@ -22,6 +22,13 @@ export interface IncomingRecord {
   key: string;
   value: string;
   headers: Record<string, string>;
+  /**
+   * The partition's end (the offset its next record will get) as the broker
+   * reported it with the fetch that brought this record, decimal string;
+   * undefined when the adapter does not know. Consumer lag once this record
+   * is handled: `highWatermark - offset - 1` records.
+   */
+  highWatermark?: string;
 }
 
 export interface Publisher {

@@ -338,6 +338,7 @@ function toIncoming(batch: Batch, message: Batch['messages'][number]): IncomingR
     key: message.key?.toString('utf8') ?? '',
     value: message.value?.toString('utf8') ?? '',
     headers: decodeHeaders(message.headers),
+    highWatermark: batch.highWatermark,
   };
 }
 

@@ -191,6 +191,7 @@ class MemoryBroker {
           key: record.key,
           value: record.value,
           headers: { ...record.headers },
+          highWatermark: String(log.length),
         }));
         const handled = await this.#track(
           owner,

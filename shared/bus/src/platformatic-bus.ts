@@ -325,7 +325,13 @@ class PlatformaticSubscription implements Subscription {
             const position = this.#positions.get(partition);
             const requested = wanted.find((w) => w.partition === partition)?.next;
             if (position?.state !== 'open' || requested === undefined || position.next !== requested) continue;
-            const { records, next } = decode(topic, partition, requested, partitionResponse.records ?? []);
+            const { records, next } = decode(
+              topic,
+              partition,
+              requested,
+              partitionResponse.records ?? [],
+              partitionResponse.highWatermark.toString(),
+            );
             if (records.length === 0) {
               if (next > requested) this.#positions.set(partition, { state: 'open', next });
               continue;
@@ -418,6 +424,7 @@ function decode(
   partition: number,
   from: bigint,
   batches: RecordsBatch[],
+  highWatermark: string,
 ): { records: IncomingRecord[]; next: bigint } {
   const records: IncomingRecord[] = [];
   let next = from;
@@ -439,6 +446,7 @@ function decode(
         key: record.key?.toString('utf8') ?? '',
         value: record.value?.toString('utf8') ?? '',
         headers,
+        highWatermark,
       });
     }
   }
