@@ -163,4 +163,80 @@ describe('StepContextService', () => {
     await eventually(async () => expect(await inner.readSince('s', 0, all)).toEqual([{ cursor: 1, update: u }]));
     expect(failures).toBe(-1);
   });
+
+  it('applies a delivery in runs of maxRecordsPerWrite: one look-up and one atomic write per run; an overlapping redelivery applies only the rest', async () => {
+    const topic = `ticket-updates-${randomUUID()}`;
+    const batches = new MemoryBatchStore();
+    const inner = new MemorySubscriptionStore();
+    await inner.subscribe('s1', { source: 'generic', ticket: 'R-1' });
+    await inner.subscribe('s2', { source: 'generic', ticket: '*' });
+    const calls = { lookups: [] as number[], writes: [] as string[][] };
+    const subscriptions: SubscriptionStore = {
+      subscribe: (s, sub) => inner.subscribe(s, sub),
+      unsubscribe: (s, sub) => inner.unsubscribe(s, sub),
+      list: (s) => inner.list(s),
+      sessionsFor: (u) => inner.sessionsFor(u),
+      async sessionsForMany(updates) {
+        calls.lookups.push(updates.length);
+        return inner.sessionsForMany(updates);
+      },
+    };
+    const counting: BatchStore = {
+      append: (s, u) => batches.append(s, u),
+      readSince: (s, a, l) => batches.readSince(s, a, l),
+      copy: (f, t) => batches.copy(f, t),
+      recordOffset: (p) => batches.recordOffset(p),
+      resumeFrom: (t, p) => batches.resumeFrom(t, p),
+      applyUpdate: (u, s, p, t) => batches.applyUpdate(u, s, p, t),
+      async applyBatch(records) {
+        calls.writes.push(records.map((r) => r.position.offset));
+        return batches.applyBatch(records);
+      },
+    };
+    const service = new StepContextService({
+      subscriber: createMemoryBus().subscriber,
+      batches: counting,
+      subscriptions,
+      topic,
+      maxRecordsPerWrite: 2,
+    });
+    const u = Array.from({ length: 4 }, (_, i) => makeUpdate({ ticket: i % 2 === 0 ? 'R-1' : 'R-2' }));
+    const incoming = (offset: number, value: string) => ({
+      topic,
+      partition: 0,
+      offset: String(offset),
+      key: 'generic:R',
+      value,
+      headers: {},
+    });
+    const delivery = [
+      incoming(0, JSON.stringify(u[0])),
+      incoming(1, JSON.stringify(u[1])),
+      incoming(2, '{poison'),
+      incoming(3, JSON.stringify(u[2])),
+      incoming(4, JSON.stringify(u[3])),
+    ];
+    await service.handle(delivery);
+    expect(calls.writes).toEqual([['0', '1'], ['2', '3'], ['4']]);
+    expect(calls.lookups).toEqual([2, 1, 1]); // the poison record needs no look-up
+    expect(await batches.resumeFrom(topic, 0)).toBe('5');
+    expect((await batches.readSince('s1', 0, all)).map((e) => e.update.id)).toEqual([u[0]!.id, u[2]!.id]);
+    expect((await batches.readSince('s2', 0, all)).map((e) => e.update.id)).toEqual(u.map((x) => x.id));
+
+    // Redelivered from offset 3 with one new record: 3 and 4 are skipped by the offset check, 5 is applied.
+    const u5 = makeUpdate({ ticket: 'R-1' });
+    await service.handle([...delivery.slice(3), incoming(5, JSON.stringify(u5))]);
+    expect(await batches.resumeFrom(topic, 0)).toBe('6');
+    expect((await batches.readSince('s1', 0, all)).map((e) => e.update.id)).toEqual([u[0]!.id, u[2]!.id, u5.id]);
+    expect((await batches.readSince('s2', 0, all)).map((e) => e.update.id)).toEqual([...u.map((x) => x.id), u5.id]);
+  });
+
+  it('refuses a maxRecordsPerWrite below 1', () => {
+    const deps = {
+      subscriber: createMemoryBus().subscriber,
+      batches: new MemoryBatchStore(),
+      subscriptions: new MemorySubscriptionStore(),
+    };
+    expect(() => new StepContextService({ ...deps, maxRecordsPerWrite: 0 })).toThrow(/maxRecordsPerWrite/);
+  });
 });
