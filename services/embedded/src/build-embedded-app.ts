@@ -16,7 +16,7 @@ import {
   StepContextService,
   subscriptionRoutes,
 } from '@ctxflow/step-context';
-import type { ContextTelemetry } from '@ctxflow/telemetry';
+import type { ConsumerTelemetry, ContextTelemetry, FeedTelemetry } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import type { EmbeddedConfig } from './config.ts';
 
@@ -24,6 +24,10 @@ export interface EmbeddedDeps {
   config: Pick<EmbeddedConfig, 'apiKeys' | 'secrets'>;
   logger?: Logger;
   telemetry?: ContextTelemetry;
+  /** The feed routes' spans and ingest/refusal counters. */
+  feedTelemetry?: FeedTelemetry;
+  /** step-context's apply spans and consumer lag. */
+  consumerTelemetry?: ConsumerTelemetry;
   metricsText?: () => Promise<string>;
   clock?: Clock;
   /** More route plugins without credentials, after the feeds (the benchmark adds its baseline route). */
@@ -55,6 +59,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     batches,
     subscriptions,
     ...(deps.logger ? { log: deps.logger } : {}),
+    ...(deps.consumerTelemetry ? { telemetry: deps.consumerTelemetry } : {}),
   });
   await stepContext.start();
   const directory = { tenantOf: async (sessionId: string) => (await store.load(sessionId))?.meta.tenant };
@@ -76,6 +81,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
           ledger,
           secrets: deps.config.secrets,
           clock: () => clock.now(),
+          ...(deps.feedTelemetry ? { telemetry: deps.feedTelemetry } : {}),
         });
       },
       ...(deps.openRoutes ?? []),

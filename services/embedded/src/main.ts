@@ -1,5 +1,10 @@
 import { ConfigError, createLogger } from '@ctxflow/service-kit';
-import { createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import {
+  createConsumerTelemetry,
+  createContextTelemetry,
+  createFeedTelemetry,
+  startTelemetry,
+} from '@ctxflow/telemetry';
 import { buildEmbeddedApp } from './build-embedded-app.ts';
 import { loadEmbeddedConfig } from './config.ts';
 
@@ -21,6 +26,8 @@ async function main() {
     config,
     logger,
     telemetry: createContextTelemetry(),
+    feedTelemetry: createFeedTelemetry(),
+    consumerTelemetry: createConsumerTelemetry(),
     metricsText: () => telemetry.metricsText(),
   });
   if (config.apiKeys.size === 0) {
