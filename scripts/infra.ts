@@ -472,6 +472,8 @@ export interface KafkaNodeConfig {
    */
   replicationFactor?: number;
   minInsyncReplicas?: number;
+  /** More `key=value` lines, appended. */
+  extra?: readonly string[];
 }
 
 /** The server.properties of one node: the shared broker's, or a test's private broker or cluster node. */
@@ -501,6 +503,7 @@ export function kafkaNodeProperties(node: KafkaNodeConfig): string {
     'num.partitions=4',
     'delete.topic.enable=true',
     ...(replicas > 1 ? [`default.replication.factor=${replicas}`, `min.insync.replicas=${minIsr}`] : []),
+    ...(node.extra ?? []),
     '',
   ].join('\n');
 }
@@ -509,13 +512,18 @@ export function kafkaNodeProperties(node: KafkaNodeConfig): string {
  * The jars of the broker (fetched into .infra/kafka/libs by Maven if missing) and the
  * java arguments that run one node from them with `propertiesFile`.
  */
-export async function kafkaNodeCommand(propertiesFile: string, heap = '1g'): Promise<string[]> {
+export async function kafkaNodeCommand(
+  propertiesFile: string,
+  heap = '1g',
+  jvmFlags: readonly string[] = [],
+): Promise<string[]> {
   await mkdir(KAFKA_DIR, { recursive: true });
   await ensureKafkaJars();
   return [
     '-Xms256m',
     `-Xmx${heap}`,
     '-XX:+UseG1GC',
+    ...jvmFlags,
     '-Djava.awt.headless=true',
     `-Dlog4j2.configurationFile=${KAFKA_LOG4J}`,
     '-cp',

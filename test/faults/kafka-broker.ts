@@ -63,7 +63,8 @@ export class PrivateKafka {
     const clusterId = newKafkaClusterId();
     // A small heap each: a cluster of three shares the machine with the services.
     const heap = count > 1 ? '384m' : '512m';
-    const kafka = new PrivateKafka(dir, nodes, (file) => kafkaNodeCommand(file, heap));
+    // Quick JVM start (C1 only): a test restarts nodes and waits for them.
+    const kafka = new PrivateKafka(dir, nodes, (file) => kafkaNodeCommand(file, heap, ['-XX:TieredStopAtLevel=1']));
     await Promise.all(
       nodes.map(async (node) => {
         writeFileSync(
@@ -76,6 +77,8 @@ export class PrivateKafka {
             dataDir: join(node.dir, 'data'),
             replicationFactor: options.replicationFactor ?? 1,
             minInsyncReplicas: options.minInsyncReplicas ?? 1,
+            // A node killed and restarted registers again: let the controller give up its old session soon.
+            extra: ['broker.session.timeout.ms=3000', 'broker.heartbeat.interval.ms=500'],
           }),
         );
         await formatKafkaNodeStorage(node.propertiesFile, clusterId);
