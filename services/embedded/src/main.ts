@@ -1,4 +1,4 @@
-import { ConfigError, createLogger } from '@ctxflow/service-kit';
+import { configOrExit, createLogger } from '@ctxflow/service-kit';
 import {
   createConsumerTelemetry,
   createContextTelemetry,
@@ -10,16 +10,7 @@ import { loadEmbeddedConfig } from './config.ts';
 
 /** The composition root of `npm start`: reads configuration once, builds, listens. */
 async function main() {
-  let config: ReturnType<typeof loadEmbeddedConfig>;
-  try {
-    config = loadEmbeddedConfig(process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`ctxflow: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = configOrExit('ctxflow', () => loadEmbeddedConfig(process.env));
   const logger = createLogger({ service: 'ctxflow-embedded', level: config.logLevel });
   const telemetry = startTelemetry({ serviceName: 'ctxflow' });
   const embedded = await buildEmbeddedApp({

@@ -1,6 +1,6 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
-import { ConfigError, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
+import { configOrExit, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
 import { createFeedTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { Redis } from 'ioredis';
 import { buildFeedApp } from './build-app.ts';
@@ -15,16 +15,7 @@ import { RedisDeliveryLedger } from './redis-delivery-ledger.ts';
  * ledger (REDIS_URL), listens on CTXFLOW_HOST:CTXFLOW_FEED_PORT.
  */
 async function main() {
-  let config: ReturnType<typeof loadFeedConfig>;
-  try {
-    config = loadFeedConfig(process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`feed-ingestor: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
+  const config = configOrExit('feed-ingestor', () => loadFeedConfig(process.env));
   const logger = createLogger({ service: 'feed-ingestor', level: config.logLevel });
   const telemetry = startTelemetry({ serviceName: 'ctxflow-feed-ingestor' });
   const bus = createBus({

@@ -1,14 +1,4 @@
-import {
-  blank,
-  hostListVar,
-  isLoopback,
-  kafkaClientVar,
-  logLevelVar,
-  parseApiKeys,
-  parseConfigWithAuth,
-  portVar,
-  redisUrlVar,
-} from '@ctxflow/service-kit';
+import { blank, isLoopback, parseApiKeys, parseConfigWithAuth, portVar, stackVars } from '@ctxflow/service-kit';
 import { z } from 'zod';
 
 /**
@@ -21,16 +11,9 @@ export const runnerConfigSchema = z
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_PORT: portVar(8080),
     CTXFLOW_STEP_CONTEXT_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8082/step-context')),
-    CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
     /** Consumer group on TOPICS.stepRequests; default STEP_CONSUMER_GROUP (`ctxflow-session-runner`). */
     CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
-    CTXFLOW_LOG_LEVEL: logLevelVar(),
-    KAFKA_BROKERS: hostListVar(),
-    KAFKA_CLIENT: kafkaClientVar(),
-    /** Consumer group session timeout in ms (the broker allows 6000-1800000 by default); default the bus's 30000. */
-    KAFKA_SESSION_TIMEOUT_MS: blank(z.coerce.number().int().min(1_000).max(1_800_000).optional()),
-    REDIS_URL: redisUrlVar(),
-    REDIS_CLUSTER_NODES: hostListVar(),
+    ...stackVars(),
   })
   .transform((env) => ({
     host: env.CTXFLOW_HOST,

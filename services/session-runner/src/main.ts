@@ -1,54 +1,34 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
-import { ConfigError, createAuthenticator, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
+import {
+  configOrExit,
+  connectRedis,
+  createAuthenticator,
+  createLogger,
+  handleShutdown,
+  sessionTimeoutOptions,
+  withinMs,
+} from '@ctxflow/service-kit';
 import { createConsumerTelemetry, createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
-import { Cluster, Redis } from 'ioredis';
 import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
 import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
 import { RedisSessionStore } from './adapters/redis-session-store.ts';
 import { buildRunnerApp } from './build-app.ts';
-import { loadRunnerConfig, type RunnerConfig } from './config.ts';
+import { loadRunnerConfig } from './config.ts';
 import { createEngine } from './create-engine.ts';
 import { inspectorRoutes } from './http/inspector-routes.ts';
 import type { MemoryRecall } from './ports/memory-recall.ts';
 import type { SessionStore } from './ports/session-store.ts';
 import { startStepRequestConsumer } from './step-request-consumer.ts';
 
-function loadConfig(): RunnerConfig {
-  try {
-    return loadRunnerConfig(process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`session-runner: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
-}
-
-/** A session timeout with a heartbeat at a third of it (at most the bus's 3 s default). */
-function sessionTimeout(ms: number | undefined) {
-  return ms === undefined ? {} : { sessionTimeoutMs: ms, heartbeatIntervalMs: Math.min(3_000, Math.floor(ms / 3)) };
-}
-
 /** The session-runner as its own process: Redis store, Kafka step requests, the step-context service as its feed hook. */
 async function main() {
-  const config = loadConfig();
+  const config = configOrExit('session-runner', () => loadRunnerConfig(process.env));
   const logger = createLogger({ service: 'session-runner', level: config.logLevel });
   const telemetry = startTelemetry({ serviceName: 'ctxflow-session-runner' });
 
-  let redis: Redis | Cluster | undefined;
-  if (config.redisClusterNodes) {
-    redis = new Cluster(
-      config.redisClusterNodes.map((n) => {
-        const [host, port] = n.split(':');
-        return { host: host!, port: Number(port) };
-      }),
-    );
-  } else if (config.redisUrl) {
-    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3 });
-  }
+  const redis = connectRedis(config);
   let store: SessionStore = new MemorySessionStore();
   let memory: MemoryRecall | undefined;
   if (redis) {
@@ -66,7 +46,7 @@ async function main() {
     client: config.kafkaClient,
     clientId: 'ctxflow-session-runner',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
-    ...sessionTimeout(config.kafkaSessionTimeoutMs),
+    ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
   });
   let consumer: Awaited<ReturnType<typeof startStepRequestConsumer>> | undefined;
   if (config.kafkaBrokers) {

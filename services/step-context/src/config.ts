@@ -1,14 +1,4 @@
-import {
-  blank,
-  hostListVar,
-  isLoopback,
-  kafkaClientVar,
-  logLevelVar,
-  parseApiKeys,
-  parseConfigWithAuth,
-  portVar,
-  redisUrlVar,
-} from '@ctxflow/service-kit';
+import { blank, isLoopback, parseApiKeys, parseConfigWithAuth, portVar, stackVars } from '@ctxflow/service-kit';
 import { z } from 'zod';
 
 /**
@@ -23,18 +13,11 @@ export const stepContextConfigSchema = z
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_STEP_CONTEXT_PORT: portVar(8082),
     CTXFLOW_RUNNER_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8080')),
-    CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
     /** Consumer group on TOPICS.ticketUpdates; default STEP_CONTEXT_GROUP (`ctxflow-step-context`). */
     CTXFLOW_STEP_CONTEXT_GROUP: blank(z.string().min(1).optional()),
     /** How long a session's owner is remembered, in ms (owners never change). */
     CTXFLOW_DIRECTORY_CACHE_MS: blank(z.coerce.number().int().min(0).default(600_000)),
-    CTXFLOW_LOG_LEVEL: logLevelVar(),
-    KAFKA_BROKERS: hostListVar(),
-    KAFKA_CLIENT: kafkaClientVar(),
-    /** Consumer group session timeout in ms (the broker allows 6000-1800000 by default); default the bus's 30000. */
-    KAFKA_SESSION_TIMEOUT_MS: blank(z.coerce.number().int().min(1_000).max(1_800_000).optional()),
-    REDIS_URL: redisUrlVar(),
-    REDIS_CLUSTER_NODES: hostListVar(),
+    ...stackVars(),
   })
   .transform((env) => ({
     host: env.CTXFLOW_HOST,

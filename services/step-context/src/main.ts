@@ -1,11 +1,18 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
-import { ConfigError, createAuthenticator, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
+import {
+  configOrExit,
+  connectRedis,
+  createAuthenticator,
+  createLogger,
+  handleShutdown,
+  sessionTimeoutOptions,
+  withinMs,
+} from '@ctxflow/service-kit';
 import { createConsumerTelemetry, startTelemetry } from '@ctxflow/telemetry';
-import { Cluster, Redis } from 'ioredis';
 import type { BatchStore } from './batch-store.ts';
 import { buildStepContextApp } from './build-app.ts';
-import { loadStepContextConfig, type StepContextConfig } from './config.ts';
+import { loadStepContextConfig } from './config.ts';
 import { FeedStepContext } from './feed-step-context.ts';
 import { HttpSessionDirectory } from './http-session-directory.ts';
 import { MemoryBatchStore } from './memory-batch-store.ts';
@@ -15,40 +22,13 @@ import { RedisSubscriptionStore } from './redis-subscription-store.ts';
 import { StepContextService } from './step-context-service.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
 
-function loadConfig(): StepContextConfig {
-  try {
-    return loadStepContextConfig(process.env);
-  } catch (err) {
-    if (err instanceof ConfigError) {
-      process.stderr.write(`step-context: ${err.message}\n`);
-      process.exit(2);
-    }
-    throw err;
-  }
-}
-
-/** A session timeout with a heartbeat at a third of it (at most the bus's 3 s default). */
-function sessionTimeout(ms: number | undefined) {
-  return ms === undefined ? {} : { sessionTimeoutMs: ms, heartbeatIntervalMs: Math.min(3_000, Math.floor(ms / 3)) };
-}
-
 /** step-context as its own process: Kafka ticket updates in, Redis batch streams, subscription routes. */
 async function main() {
-  const config = loadConfig();
+  const config = configOrExit('step-context', () => loadStepContextConfig(process.env));
   const logger = createLogger({ service: 'step-context', level: config.logLevel });
   const telemetry = startTelemetry({ serviceName: 'ctxflow-step-context' });
 
-  let redis: Redis | Cluster | undefined;
-  if (config.redisClusterNodes) {
-    redis = new Cluster(
-      config.redisClusterNodes.map((node) => {
-        const colon = node.lastIndexOf(':');
-        return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
-      }),
-    );
-  } else if (config.redisUrl) {
-    redis = new Redis(config.redisUrl, { maxRetriesPerRequest: 3 });
-  }
+  const redis = connectRedis(config);
   const batches: BatchStore = redis
     ? new RedisBatchStore({ redis, prefix: config.redisPrefix })
     : new MemoryBatchStore();
@@ -61,7 +41,7 @@ async function main() {
     client: config.kafkaClient,
     clientId: 'ctxflow-step-context',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
-    ...sessionTimeout(config.kafkaSessionTimeoutMs),
+    ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
   });
   if (config.kafkaBrokers) await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 12 }]);
   const service = new StepContextService({

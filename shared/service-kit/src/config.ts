@@ -63,3 +63,19 @@ export function parseConfigWithAuth<S extends z.ZodType>(
   if (problems.length > 0 || parsed === undefined) throw new ConfigError(problems);
   return Object.freeze({ ...(parsed as object), apiKeys }) as Readonly<z.infer<S> & { apiKeys: Map<string, string> }>;
 }
+
+/**
+ * A composition root's first step: the parsed configuration, or the process
+ * ends with exit code 2 and every problem on stderr, prefixed by the service.
+ */
+export function configOrExit<T>(service: string, load: () => T): T {
+  try {
+    return load();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${service}: ${err.message}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+}

@@ -27,3 +27,22 @@ export const logLevelVar = () =>
   blank(z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'));
 
 export const kafkaClientVar = () => blank(z.enum(['kafkajs', 'platformatic']).default('platformatic'));
+
+/** Consumer group session timeout in ms (the broker allows 6000-1800000 by default); absent: the bus's 30000. */
+export const sessionTimeoutVar = () => blank(z.coerce.number().int().min(1_000).max(1_800_000).optional());
+
+/**
+ * The variables every stack process reads for Kafka and Redis, spread into
+ * its schema: `KAFKA_BROKERS` (else the in-memory bus), `KAFKA_CLIENT`,
+ * `KAFKA_SESSION_TIMEOUT_MS`, `REDIS_URL` or `REDIS_CLUSTER_NODES` (else memory),
+ * `CTXFLOW_REDIS_PREFIX`, `CTXFLOW_LOG_LEVEL`.
+ */
+export const stackVars = () => ({
+  CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
+  CTXFLOW_LOG_LEVEL: logLevelVar(),
+  KAFKA_BROKERS: hostListVar(),
+  KAFKA_CLIENT: kafkaClientVar(),
+  KAFKA_SESSION_TIMEOUT_MS: sessionTimeoutVar(),
+  REDIS_URL: redisUrlVar(),
+  REDIS_CLUSTER_NODES: hostListVar(),
+});

@@ -1,9 +1,19 @@
 export { createAuthenticator, DEFAULT_TENANT, isLoopback, parseApiKeys, tenantHook } from './auth.ts';
-export { ConfigError, parseConfig, parseConfigWithAuth } from './config.ts';
-export { blank, hostListVar, kafkaClientVar, logLevelVar, portVar, redisUrlVar } from './env.ts';
+export { ConfigError, configOrExit, parseConfig, parseConfigWithAuth } from './config.ts';
+export {
+  blank,
+  hostListVar,
+  kafkaClientVar,
+  logLevelVar,
+  portVar,
+  redisUrlVar,
+  sessionTimeoutVar,
+  stackVars,
+} from './env.ts';
 export { installErrorHandler } from './error-handler.ts';
 export { handleShutdown, type Lifecycle, type ShutdownStep, withinMs } from './lifecycle.ts';
 export type { Logger } from './logger.ts';
 export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
+export { connectRedis, sessionTimeoutOptions } from './redis.ts';
 export type { ServerOptions } from './server.ts';
 export { createServer } from './server.ts';
