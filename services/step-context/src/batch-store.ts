@@ -184,3 +184,16 @@ export function canonicalOffset(offset: string): string {
   if (!/^\d+$/.test(offset)) throw new Error(`offset ${JSON.stringify(offset)} is not a decimal integer`);
   return BigInt(offset).toString();
 }
+
+/** `applyUpdate` as every adapter implements it: a run of one record. */
+export async function applyOne(
+  store: Pick<BatchStore, 'applyBatch'>,
+  update: TicketUpdate,
+  sessionIds: readonly string[],
+  position: ConsumedPosition,
+  trace: { traceparent?: string },
+): Promise<ApplyResult> {
+  const record: BatchRecord = { position, update, sessionIds };
+  if (trace.traceparent) record.traceparent = trace.traceparent;
+  return (await store.applyBatch([record]))[0]!;
+}

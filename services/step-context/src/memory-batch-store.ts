@@ -2,6 +2,7 @@ import { byteLength, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 import {
   type AppendOutcome,
   type ApplyResult,
+  applyOne,
   type BatchEntry,
   type BatchRecord,
   type BatchStore,
@@ -84,9 +85,7 @@ export class MemoryBatchStore implements BatchStore {
     position: ConsumedPosition,
     trace: { traceparent?: string } = {},
   ): Promise<ApplyResult> {
-    const record: BatchRecord = { position, update, sessionIds };
-    if (trace.traceparent) record.traceparent = trace.traceparent;
-    return (await this.applyBatch([record]))[0]!;
+    return applyOne(this, update, sessionIds, position, trace);
   }
 
   async applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]> {

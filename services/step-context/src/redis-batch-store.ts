@@ -4,6 +4,7 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   type AppendOutcome,
   type ApplyResult,
+  applyOne,
   type BatchEntry,
   type BatchRecord,
   type BatchStore,
@@ -159,9 +160,7 @@ export class RedisBatchStore implements BatchStore {
     position: ConsumedPosition,
     trace: { traceparent?: string } = {},
   ): Promise<ApplyResult> {
-    const record: BatchRecord = { position, update, sessionIds };
-    if (trace.traceparent) record.traceparent = trace.traceparent;
-    return (await this.applyBatch([record]))[0]!;
+    return applyOne(this, update, sessionIds, position, trace);
   }
 
   async applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]> {
