@@ -73,7 +73,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
       receivedAt: new Date().toISOString(),
     } satisfies TicketUpdate);
 
-    // Every apply attempt: apply-update.lua's ARGV[1] `<topic>:<partition>`, ARGV[2] the offset.
+    // Every apply attempt of every record: apply-batch.lua's ARGV[1] `<topic>:<partition>`, then each record's offset.
     const attempts = new Map<string, number>();
     /** Position -> Redis time (ms) of its first apply attempt. */
     const firstAttempt = new Map<string, number>();
@@ -85,11 +85,14 @@ describe('fault: a step-context consumer paused past its session timeout, then r
       const command = args[0]?.toLowerCase();
       if (source === 'lua' || (command !== 'evalsha' && command !== 'eval')) return;
       const at = args.findIndex((a) => field.test(a));
-      // apply-update.lua: <field> <offset> <update id> ...; record-offset.lua ends at <offset>.
+      // apply-batch.lua: <field>, then eight arguments per record starting with its offset;
+      // record-offset.lua ends at <offset> (not an apply).
       if (at < 0 || at + 2 >= args.length) return;
-      const position = `${args[at]}@${args[at + 1]}`;
-      attempts.set(position, (attempts.get(position) ?? 0) + 1);
-      if (!firstAttempt.has(position)) firstAttempt.set(position, Number(time) * 1_000);
+      for (let i = at + 1; i < args.length; i += 8) {
+        const position = `${args[at]}@${args[i]}`;
+        attempts.set(position, (attempts.get(position) ?? 0) + 1);
+        if (!firstAttempt.has(position)) firstAttempt.set(position, Number(time) * 1_000);
+      }
     });
 
     const checker = new ExactlyOnce('step-context paused past its session timeout');
@@ -172,16 +175,19 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     // Both instances did part of the first stream: a before its pause, b after taking over.
     expect(byA.some((x) => firstIds.has(x.updateId) && x.at < pausedAt)).toBe(true);
     expect(byB.some((x) => firstIds.has(x.updateId))).toBe(true);
-    // After SIGCONT, a applied nothing of the first stream: its stale batch was refused. (A line
-    // logged after SIGCONT may report the one write a had sent before SIGSTOP: Redis ran it then.)
+    // After SIGCONT, a applied nothing of the first stream: its stale batch was refused. (Lines
+    // logged after SIGCONT may report the one write a had sent before SIGSTOP, a run of up to
+    // 200 records that Redis ran then: each of them was attempted before the pause.)
     const lateApplied = byA.filter((x) => firstIds.has(x.updateId) && x.at >= resumedAt);
-    expect(lateApplied.length).toBeLessThanOrEqual(1);
     for (const x of lateApplied) {
       // SIGSTOP takes effect a moment after kill() returns: a little grace.
       expect(firstAttempt.get(`${TOPICS.ticketUpdates}:${x.partition}@${x.offset}`)).toBeLessThan(pausedAt + 100);
     }
-    // And the refusals happened: positions attempted again, refused by the offset check.
-    expect(lateWrites).toBeGreaterThan(0);
+    // Whether a still holds a fetched run when it wakes (and so tries a late write) depends on
+    // where SIGSTOP caught it; every such write is refused by the offset check, which the
+    // duplicate checks above would catch otherwise. The refusal itself is proven
+    // deterministically by the batch-store contract ("applyBatch skips the records at or below
+    // the stored offset and applies the rest once").
 
     await Promise.all([a.stop(), b.stop()]);
   }, 90_000);
