@@ -254,7 +254,17 @@ describe('tracing across feed-ingestor, step-context and session-runner', () => 
       (s) => s.name === 'ctxflow.store.commit' && s.parentSpanId === passes[0]!.spanId,
     );
     expect(commits).toHaveLength(1);
-    expect(new Set([...inTrace, passes[0]!].map((s) => s.service))).toEqual(
+    // The webhook's own trace ends in the session-runner: a delivery span, child of the apply
+    // span, linked to the committing pass.
+    const deliver = byName('ctxflow.context.deliver');
+    expect(deliver).toHaveLength(1);
+    expect(deliver[0]).toMatchObject({
+      service: 'ctxflow-session-runner',
+      kind: CONSUMER,
+      parentSpanId: apply[0]!.spanId,
+      links: [{ traceId: passes[0]!.traceId, spanId: passes[0]!.spanId }],
+    });
+    expect(new Set(inTrace.map((s) => s.service))).toEqual(
       new Set(['ctxflow-feed-ingestor', 'ctxflow-step-context', 'ctxflow-session-runner']),
     );
 

@@ -37,6 +37,7 @@ import {
   METRIC_FEED_REFUSED,
   METRIC_PREFIX_REUSE_RATIO,
   METRIC_PREFIX_REUSED_BYTES,
+  SPAN_CONTEXT_DELIVER,
   SPAN_CONTEXT_PASS,
   SPAN_STORE_COMMIT,
 } from './names.ts';
@@ -271,9 +272,13 @@ const RATIO_BUCKETS = [0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 1];
 /** Bucket boundaries in ms for a context pass (hook timeout defaults to 5 s). */
 const DURATION_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000];
 
+/** Delivery spans per pass at most (a batch can carry many updates). */
+const MAX_DELIVER_SPANS = 32;
+
 export function createContextTelemetry(handles: TelemetryHandles = {}): ContextTelemetry {
   const meter = meterOf(handles);
   const withSpan = spanRunner(handles);
+  const tracer = lazy(() => handles.tracer ?? trace.getTracer(INSTRUMENTATION_SCOPE));
   const logger = lazy(() => handles.logger ?? logs.getLogger(INSTRUMENTATION_SCOPE));
   const instruments = lazy(() => {
     const m = meter();
@@ -345,7 +350,27 @@ export function createContextTelemetry(handles: TelemetryHandles = {}): ContextT
     contextPass(e, fn) {
       return withSpan(SPAN_CONTEXT_PASS, { [ATTR_SESSION_ID]: e.sessionId, [ATTR_STEP_MODE]: e.mode }, (span) =>
         fn({
-          link: (traceparents) => span.link(traceparents),
+          link: (traceparents) => {
+            // Fan-in: the pass links to every update it delivers ...
+            span.link(traceparents);
+            // ... and each update's own trace gets a delivery span, linked back to the pass.
+            const back = span.traceparent ? linksTo([span.traceparent]) : [];
+            for (const traceparent of traceparents.slice(0, MAX_DELIVER_SPANS)) {
+              const remote = extractTraceContext({ [TRACEPARENT_HEADER]: traceparent });
+              if (!trace.getSpanContext(remote)) continue;
+              tracer()
+                .startSpan(
+                  SPAN_CONTEXT_DELIVER,
+                  {
+                    kind: SpanKind.CONSUMER,
+                    attributes: { [ATTR_SESSION_ID]: e.sessionId },
+                    ...(back.length > 0 ? { links: back } : {}),
+                  },
+                  remote,
+                )
+                .end();
+            }
+          },
           step: (id) => span.setAttributes({ [ATTR_STEP_ID]: id }),
         }),
       );

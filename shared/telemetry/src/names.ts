@@ -97,6 +97,12 @@ export const SPAN_PUBLISH = 'ctxflow.update.publish';
 /** step-context: applying one ticket update to the batch streams of subscribed sessions. */
 export const SPAN_STEP_CONTEXT_APPLY = 'ctxflow.step_context.apply';
 /** session-runner: one context pass (queue, hook, memory, commit). */
+/**
+ * One ticket update delivered as a row, in the update's own trace (child of its
+ * apply span, CONSUMER, linked to the context pass): the trace of a webhook
+ * ends in the session-runner at the step that commits the row.
+ */
+export const SPAN_CONTEXT_DELIVER = 'ctxflow.context.deliver';
 export const SPAN_CONTEXT_PASS = 'ctxflow.context_pass';
 /** session-runner: the one atomic store commit of a pass. */
 export const SPAN_STORE_COMMIT = 'ctxflow.store.commit';
