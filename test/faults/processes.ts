@@ -352,3 +352,45 @@ export async function freezeOnCommit(
     cancel: () => child.kill('SIGKILL'),
   };
 }
+
+/**
+ * A session-runner and a step-context process wired to each other on free
+ * ports (the runner's feed hook is the step-context service, step-context asks
+ * the runner who owns a session), in their own consumer groups. `common` is the
+ * environment both share (Kafka, Redis, prefix, timeouts); `runnerEnv` and
+ * `stepContextEnv` add to one side.
+ */
+export async function runnerAndStepContext(options: {
+  common: Record<string, string>;
+  runnerGroup: string;
+  stepContextGroup: string;
+  runnerEnv?: Record<string, string>;
+  stepContextEnv?: Record<string, string>;
+}): Promise<{ runner: ServiceProcess; stepContext: ServiceProcess; runnerPort: number; stepContextPort: number }> {
+  const [runnerPort, stepContextPort] = [await freePort(), await freePort()];
+  const runner = new ServiceProcess({
+    name: 'session-runner',
+    entry: ENTRIES.runner,
+    port: runnerPort,
+    env: serviceEnv({
+      ...options.common,
+      ...options.runnerEnv,
+      CTXFLOW_PORT: String(runnerPort),
+      CTXFLOW_RUNNER_GROUP: options.runnerGroup,
+      CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${stepContextPort}/step-context`,
+    }),
+  });
+  const stepContext = new ServiceProcess({
+    name: 'step-context',
+    entry: ENTRIES.stepContext,
+    port: stepContextPort,
+    env: serviceEnv({
+      ...options.common,
+      ...options.stepContextEnv,
+      CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
+      CTXFLOW_STEP_CONTEXT_GROUP: options.stepContextGroup,
+      CTXFLOW_RUNNER_URL: `http://127.0.0.1:${runnerPort}`,
+    }),
+  });
+  return { runner, stepContext, runnerPort, stepContextPort };
+}

@@ -16,12 +16,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { requireKafka } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import {
-  ENTRIES,
-  freePort,
   PrivateRedis,
+  runnerAndStepContext,
   SESSION_TIMEOUT_MS,
-  ServiceProcess,
-  serviceEnv,
   sleep,
   startGroupsAtEnd,
   stopAll,
@@ -58,7 +55,6 @@ describe('fault: a Redis restart under load', () => {
       { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
       { groupId: resultsGroup, topic: TOPICS.stepResults },
     ]);
-    const [runnerPort, stepContextPort] = [await freePort(), await freePort()];
     const common = {
       KAFKA_BROKERS: brokers.join(','),
       REDIS_URL: redisServer.url,
@@ -66,27 +62,10 @@ describe('fault: a Redis restart under load', () => {
       KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
       CTXFLOW_LOG_LEVEL: 'error',
     };
-    const runner = new ServiceProcess({
-      name: 'session-runner',
-      entry: ENTRIES.runner,
-      port: runnerPort,
-      env: serviceEnv({
-        ...common,
-        CTXFLOW_PORT: String(runnerPort),
-        CTXFLOW_RUNNER_GROUP: runnerGroup,
-        CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${stepContextPort}/step-context`,
-      }),
-    });
-    const stepContext = new ServiceProcess({
-      name: 'step-context',
-      entry: ENTRIES.stepContext,
-      port: stepContextPort,
-      env: serviceEnv({
-        ...common,
-        CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
-        CTXFLOW_STEP_CONTEXT_GROUP: stepContextGroup,
-        CTXFLOW_RUNNER_URL: `http://127.0.0.1:${runnerPort}`,
-      }),
+    const { runner, stepContext, runnerPort } = await runnerAndStepContext({
+      common,
+      runnerGroup,
+      stepContextGroup,
     });
     await Promise.all([runner.start(), stepContext.start()]);
 

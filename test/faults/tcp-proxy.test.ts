@@ -15,12 +15,9 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { requireKafka } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import {
-  ENTRIES,
-  freePort,
   PrivateRedis,
+  runnerAndStepContext,
   SESSION_TIMEOUT_MS,
-  ServiceProcess,
-  serviceEnv,
   sleep,
   startGroupsAtEnd,
   stopAll,
@@ -68,36 +65,18 @@ describe('fault: a TCP proxy between the services and Redis that delays, black-h
       { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
       { groupId: resultsGroup, topic: TOPICS.stepResults },
     ]);
-    const [runnerPort, stepContextPort] = [await freePort(), await freePort()];
     const common = {
       KAFKA_BROKERS: brokers.join(','),
       CTXFLOW_REDIS_PREFIX: prefix,
       KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
       CTXFLOW_LOG_LEVEL: 'error',
     };
-    const runner = new ServiceProcess({
-      name: 'session-runner',
-      entry: ENTRIES.runner,
-      port: runnerPort,
-      env: serviceEnv({
-        ...common,
-        REDIS_URL: `redis://127.0.0.1:${proxies[0].port}`,
-        CTXFLOW_PORT: String(runnerPort),
-        CTXFLOW_RUNNER_GROUP: runnerGroup,
-        CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${stepContextPort}/step-context`,
-      }),
-    });
-    const stepContext = new ServiceProcess({
-      name: 'step-context',
-      entry: ENTRIES.stepContext,
-      port: stepContextPort,
-      env: serviceEnv({
-        ...common,
-        REDIS_URL: `redis://127.0.0.1:${proxies[1].port}`,
-        CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
-        CTXFLOW_STEP_CONTEXT_GROUP: stepContextGroup,
-        CTXFLOW_RUNNER_URL: `http://127.0.0.1:${runnerPort}`,
-      }),
+    const { runner, stepContext, runnerPort } = await runnerAndStepContext({
+      common,
+      runnerGroup,
+      stepContextGroup,
+      runnerEnv: { REDIS_URL: `redis://127.0.0.1:${proxies[0].port}` },
+      stepContextEnv: { REDIS_URL: `redis://127.0.0.1:${proxies[1].port}` },
     });
     cleanups.push(() => Promise.all([runner.stop(), stepContext.stop()]));
     await Promise.all([runner.start(), stepContext.start()]);
