@@ -134,8 +134,11 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
     );
     for (const body of replayBodies) await post(plain, '/context', JSON.parse(body));
 
+    // autocannon stops at its next 1 s sample: a run of 0.5 s lasts 1 s, so size the pool by whole seconds.
+    const runSeconds = (seconds: number) => Math.max(1, Math.ceil(seconds));
     const signedCount = Math.ceil(
-      SIGNED_PER_SECOND * Math.max(options.slices * options.sliceSeconds, options.warmupSeconds),
+      SIGNED_PER_SECOND *
+        Math.max(options.slices * runSeconds(options.sliceSeconds), runSeconds(options.warmupSeconds)),
     );
     const signedVariant = (name: string, server: ServerProcess, path?: string): Variant => ({
       name,
