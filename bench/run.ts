@@ -7,10 +7,12 @@
  *   npm run bench -- --quick        smoke run (about 1 minute): fewer, shorter trials
  *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
  *                                   also written to bench/results/latest.json (full runs)
- *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6; S3, S4 and S6 run together)
+ *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6; S3, S4 and S6 run together,
+ *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
+ *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*))
  *   npm run bench -- --cpu-prof     CPU profiles of the server processes into bench/results/profiles
  *
- * S1 and S2 need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
+ * S1, S2 and S6 need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
  * the local ones are started as `npm run stack` does (scripts/infra.ts).
  */
 import { execSync } from 'node:child_process';
@@ -83,19 +85,27 @@ if (wants('S3', 'S4', 'S6')) {
 if (wants('S5')) scenarios.push(...(await runPrefixStability()).results);
 
 let redisUrl = process.env.REDIS_URL;
-if (wants('S1', 'S2') && !redisUrl) {
+if (wants('S1', 'S2', 'S6') && !redisUrl) {
   await ensureRedis();
   redisUrl = REDIS_URL;
 }
 if (wants('S2')) scenarios.push(...(await runContextPass({ redisUrl: redisUrl!, ...plan.redis })));
-if (wants('S1')) {
+if (wants('S1', 'S6')) {
   let brokers = process.env.KAFKA_BROKERS;
   if (!brokers) {
     await ensureKafka();
     brokers = KAFKA_BROKERS;
   }
   const clients: KafkaClientName[] = ['kafkajs', 'platformatic'];
-  scenarios.push(...(await runPipeline({ brokers: brokers.split(','), redisUrl: redisUrl!, clients, ...plan.kafka })));
+  scenarios.push(
+    ...(await runPipeline({
+      brokers: brokers.split(','),
+      redisUrl: redisUrl!,
+      clients,
+      ...plan.kafka,
+      telemetry: wants('S6'),
+    })),
+  );
 }
 
 const document = {

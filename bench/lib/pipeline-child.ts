@@ -10,11 +10,18 @@
  * IPC (parent -> child): `{ type: 'expect', total }` answers
  * `{ type: 'reached', count }` once `total` records were counted (cumulative);
  * `{ type: 'trace', on }` turns on `{ type: 'seen', id }` per record;
- * `{ type: 'cpu' }` answers `{ type: 'cpu', ms }`; `{ type: 'stop' }` exits.
+ * `{ type: 'cpu' }` answers `{ type: 'cpu', ms }`; `{ type: 'flush' }` exports
+ * every ended span now and answers `{ type: 'flushed', error? }` (nothing to
+ * export without telemetry); `{ type: 'stop' }` exits.
  * On start it sends `{ type: 'ready' }` once the group assignment is in place.
  *
  * Environment: BENCH_MODE, BENCH_CLIENT, KAFKA_BROKERS, BENCH_TOPIC,
- * BENCH_GROUP, REDIS_URL, BENCH_PREFIX.
+ * BENCH_GROUP, REDIS_URL, BENCH_PREFIX. BENCH_TELEMETRY=1 (mode
+ * `step-context`) starts OpenTelemetry as services/step-context's main does:
+ * `startTelemetry({ serviceName: 'ctxflow-step-context' })` before anything
+ * else, exporting to the OTLP endpoint in the standard OTEL_* variables, and
+ * the service gets `createConsumerTelemetry()` (one apply span per record,
+ * child of the record's `traceparent`; the consumer-lag gauge).
  */
 import type { KafkaClientName } from '@ctxflow/bus';
 import { createBus } from '@ctxflow/bus';
@@ -28,6 +35,8 @@ import {
   RedisSubscriptionStore,
   StepContextService,
 } from '@ctxflow/step-context';
+import { createConsumerTelemetry, type RunningTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { trace as otelTrace } from '@opentelemetry/api';
 import { Redis } from 'ioredis';
 import { cpuMs } from './cpu.ts';
 
@@ -36,6 +45,19 @@ const env = (name: string): string => {
   if (!value) throw new Error(`${name} is not set`);
   return value;
 };
+
+// First, as in main: the global providers are in place before the bus, the stores and the service exist.
+const telemetry: RunningTelemetry | undefined =
+  env('BENCH_MODE') === 'step-context' && process.env.BENCH_TELEMETRY === '1'
+    ? startTelemetry({ serviceName: 'ctxflow-step-context' })
+    : undefined;
+
+/** Exports the spans ended so far (the SDK tracer provider behind the global proxy). */
+async function flushSpans(): Promise<void> {
+  const proxy = otelTrace.getTracerProvider() as { getDelegate?(): unknown };
+  const provider = (proxy.getDelegate?.() ?? proxy) as { forceFlush?(): Promise<void> };
+  await provider.forceFlush?.();
+}
 
 let count = 0;
 let expected = Number.POSITIVE_INFINITY;
@@ -87,6 +109,7 @@ if (env('BENCH_MODE') === 'step-context') {
     batches,
     topic,
     groupId,
+    ...(telemetry ? { telemetry: createConsumerTelemetry() } : {}),
   });
   await service.start();
   stop = async () => {
@@ -115,9 +138,18 @@ process.on('message', async (message: { type: string; total?: number; on?: boole
   }
   if (message.type === 'trace') trace = message.on === true;
   if (message.type === 'cpu') process.send?.({ type: 'cpu', ms: cpuMs() });
+  if (message.type === 'flush') {
+    try {
+      if (telemetry) await flushSpans();
+      process.send?.({ type: 'flushed' });
+    } catch (err) {
+      process.send?.({ type: 'flushed', error: String(err) });
+    }
+  }
   if (message.type === 'stop') {
     await stop();
     await Promise.all([bus.publisher.close(), bus.admin.close()]);
+    await telemetry?.shutdown();
     process.exit(0);
   }
 });
