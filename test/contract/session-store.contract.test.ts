@@ -27,9 +27,11 @@ async function deletePrefix(client: Redis | Cluster, prefix: string): Promise<vo
   }
 }
 
-/** The SHA1 under which Redis caches enqueue.lua (what EVALSHA names). */
+/** The SHA1 under which Redis caches enqueue.lua, after next-version.lua (what EVALSHA names). */
+const scriptText = (file: string) =>
+  readFileSync(new URL(`../../services/session-runner/src/adapters/redis/${file}`, import.meta.url), 'utf8');
 const ENQUEUE_SHA = createHash('sha1')
-  .update(readFileSync(new URL('../../services/session-runner/src/adapters/redis/enqueue.lua', import.meta.url)))
+  .update(scriptText('next-version.lua') + scriptText('enqueue.lua'))
   .digest('hex');
 
 const uniquePrefix = () => `ctxtest-${randomUUID().slice(0, 12)}`;
@@ -217,12 +219,15 @@ describe('RedisSessionStore', () => {
     expect(await client.script('EXISTS', ENQUEUE_SHA)).toEqual([0]);
 
     const after = meta();
-    await store.createSession(after, [], [], []);
-    expect(await store.enqueue(after.sessionId, [item])).toEqual({
+    const created = await store.createSession(after, [], [], []);
+    const enqueued = await store.enqueue(after.sessionId, [item]);
+    const loaded = await store.load(after.sessionId);
+    expect(enqueued).toEqual({
       outcome: 'recorded',
       items: [{ ...item, itemId: 'itm_1' }],
+      written: { previous: created, version: loaded?.version },
     });
-    expect((await store.load(after.sessionId))?.queue).toEqual([{ ...item, itemId: 'itm_1' }]);
+    expect(loaded?.queue).toEqual([{ ...item, itemId: 'itm_1' }]);
     expect(await client.script('EXISTS', ENQUEUE_SHA)).toEqual([1]);
   });
 });

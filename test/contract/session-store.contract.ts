@@ -12,11 +12,13 @@ import type {
   MessageEntry,
   NewQueuedItem,
   QueuedItem,
+  RewindCommit,
   RowEntry,
   SessionMeta,
   SessionStore,
   StepCommit,
   StepRecord,
+  Written,
 } from '@ctxflow/session-runner';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
@@ -140,6 +142,14 @@ function itemNumber(itemId: string): number {
   return Number(match[1]);
 }
 
+/** A rewind of the whole log of `length`, computed on that length, dropping nothing else. */
+function rewindAll(meta: SessionMeta, length: number): RewindCommit {
+  return { expectedLogLength: length, toLength: 0, requeue: [], dropItems: [], dropCalls: [], dropSteps: [], meta };
+}
+
+/** A commit's answer; its version is checked in 'versions'. */
+const COMMITTED = { outcome: 'committed', version: expect.any(String) };
+
 export function sessionStoreContract(name: string, factory: SessionStoreFactory): void {
   describe(`SessionStore contract: ${name}`, () => {
     let store: SessionStore;
@@ -211,7 +221,9 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
 
     describe('sessions', () => {
       it('createSession stores meta with an empty log, queue and calls; an unknown session loads undefined', async () => {
-        const meta = await newSession({ agentId: 'agt_1' });
+        const meta = sessionMeta({ agentId: 'agt_1' });
+        const version = await store.createSession(meta, [], [], []);
+        expect(version).toMatch(/\S/);
         expect(await store.load(meta.sessionId)).toEqual({
           meta,
           log: [],
@@ -219,6 +231,8 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
           calls: [],
           sites: [],
           itemSeq: 0,
+          requestIds: [],
+          version,
         });
         expect(await store.listSteps(meta.sessionId)).toEqual([]);
         expect(await store.load(`ses_${randomUUID()}`)).toBeUndefined();
@@ -240,19 +254,25 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
           { callId: 'call_2', name: 'search', stepIndex: 1, status: 'executed' },
           { callId: 'call_1', name: 'search', stepIndex: 0, status: 'refused', reason: 'tool_inactive' },
         ];
-        await store.createSession(meta, log, steps, calls, {
+        const version = await store.createSession(meta, log, steps, calls, {
           sites: ['call_2|tool:search', 'call_2|hook:audit'],
           itemSeq: 7,
         });
 
         const loaded = await store.load(meta.sessionId);
-        expect({ ...loaded, sites: [...(loaded?.sites ?? [])].sort() }).toEqual({
+        expect({
+          ...loaded,
+          sites: [...(loaded?.sites ?? [])].sort(),
+          requestIds: [...(loaded?.requestIds ?? [])].sort(),
+        }).toEqual({
           meta,
           log,
           queue: [],
           calls,
           sites: ['call_2|hook:audit', 'call_2|tool:search'],
           itemSeq: 7,
+          requestIds: ['req_a', 'req_b'],
+          version,
         });
         // The carried call site is known (first wins), and item ids continue after the carried counter.
         expect(
@@ -317,7 +337,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
       it('sessions are copies: changing what was given or returned changes nothing stored', async () => {
         const meta = sessionMeta();
         const log: LogEntry[] = [{ ...message('hello'), seq: 0 } as MessageEntry];
-        await store.createSession(meta, log, [], []);
+        const version = await store.createSession(meta, log, [], []);
         const expected = {
           meta: structuredClone(meta),
           log: structuredClone(log),
@@ -325,6 +345,8 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
           calls: [],
           sites: [],
           itemSeq: 0,
+          requestIds: [],
+          version,
         };
         meta.thread.live.push({ content: 'changed after create' });
         (log[0] as MessageEntry).content = 'changed after create';
@@ -448,14 +470,17 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
     describe('appendMessages', () => {
       it('appends at the end with seq = index, and replaces the meta when given', async () => {
         const meta = await newSession();
-        const first = await store.appendMessages(meta.sessionId, [message('one'), message('two', 'assistant')]);
+        const { entries: first } = await store.appendMessages(meta.sessionId, [
+          message('one'),
+          message('two', 'assistant'),
+        ]);
         expect(first).toEqual([
           { ...message('one'), seq: 0 },
           { ...message('two', 'assistant'), seq: 1 },
         ]);
         const next = { ...meta, forceRefresh: true };
         const tool = { ...message('result', 'tool'), callId: 'call_1' };
-        expect(await store.appendMessages(meta.sessionId, [tool], next)).toEqual([{ ...tool, seq: 2 }]);
+        expect((await store.appendMessages(meta.sessionId, [tool], next)).entries).toEqual([{ ...tool, seq: 2 }]);
         const state = await store.load(meta.sessionId);
         expect(state?.log).toEqual([...first, { ...tool, seq: 2 }]);
         expect(state?.meta).toEqual(next);
@@ -483,12 +508,13 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         const [a, b, c] = await queued(meta.sessionId, 'a', 'b', 'c');
         const commit = stepCommit(meta, 1, { requestId: 'req_1', delivered: [a!, c!], hookRows: ['hook 1', 'hook 2'] });
 
-        expect(await store.commitStep(meta.sessionId, commit)).toEqual({ outcome: 'committed' });
+        expect(await store.commitStep(meta.sessionId, commit)).toEqual(COMMITTED);
         const state = await store.load(meta.sessionId);
         expect(state?.log.slice(1)).toEqual(commit.rows);
         expect(state?.log.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4]);
         expect(state?.queue).toEqual([b]);
         expect(state?.meta).toEqual(commit.meta);
+        expect(state?.requestIds).toEqual(['req_1']);
         expect(await store.getStep(meta.sessionId, { stepId: commit.step.stepId })).toEqual(commit.step);
         expect(await store.getStep(meta.sessionId, { requestId: 'req_1' })).toEqual(commit.step);
         expect(await store.listSteps(meta.sessionId)).toEqual([commit.step]);
@@ -497,7 +523,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
       it('a step without rows or a request id is recorded by id', async () => {
         const meta = await newSession();
         const commit = stepCommit(meta, 0);
-        expect(await store.commitStep(meta.sessionId, commit)).toEqual({ outcome: 'committed' });
+        expect(await store.commitStep(meta.sessionId, commit)).toEqual(COMMITTED);
         expect(await store.getStep(meta.sessionId, { stepId: commit.step.stepId })).toEqual(commit.step);
         expect((await store.load(meta.sessionId))?.log).toEqual([]);
       });
@@ -519,7 +545,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         const meta = await newSession();
         const [a, b] = await queued(meta.sessionId, 'a', 'b');
         const first = stepCommit(meta, 0, { delivered: [a!] });
-        expect(await store.commitStep(meta.sessionId, first)).toEqual({ outcome: 'committed' });
+        expect(await store.commitStep(meta.sessionId, first)).toEqual(COMMITTED);
         const before = await store.load(meta.sessionId);
 
         // Computed on the new length, but still draining `a`, which the first step delivered.
@@ -533,7 +559,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
       it('a known request id gives duplicate with the committed step and writes nothing', async () => {
         const meta = await newSession();
         const first = stepCommit(meta, 0, { requestId: 'req_1', hookRows: ['h'] });
-        expect(await store.commitStep(meta.sessionId, first)).toEqual({ outcome: 'committed' });
+        expect(await store.commitStep(meta.sessionId, first)).toEqual(COMMITTED);
         const before = await store.load(meta.sessionId);
 
         const again = stepCommit(before!.meta, 1, { requestId: 'req_1', hookRows: ['other'] });
@@ -606,11 +632,11 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         });
         const b = siteB.outcome === 'recorded' ? siteB.items[0]! : undefined;
         const step1 = stepCommit(meta, 1, { requestId: 'req_1', delivered: [a, b!], ordinal: 1 });
-        expect(await store.commitStep(meta.sessionId, step1)).toEqual({ outcome: 'committed' });
+        expect(await store.commitStep(meta.sessionId, step1)).toEqual(COMMITTED);
         const c = (await queued(meta.sessionId, 'c'))[0]!;
         await store.appendMessages(meta.sessionId, [message('thinking', 'assistant')]);
         const step2 = stepCommit(step1.meta, 4, { requestId: 'req_2', delivered: [c], hookRows: ['h'], ordinal: 2 });
-        expect(await store.commitStep(meta.sessionId, step2)).toEqual({ outcome: 'committed' });
+        expect(await store.commitStep(meta.sessionId, step2)).toEqual(COMMITTED);
         await store.putCall(meta.sessionId, { callId: 'call_2', name: 'search', stepIndex: 2, status: 'executed' });
         const siteD = await store.enqueue(meta.sessionId, [newItem('d', { callId: 'call_2', callStepIndex: 2 })], {
           type: 'site',
@@ -677,6 +703,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         expect(state?.queue).toEqual([s.a, s.c, s.e]);
         expect(state?.calls).toEqual([]);
         expect(state?.meta).toEqual(meta);
+        expect(state?.requestIds).toEqual([]);
         expect(await store.listSteps(id)).toEqual([]);
         expect(await store.getStep(id, { stepId: s.step1.step.stepId })).toBeUndefined();
         expect(await store.getStep(id, { requestId: 'req_2' })).toBeUndefined();
@@ -688,7 +715,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         ).toBe('recorded');
         // A dropped step's request id is free: a new step with it commits.
         const redo = stepCommit(meta, 1, { requestId: 'req_1', delivered: [s.a], ordinal: 1 });
-        expect(await store.commitStep(id, redo)).toEqual({ outcome: 'committed' });
+        expect(await store.commitStep(id, redo)).toEqual(COMMITTED);
         expect(await store.getStep(id, { requestId: 'req_1' })).toEqual(redo.step);
       });
 
@@ -740,7 +767,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         const state = await store.load(id);
         expect(state?.log).toEqual([]);
         expect(state?.queue).toEqual([s.d, s.e]);
-        expect(await store.appendMessages(id, [message('again')])).toEqual([{ ...message('again'), seq: 0 }]);
+        expect((await store.appendMessages(id, [message('again')])).entries).toEqual([{ ...message('again'), seq: 0 }]);
       });
 
       it('refuses a stale expectedLogLength and writes nothing', async () => {
@@ -821,6 +848,105 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
     });
 
     // ------------------------------------------------------------ steps
+
+    // ------------------------------------------------------------ versions
+
+    describe('versions', () => {
+      const versionOf = async (sessionId: string) => (await store.load(sessionId))!.version;
+
+      it('every write gives the session a new version and names the one it replaced', async () => {
+        const meta = sessionMeta();
+        const id = meta.sessionId;
+        const created = await store.createSession(meta, [], [], []);
+        expect(await versionOf(id)).toBe(created);
+        const seen = [created];
+        const wrote = async (written: Written | undefined) => {
+          expect(written?.previous).toBe(seen.at(-1));
+          expect(await versionOf(id)).toBe(written?.version);
+          seen.push(written!.version);
+        };
+
+        const enqueued = await store.enqueue(id, [newItem('a'), newItem('b')]);
+        await wrote(enqueued.outcome === 'recorded' ? enqueued.written : undefined);
+        await wrote((await store.appendMessages(id, [message('hi')])).written);
+        await wrote(await store.putCall(id, { callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' }));
+        const [a, b] = (await store.load(id))!.queue;
+        const commit = { ...stepCommit(meta, 1, { delivered: [a!, b!] }), expectedVersion: seen.at(-1)! };
+        const committed = await store.commitStep(id, commit);
+        expect(committed).toEqual({ outcome: 'committed', version: expect.any(String) });
+        await wrote({ previous: seen.at(-1)!, version: (committed as { version: string }).version });
+
+        expect(await store.putMeta({ ...commit.meta, forceRefresh: true })).toBe(true);
+        const afterMeta = await versionOf(id);
+        expect(await store.rewind(id, rewindAll(commit.meta, 3))).toBe(true);
+        seen.push(afterMeta, await versionOf(id));
+        expect(new Set(seen).size).toBe(seen.length);
+      });
+
+      it('a refused write keeps the version', async () => {
+        const meta = await newSession();
+        const id = meta.sessionId;
+        await store.enqueue(id, [newItem('a')], { type: 'key', key: 'k', fingerprint: 'f1' });
+        await queued(id, 'b');
+        const before = await store.load(id);
+
+        expect(await store.enqueue(id, [newItem('a')], { type: 'key', key: 'k', fingerprint: 'f1' })).toEqual({
+          outcome: 'replayed',
+        });
+        expect(await store.enqueue(id, [newItem('x')], { type: 'key', key: 'k', fingerprint: 'f2' })).toEqual({
+          outcome: 'conflict',
+        });
+        const stale = { ...stepCommit(meta, 0, { delivered: before!.queue }), expectedVersion: 'stale' };
+        expect(await store.commitStep(id, stale)).toEqual({ outcome: 'conflict' });
+        expect(await store.rewind(id, rewindAll(meta, 5))).toBe(false);
+        expect(await store.load(id)).toEqual(before);
+      });
+
+      it('a commit naming a replaced version is a conflict and writes nothing, though the log and queue match', async () => {
+        const meta = await newSession();
+        const id = meta.sessionId;
+        const [a] = await queued(id, 'a');
+        const read = await store.load(id);
+        // A write that changes neither the log nor the queue.
+        await store.putCall(id, { callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' });
+        const before = await store.load(id);
+
+        const commit = {
+          ...stepCommit(meta, 0, { requestId: 'req_1', delivered: [a!] }),
+          expectedVersion: read!.version,
+        };
+        expect(await store.commitStep(id, commit)).toEqual({ outcome: 'conflict' });
+        expect(await store.load(id)).toEqual(before);
+        expect(await store.getStep(id, { requestId: 'req_1' })).toBeUndefined();
+
+        const current = { ...commit, expectedVersion: before!.version };
+        expect(await store.commitStep(id, current)).toEqual(COMMITTED);
+        expect((await store.load(id))?.queue).toEqual([]);
+      });
+
+      it('a commit naming the current version drains the queue head, or any queued items, exactly', async () => {
+        const meta = await newSession();
+        const id = meta.sessionId;
+        const [a, b, c] = await queued(id, 'a', 'b', 'c');
+        const head = { ...stepCommit(meta, 0, { delivered: [a!, b!] }), expectedVersion: await versionOf(id) };
+        expect(await store.commitStep(id, head)).toEqual(COMMITTED);
+        let state = await store.load(id);
+        expect(state?.queue).toEqual([c]);
+        expect(state?.log).toEqual(head.rows);
+
+        const [d] = await queued(id, 'd');
+        const notHead = { ...stepCommit(state!.meta, 2, { delivered: [d!] }), expectedVersion: await versionOf(id) };
+        expect(await store.commitStep(id, notHead)).toEqual(COMMITTED);
+        state = await store.load(id);
+        expect(state?.queue).toEqual([c]);
+        expect(state?.log).toEqual([...head.rows, ...notHead.rows]);
+
+        // Current version, but an item no longer queued: refused, nothing written.
+        const gone = { ...stepCommit(state!.meta, 3, { delivered: [a!] }), expectedVersion: await versionOf(id) };
+        expect(await store.commitStep(id, gone)).toEqual({ outcome: 'conflict' });
+        expect(await store.load(id)).toEqual(state);
+      });
+    });
 
     describe('steps', () => {
       it('getStep and listSteps of an unknown session or step are empty', async () => {

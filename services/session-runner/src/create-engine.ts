@@ -38,5 +38,6 @@ export function createEngine(overrides: Partial<EngineDeps> & { feed?: StepConte
     clock: overrides.clock ?? systemClock,
     telemetry: overrides.telemetry ?? noopRunnerTelemetry,
     ...(overrides.newId ? { newId: overrides.newId } : {}),
+    ...(overrides.heldSessions === undefined ? {} : { heldSessions: overrides.heldSessions }),
   });
 }

@@ -25,6 +25,7 @@ export type {
   RewindCommit,
   SessionStore,
   StepCommit,
+  Written,
 } from './ports/session-store.ts';
 export type { StepContextRequest, StepContextSource } from './ports/step-context-source.ts';
 export type { RunnerTelemetry } from './ports/telemetry.ts';

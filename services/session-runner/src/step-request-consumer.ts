@@ -51,8 +51,7 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
     const request = parsed.data;
     let result: StepResultRecord;
     try {
-      const state = await deps.store.load(request.sessionId);
-      const tenant = request.tenant ?? state?.meta.tenant ?? '';
+      const tenant = request.tenant ?? (await deps.store.getMeta(request.sessionId))?.tenant ?? '';
       const step = await deps.engine.step(tenant, request.sessionId, {
         mode: request.mode,
         requestId: request.requestId,

@@ -17,6 +17,7 @@ import type {
   RewindCommit,
   SessionStore,
   StepCommit,
+  Written,
 } from '../ports/session-store.ts';
 
 interface SessionSlot {
@@ -29,6 +30,14 @@ interface SessionSlot {
   steps: Map<string, StepRecord>;
   requests: Map<string, string>;
   nextItem: number;
+  /** The write count, as SessionState.version. */
+  writes: number;
+}
+
+/** Counts a write of the slot: its versions before and after. */
+function written(slot: SessionSlot): Written {
+  slot.writes += 1;
+  return { version: String(slot.writes), previous: String(slot.writes - 1) };
 }
 
 /**
@@ -62,7 +71,7 @@ export class MemorySessionStore implements SessionStore {
     steps: StepRecord[],
     calls: CallRecord[],
     carry?: SessionCarry,
-  ): Promise<void> {
+  ): Promise<string> {
     if (this.#sessions.has(meta.sessionId)) throw new Error(`session ${meta.sessionId} exists`);
     const slot: SessionSlot = {
       meta: structuredClone(meta),
@@ -74,8 +83,10 @@ export class MemorySessionStore implements SessionStore {
       steps: new Map(steps.map((s) => [s.stepId, structuredClone(s)])),
       requests: new Map(steps.flatMap((s) => (s.requestId ? [[s.requestId, s.stepId] as const] : []))),
       nextItem: (carry?.itemSeq ?? 0) + 1,
+      writes: 1,
     };
     this.#sessions.set(meta.sessionId, slot);
+    return String(slot.writes);
   }
 
   async getMeta(sessionId: string): Promise<SessionMeta | undefined> {
@@ -93,6 +104,8 @@ export class MemorySessionStore implements SessionStore {
       calls: [...slot.calls.values()],
       sites: [...slot.sites],
       itemSeq: slot.nextItem - 1,
+      requestIds: [...slot.requests.keys()],
+      version: String(slot.writes),
     });
   }
 
@@ -108,6 +121,7 @@ export class MemorySessionStore implements SessionStore {
     const slot = this.#sessions.get(meta.sessionId);
     if (!slot) return false;
     slot.meta = structuredClone(meta);
+    slot.writes += 1;
     return true;
   }
 
@@ -125,20 +139,20 @@ export class MemorySessionStore implements SessionStore {
     }
     const queued = items.map((item) => ({ ...structuredClone(item), itemId: `itm_${slot.nextItem++}` }));
     slot.queue.push(...queued);
-    return { outcome: 'recorded', items: structuredClone(queued) };
+    return { outcome: 'recorded', items: structuredClone(queued), written: written(slot) };
   }
 
   async appendMessages(
     sessionId: string,
     messages: Omit<MessageEntry, 'seq'>[],
     meta?: SessionMeta,
-  ): Promise<LogEntry[]> {
+  ): Promise<{ entries: LogEntry[]; written: Written }> {
     const slot = this.#sessions.get(sessionId);
     if (!slot) throw new Error(`session ${sessionId} not found`);
     const entries = messages.map((m, i) => ({ ...structuredClone(m), seq: slot.log.length + i }) as MessageEntry);
     slot.log.push(...entries);
     if (meta) slot.meta = structuredClone(meta);
-    return structuredClone(entries);
+    return { entries: structuredClone(entries), written: written(slot) };
   }
 
   async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
@@ -147,6 +161,9 @@ export class MemorySessionStore implements SessionStore {
     const requestId = commit.step.requestId;
     if (requestId !== undefined && slot.requests.has(requestId)) {
       return { outcome: 'duplicate', step: structuredClone(slot.steps.get(slot.requests.get(requestId)!)!) };
+    }
+    if (commit.expectedVersion !== undefined && String(slot.writes) !== commit.expectedVersion) {
+      return { outcome: 'conflict' };
     }
     if (slot.log.length !== commit.expectedLogLength) return { outcome: 'conflict' };
     const queued = new Set(slot.queue.map((q) => q.itemId));
@@ -157,7 +174,7 @@ export class MemorySessionStore implements SessionStore {
     slot.steps.set(commit.step.stepId, structuredClone(commit.step));
     if (requestId !== undefined) slot.requests.set(requestId, commit.step.stepId);
     slot.meta = structuredClone(commit.meta);
-    return { outcome: 'committed' };
+    return { outcome: 'committed', version: written(slot).version };
   }
 
   async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {
@@ -176,11 +193,15 @@ export class MemorySessionStore implements SessionStore {
       slot.steps.delete(stepId);
     }
     slot.meta = structuredClone(commit.meta);
+    slot.writes += 1;
     return true;
   }
 
-  async putCall(sessionId: string, call: CallRecord): Promise<void> {
-    this.#sessions.get(sessionId)?.calls.set(call.callId, structuredClone(call));
+  async putCall(sessionId: string, call: CallRecord): Promise<Written | undefined> {
+    const slot = this.#sessions.get(sessionId);
+    if (!slot) return undefined;
+    slot.calls.set(call.callId, structuredClone(call));
+    return written(slot);
   }
 
   async getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined> {

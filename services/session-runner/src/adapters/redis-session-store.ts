@@ -20,6 +20,7 @@ import type {
   RewindCommit,
   SessionStore,
   StepCommit,
+  Written,
 } from '../ports/session-store.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
 
@@ -27,7 +28,10 @@ function lua(file: string): string {
   return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
 }
 
-/** Every session script takes the nine session keys (keys.ts SESSION_KEY_ORDER). */
+/**
+ * Every session script takes the nine session keys (keys.ts SESSION_KEY_ORDER) and
+ * writes the session's next version through nextVersion() (next-version.lua, prepended).
+ */
 const SESSION_SCRIPTS = {
   ctxCreateSession: 'create-session.lua',
   ctxEnqueue: 'enqueue.lua',
@@ -38,9 +42,11 @@ const SESSION_SCRIPTS = {
   ctxPutCall: 'put-call.lua',
 } as const;
 const SESSION_KEY_COUNT = 9;
+const NEXT_VERSION = lua('next-version.lua');
 
 type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
-type ScriptReply = number | string;
+/** An integer, a string, or an array (see each script's header). */
+type ScriptReply = number | string | (number | string)[];
 type ScriptClient = Record<ScriptName, (...args: (string | number)[]) => Promise<ScriptReply>>;
 
 /** The refusals the scripts answer with (see each script's header). */
@@ -134,7 +140,7 @@ export class RedisSessionStore implements SessionStore {
     const scripts = client as unknown as Partial<ScriptClient>;
     for (const [name, file] of Object.entries(SESSION_SCRIPTS)) {
       if (typeof scripts[name as ScriptName] !== 'function') {
-        client.defineCommand(name, { numberOfKeys: SESSION_KEY_COUNT, lua: lua(file) });
+        client.defineCommand(name, { numberOfKeys: SESSION_KEY_COUNT, lua: NEXT_VERSION + lua(file) });
       }
     }
     if (typeof scripts.ctxReplaceAgent !== 'function') {
@@ -176,7 +182,7 @@ export class RedisSessionStore implements SessionStore {
     steps: StepRecord[],
     calls: CallRecord[],
     carry?: SessionCarry,
-  ): Promise<void> {
+  ): Promise<string> {
     const sites = carry?.sites ?? [];
     const args: string[] = [
       JSON.stringify(meta),
@@ -199,6 +205,7 @@ export class RedisSessionStore implements SessionStore {
     await this.#guard(() =>
       this.#client.zadd(this.#keys.tenantSessions(meta.tenant), Number.isNaN(score) ? 0 : score, meta.sessionId),
     );
+    return String(outcome.ok);
   }
 
   async getMeta(sessionId: string): Promise<SessionMeta | undefined> {
@@ -217,18 +224,20 @@ export class RedisSessionStore implements SessionStore {
         .lrange(keys.queue, 0, -1)
         .hgetall(keys.calls)
         .smembers(keys.sites)
-        .hget(keys.seq, 'item')
+        .hmget(keys.seq, 'item', 'version')
+        .hkeys(keys.requests)
         .exec(),
     );
     if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
     for (const [err] of replies) if (err) throw this.#wrap(err);
-    const [meta, log, queue, calls, sites, itemSeq] = replies.map(([, value]) => value) as [
+    const [meta, log, queue, calls, sites, [itemSeq, version], requestIds] = replies.map(([, value]) => value) as [
       string | null,
       string[],
       string[],
       Record<string, string>,
       string[],
-      string | null,
+      [string | null, string | null],
+      string[],
     ];
     if (meta === null) return undefined;
     return {
@@ -238,6 +247,8 @@ export class RedisSessionStore implements SessionStore {
       calls: parseCalls(calls),
       sites,
       itemSeq: Number(itemSeq ?? 0),
+      requestIds,
+      version: version ?? '',
     };
   }
 
@@ -288,11 +299,12 @@ export class RedisSessionStore implements SessionStore {
           return { outcome: 'not_found' };
       }
     }
-    const last = Number(outcome.ok);
+    const [last, version, previous] = outcome.ok as [number, string, string];
     const first = last - items.length + 1;
     return {
       outcome: 'recorded',
       items: items.map((item, i) => ({ ...structuredClone(item), itemId: `itm_${first + i}` })),
+      written: { version, previous },
     };
   }
 
@@ -300,15 +312,18 @@ export class RedisSessionStore implements SessionStore {
     sessionId: string,
     messages: Omit<MessageEntry, 'seq'>[],
     meta?: SessionMeta,
-  ): Promise<LogEntry[]> {
+  ): Promise<{ entries: LogEntry[]; written: Written }> {
     const reply = await this.#session('ctxAppendMessages', sessionId, [
       meta === undefined ? '' : JSON.stringify(meta),
       ...messages.map((message) => JSON.stringify(message)),
     ]);
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
-    const start = Number(outcome.ok);
-    return messages.map((message, i) => ({ ...structuredClone(message), seq: start + i }) as MessageEntry);
+    const [start, version, previous] = outcome.ok as [number, string, string];
+    return {
+      entries: messages.map((message, i) => ({ ...structuredClone(message), seq: start + i }) as MessageEntry),
+      written: { version, previous },
+    };
   }
 
   async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
@@ -318,6 +333,7 @@ export class RedisSessionStore implements SessionStore {
       JSON.stringify(commit.step),
       commit.step.requestId ?? '',
       JSON.stringify(commit.meta),
+      commit.expectedVersion ?? '-',
       String(commit.drain.length),
       ...commit.drain,
       ...commit.rows.map((row) => JSON.stringify(row)),
@@ -325,7 +341,7 @@ export class RedisSessionStore implements SessionStore {
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) return { outcome: 'conflict' };
     if (typeof outcome.ok === 'string') return { outcome: 'duplicate', step: parse<StepRecord>(outcome.ok) };
-    return { outcome: 'committed' };
+    return { outcome: 'committed', version: String((outcome.ok as string[])[0]) };
   }
 
   async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {
@@ -345,9 +361,12 @@ export class RedisSessionStore implements SessionStore {
     return !('refusal' in scriptOutcome(reply));
   }
 
-  async putCall(sessionId: string, call: CallRecord): Promise<void> {
+  async putCall(sessionId: string, call: CallRecord): Promise<Written | undefined> {
     // An absent session records nothing (as the in-memory store).
-    await this.#session('ctxPutCall', sessionId, [call.callId, JSON.stringify(call)]);
+    const outcome = scriptOutcome(await this.#session('ctxPutCall', sessionId, [call.callId, JSON.stringify(call)]));
+    if ('refusal' in outcome) return undefined;
+    const [version, previous] = outcome.ok as [string, string];
+    return { version, previous };
   }
 
   // ---------------------------------------------------------------- steps

@@ -13,7 +13,7 @@ import {
 import type { Clock } from '../ports/clock.ts';
 import type { MemoryRecall } from '../ports/memory-recall.ts';
 import type { SessionEvents } from '../ports/session-events.ts';
-import type { SessionStore } from '../ports/session-store.ts';
+import type { EnqueueResult, SessionStore } from '../ports/session-store.ts';
 import type { StepContextSource } from '../ports/step-context-source.ts';
 import { type PassTrace, type RunnerTelemetry, untracedPass } from '../ports/telemetry.ts';
 import { foldActiveTools } from './active-tools.ts';
@@ -35,7 +35,8 @@ import type {
   StepRecord,
   ToolDeclaration,
 } from './model.ts';
-import { type ModelRequest, renderRequest, sharedPrefixBytes } from './render-request.ts';
+import { type ModelRequest, messagesJsonBytes, renderRequest, sharedPrefixBytes } from './render-request.ts';
+import { SessionCache } from './session-cache.ts';
 
 export const DEFAULT_MAX_BYTES = 32 * 1024;
 export const DEFAULT_TIMEOUT_MS = 5_000;
@@ -53,7 +54,11 @@ export interface EngineDeps {
   clock: Clock;
   telemetry: RunnerTelemetry;
   newId?: (prefix: string) => string;
+  /** Sessions whose state this runner holds between steps (session-cache.ts); default 1,000, 0 for none. */
+  heldSessions?: number;
 }
+
+export const DEFAULT_HELD_SESSIONS = 1_000;
 
 export interface AgentInput {
   context?: ContextInput;
@@ -139,10 +144,18 @@ export class ContextEngine {
   readonly #locks = new KeyedMutex();
   /** sessionId -> agentId, immutable once created; bounded. */
   readonly #agentIds = new Map<string, string>();
+  /**
+   * agentId -> the agent as last read. Only what never changes is used from it
+   * (tools, stepContext, memory, cacheTtlMs): a run's context and model come from a
+   * fresh read at the run's start (N3, N6).
+   */
+  readonly #agents = new Map<string, AgentRecord>();
+  readonly #held: SessionCache;
   readonly #newId: (prefix: string) => string;
 
   constructor(deps: EngineDeps) {
     this.#deps = deps;
+    this.#held = new SessionCache(deps.heldSessions ?? DEFAULT_HELD_SESSIONS);
     this.#newId = deps.newId ?? ((prefix) => `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 20)}`);
   }
 
@@ -221,7 +234,17 @@ export class ContextEngine {
       steps: 0,
       ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
     };
-    await this.#deps.store.createSession(meta, [], [], []);
+    const version = await this.#deps.store.createSession(meta, [], [], []);
+    this.#held.hold(meta.sessionId, {
+      meta: structuredClone(meta),
+      log: [],
+      queue: [],
+      calls: [],
+      sites: [],
+      itemSeq: 0,
+      requestIds: [],
+      version,
+    });
     return meta;
   }
 
@@ -234,6 +257,7 @@ export class ContextEngine {
         next.thread.staged = mergeBlocks(meta.thread.staged ?? meta.thread.live, toBlocks(input.context));
       }
       if (input.forceRefresh) next.forceRefresh = true;
+      this.#held.drop(sessionId);
       await this.#deps.store.putMeta(next);
       return { staged: next.thread.staged !== undefined, forceRefresh: next.forceRefresh };
     });
@@ -255,6 +279,53 @@ export class ContextEngine {
     return state;
   }
 
+  /**
+   * What a pass runs on. A held session is not read: the commit checks the held
+   * state's version. Otherwise (or for a request the held state has committed: a
+   * redelivery) ONE round trip reads the session, its agent (a session never changes
+   * agent) and a committed request together.
+   */
+  async #passInput(
+    tenant: string,
+    sessionId: string,
+    requestId: string | undefined,
+  ): Promise<{ state: SessionState; agent: AgentRecord | undefined } | { state: SessionState; done: StepRecord }> {
+    const held = this.#held.get(sessionId);
+    // A request the held state knows as committed is a redelivery: answered from the store.
+    const redelivered = requestId !== undefined && held?.requestIds.includes(requestId);
+    if (held && held.meta.tenant === tenant && !redelivered) {
+      return { state: held, agent: await this.#passAgent(held.meta) };
+    }
+    const knownAgent = this.#agentIds.get(sessionId);
+    const [state, done, prefetched] = await Promise.all([
+      this.#load(tenant, sessionId),
+      requestId === undefined ? undefined : this.#deps.store.getStep(sessionId, { requestId }),
+      knownAgent === undefined ? undefined : this.#deps.store.getAgent(knownAgent),
+    ]);
+    if (done) return { state, done };
+    this.#held.hold(sessionId, state);
+    if (state.meta.agentId !== undefined) this.#remember(sessionId, state.meta.agentId);
+    return { state, agent: await this.#passAgent(state.meta, prefetched) };
+  }
+
+  /**
+   * The agent of a pass: read when a run starts (its context and model apply from
+   * the next run, N3 N6), otherwise the agent as last read, whose tools, hook and
+   * memory settings never change.
+   */
+  async #passAgent(meta: SessionMeta, fresh?: AgentRecord): Promise<AgentRecord | undefined> {
+    const { agentId } = meta;
+    if (agentId === undefined) return undefined;
+    let agent = fresh ?? (meta.run?.open ? this.#agents.get(agentId) : undefined);
+    agent ??= await this.#deps.store.getAgent(agentId);
+    if (agent) {
+      this.#agents.delete(agentId);
+      this.#agents.set(agentId, agent);
+      if (this.#agents.size > 1_000) this.#agents.delete(this.#agents.keys().next().value!);
+    }
+    return agent;
+  }
+
   #remember(sessionId: string, agentId: string) {
     if (this.#agentIds.has(sessionId)) return;
     if (this.#agentIds.size >= 10_000) this.#agentIds.delete(this.#agentIds.keys().next().value!);
@@ -267,6 +338,44 @@ export class ContextEngine {
 
   #tools(agent: AgentRecord | undefined): ToolDeclaration[] {
     return agent?.tools ?? [FINISH_DECLARATION];
+  }
+
+  // ---------------------------------------------------------------- writes the held state follows
+
+  /** A queue write: the held state gets the items and the call site that recorded them. */
+  #followEnqueue(sessionId: string, result: EnqueueResult, site?: string) {
+    if (result.outcome === 'not_found') this.#held.drop(sessionId);
+    if (result.outcome !== 'recorded') return;
+    this.#held.follow(sessionId, result.written, (held) => ({
+      ...held,
+      queue: [...held.queue, ...result.items],
+      sites: site === undefined ? held.sites : [...held.sites, site],
+      itemSeq: result.items.reduce((last, q) => Math.max(last, Number(q.itemId.slice('itm_'.length))), held.itemSeq),
+    }));
+  }
+
+  async #appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta?: SessionMeta,
+  ): Promise<LogEntry[]> {
+    const { entries, written } = await this.#deps.store.appendMessages(sessionId, messages, meta);
+    this.#held.follow(sessionId, written, (held) => ({
+      ...held,
+      log: [...held.log, ...entries],
+      meta: meta === undefined ? held.meta : structuredClone(meta),
+    }));
+    return entries;
+  }
+
+  async #putCall(sessionId: string, call: CallRecord) {
+    const written = await this.#deps.store.putCall(sessionId, call);
+    if (!written) return this.#held.drop(sessionId);
+    this.#held.follow(sessionId, written, (held) => {
+      const at = held.calls.findIndex((c) => c.callId === call.callId);
+      const calls = at < 0 ? [...held.calls, structuredClone(call)] : held.calls.with(at, structuredClone(call));
+      return { ...held, calls };
+    });
   }
 
   // ---------------------------------------------------------------- adding context
@@ -286,6 +395,7 @@ export class ContextEngine {
       items.map((item) => ({ item, at })),
       dedupe,
     );
+    this.#followEnqueue(input.sessionId, result);
     switch (result.outcome) {
       case 'recorded':
         return { recorded: result.items.length };
@@ -319,6 +429,7 @@ export class ContextEngine {
       items.map((item) => ({ item, at, ...tied })),
       { type: 'site', callId: input.callId, site },
     );
+    this.#followEnqueue(sessionId, result, `${input.callId}|${site}`);
     if (result.outcome === 'not_found')
       throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
     return { recorded: result.outcome === 'recorded' ? result.items.length : 0 };
@@ -340,8 +451,7 @@ export class ContextEngine {
       const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
       if (input.callId !== undefined) message.callId = input.callId;
       if (input.toolCalls?.length) message.toolCalls = input.toolCalls;
-      const [entry] = await this.#deps.store.appendMessages(sessionId, [message], next);
-      const stored = entry as MessageEntry;
+      const stored = (await this.#appendMessages(sessionId, [message], next))[0] as MessageEntry;
       this.#deps.events.publish(sessionId, {
         type: 'message',
         seq: stored.seq,
@@ -450,16 +560,9 @@ export class ContextEngine {
     let linked: HookOutcome | undefined;
     let hookMemo: { cursor: Cursor | undefined; outcome: HookOutcome } | undefined;
     for (let attempt = 0; attempt < 5; attempt++) {
-      // One round trip: the session, its agent (a session never changes agent) and a committed request.
-      const knownAgent = this.#agentIds.get(sessionId);
-      const [state, done, cachedAgent] = await Promise.all([
-        this.#load(tenant, sessionId),
-        requestId === undefined ? undefined : this.#deps.store.getStep(sessionId, { requestId }),
-        knownAgent === undefined ? undefined : this.#deps.store.getAgent(knownAgent),
-      ]);
-      if (done) return this.#replay(state, done);
-      const agent = knownAgent === undefined ? await this.#agentOf(state.meta) : cachedAgent;
-      if (state.meta.agentId !== undefined) this.#remember(sessionId, state.meta.agentId);
+      const input = await this.#passInput(tenant, sessionId, requestId);
+      if ('done' in input) return this.#replay(input.state, input.done);
+      const { state, agent } = input;
       const now = this.#deps.clock.now();
       const at = new Date(now).toISOString();
       const meta = structuredClone(state.meta);
@@ -497,7 +600,8 @@ export class ContextEngine {
       const rows: RowEntry[] = [];
       const addRow = (item: SourcedItem, extra: Partial<RowEntry>, cursor?: Cursor) => {
         const seq = state.log.length + rows.length;
-        rows.push({ type: 'row', seq, stepId, at, row: toRow(`${stepId}.${rows.length}`, item, cursor), ...extra });
+        const row = Object.freeze(toRow(`${stepId}.${rows.length}`, item, cursor));
+        rows.push(Object.freeze({ type: 'row', seq, stepId, at, row, ...extra }) as RowEntry);
       };
       for (const queued of state.queue) addRow(queued.item, { itemId: queued.itemId, queued });
 
@@ -543,7 +647,7 @@ export class ContextEngine {
       const log = [...state.log, ...rows];
       const tools = this.#tools(agent);
       const activeTools = foldActiveTools(tools, log);
-      const newCursor = foldCursor(log);
+      const newCursor = rows.findLast((r) => r.row.cursor !== undefined)?.row.cursor ?? cursor;
       const step: StepRecord = {
         stepId,
         ordinal: meta.steps + 1,
@@ -571,14 +675,27 @@ export class ContextEngine {
           rows,
           drain: state.queue.map((q) => q.itemId),
           expectedLogLength: state.log.length,
+          expectedVersion: state.version,
           meta,
         });
       const { telemetry } = this.#deps;
       const result = telemetry.storeCommit
         ? await telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
         : await commit();
-      if (result.outcome === 'duplicate') return this.#replay(await this.#load(tenant, sessionId), result.step);
-      if (result.outcome === 'conflict') continue;
+      if (result.outcome !== 'committed') {
+        // Another write came between the read (or the held state) and this commit.
+        this.#held.drop(sessionId);
+        if (result.outcome === 'duplicate') return this.#replay(await this.#load(tenant, sessionId), result.step);
+        continue;
+      }
+      this.#held.hold(sessionId, {
+        ...state,
+        meta,
+        log,
+        queue: [],
+        requestIds: requestId === undefined ? state.requestIds : [...state.requestIds, requestId],
+        version: result.version,
+      });
 
       const request = renderRequest(system, log, tools, activeTools);
       this.#report(sessionId, step, rows, skipped, request, started, previousSystem, previousEnd, state.log, tools);
@@ -622,17 +739,17 @@ export class ContextEngine {
       rowCount: rows.length,
       at: step.at,
     });
-    const requestText = JSON.stringify(request.messages);
+    const requestBytes = messagesJsonBytes(request.messages);
     let reused = 0;
     if (previousSystem !== undefined && previousEnd !== undefined) {
       if (previousSystem === step.system) {
         // The log is append-only up to `previousEnd` (a rewind lowers it), so the previous
         // request is the first messages of this one: its bytes, without the closing bracket.
         const systemCount = step.system.length > 0 ? 1 : 0;
-        reused = Buffer.byteLength(JSON.stringify(request.messages.slice(0, systemCount + previousEnd))) - 1;
+        reused = messagesJsonBytes(request.messages, systemCount + previousEnd) - 1;
       } else {
         const previous = renderRequest(previousSystem, previousLog.slice(0, previousEnd), tools, []);
-        reused = sharedPrefixBytes(JSON.stringify(previous.messages).slice(0, -1), requestText);
+        reused = sharedPrefixBytes(JSON.stringify(previous.messages).slice(0, -1), JSON.stringify(request.messages));
       }
     }
     telemetry.stepCommitted({
@@ -641,7 +758,7 @@ export class ContextEngine {
       mode: step.mode,
       rows: rows.map((r) => ({ kind: r.row.kind, source: r.row.source })),
       durationMs: performance.now() - started,
-      requestBytes: Buffer.byteLength(requestText),
+      requestBytes,
       prefixReusedBytes: reused,
     });
   }
@@ -728,7 +845,7 @@ export class ContextEngine {
         call.status = 'awaiting_client';
         call.deadlineAt = this.#deps.clock.now() + (declared.deadlineMs ?? DEFAULT_CLIENT_DEADLINE_MS);
       }
-      await this.#deps.store.putCall(sessionId, call);
+      await this.#putCall(sessionId, call);
       return decisionOf(call);
     });
   }
@@ -758,7 +875,7 @@ export class ContextEngine {
       } else {
         next.status = 'executed';
       }
-      await this.#deps.store.putCall(sessionId, next);
+      await this.#putCall(sessionId, next);
       return decisionOf(next);
     });
   }
@@ -782,11 +899,16 @@ export class ContextEngine {
           content: `Late answer from tool ${call.name} (call ${callId}), after its deadline:\n${content}`,
         };
         validateItems([{ kind: item.kind, content: item.content }], 'app');
-        await this.#deps.store.enqueue(sessionId, [{ item, at }], { type: 'site', callId, site: 'late-answer' });
+        const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {
+          type: 'site',
+          callId,
+          site: 'late-answer',
+        });
+        this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
       } else {
-        await this.#deps.store.appendMessages(sessionId, [{ type: 'message', role: 'tool', content, callId, at }]);
+        await this.#appendMessages(sessionId, [{ type: 'message', role: 'tool', content, callId, at }]);
       }
-      await this.#deps.store.putCall(sessionId, { ...call, status: 'answered' });
+      await this.#putCall(sessionId, { ...call, status: 'answered' });
       return { late, recorded: 1 };
     });
   }
@@ -833,6 +955,7 @@ export class ContextEngine {
     meta.steps = target.keep.length;
     meta.lastRequestEnd = Math.min(meta.lastRequestEnd ?? 0, target.toLength);
     if (meta.run && meta.run.startLength > target.toLength) meta.run.open = false;
+    this.#held.drop(sessionId);
     const ok = await this.#deps.store.rewind(sessionId, {
       expectedLogLength: state.log.length,
       toLength: target.toLength,

@@ -154,6 +154,14 @@ export interface SessionState {
   sites: string[];
   /** The last item number the store assigned: a branch continues from it, so item ids never collide. */
   itemSeq: number;
+  /** The request ids of the committed steps, in no particular order. */
+  requestIds: string[];
+  /**
+   * The session's version: every write of the session gives it a new one, never
+   * issued before. A state of version v is the current state exactly while the
+   * store still has v. '' for a session not written since versions existed.
+   */
+  version: string;
 }
 
 /** What a branch carries over besides its log: call sites and the item counter (R10, R32). */

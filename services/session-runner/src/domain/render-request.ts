@@ -47,6 +47,39 @@ export function renderEntry(entry: LogEntry): ModelMessage {
   return { role: entry.role, content: entry.content };
 }
 
+/**
+ * Log entries are never changed once written, so each is rendered once: a step of a
+ * held session renders only its new entries. The messages are frozen (shared by
+ * every request that contains them).
+ */
+const renderedEntries = new WeakMap<LogEntry, ModelMessage>();
+
+function renderedEntry(entry: LogEntry): ModelMessage {
+  let message = renderedEntries.get(entry);
+  if (!message) {
+    message = Object.freeze(renderEntry(entry));
+    renderedEntries.set(entry, message);
+  }
+  return message;
+}
+
+const messageBytes = new WeakMap<ModelMessage, number>();
+
+/** Bytes of `JSON.stringify(messages.slice(0, count))`, each message measured once. */
+export function messagesJsonBytes(messages: readonly ModelMessage[], count = messages.length): number {
+  let bytes = 2; // [ ]
+  for (let i = 0; i < count; i++) {
+    const message = messages[i]!;
+    let size = messageBytes.get(message);
+    if (size === undefined) {
+      size = Buffer.byteLength(JSON.stringify(message));
+      messageBytes.set(message, size);
+    }
+    bytes += size + (i > 0 ? 1 : 0);
+  }
+  return bytes;
+}
+
 /** The whole model input, in order: the system prefix, then the log as stored. */
 export function renderRequest(
   system: string,
@@ -56,7 +89,7 @@ export function renderRequest(
 ): ModelRequest {
   const messages: ModelMessage[] = [];
   if (system.length > 0) messages.push({ role: 'system', content: system });
-  for (const entry of log) messages.push(renderEntry(entry));
+  for (const entry of log) messages.push(renderedEntry(entry));
   return {
     messages,
     tools: tools.map((t) =>

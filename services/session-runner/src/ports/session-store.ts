@@ -17,8 +17,14 @@ export type EnqueueDedupe =
   /** A tool's or hook's call site (R10, R15): first wins, repeats record nothing. */
   | { type: 'site'; callId: string; site: string };
 
+/** A session write's versions: the one it gave the session and the one it replaced. */
+export interface Written {
+  version: string;
+  previous: string;
+}
+
 export type EnqueueResult =
-  | { outcome: 'recorded'; items: QueuedItem[] }
+  | { outcome: 'recorded'; items: QueuedItem[]; written: Written }
   | { outcome: 'replayed' }
   | { outcome: 'conflict' }
   | { outcome: 'not_found' };
@@ -31,13 +37,17 @@ export interface StepCommit {
   drain: string[];
   /** The log length the pass was computed on; another length is a conflict. */
   expectedLogLength: number;
+  /**
+   * The session version the pass was computed on, when known: any other version is
+   * a conflict, so a pass on a held state commits in one write without a read.
+   */
+  expectedVersion?: string;
   meta: SessionMeta;
 }
 
 export type CommitResult =
-  | { outcome: 'committed' }
-  | { outcome: 'duplicate'; step: StepRecord }
-  | { outcome: 'conflict' };
+  /** `version`: the session's version after this commit (it replaced `expectedVersion`). */
+  { outcome: 'committed'; version: string } | { outcome: 'duplicate'; step: StepRecord } | { outcome: 'conflict' };
 
 export interface RewindCommit {
   expectedLogLength: number;
@@ -71,7 +81,8 @@ export interface SessionStore {
 
   /**
    * Creates a session with an initial log (a branch copies one), steps, calls and
-   * call sites; never a queue. Item ids continue after `carry.itemSeq`.
+   * call sites; never a queue. Item ids continue after `carry.itemSeq`. Returns the
+   * session's version.
    */
   createSession(
     meta: SessionMeta,
@@ -79,7 +90,7 @@ export interface SessionStore {
     steps: StepRecord[],
     calls: CallRecord[],
     carry?: SessionCarry,
-  ): Promise<void>;
+  ): Promise<string>;
   /** The session's meta alone (ownership checks); undefined when absent. */
   getMeta(sessionId: string): Promise<SessionMeta | undefined>;
   /** Everything a step needs: meta, the whole log, the queue, the calls. */
@@ -95,12 +106,15 @@ export interface SessionStore {
    */
   enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult>;
 
-  /** Appends messages at the end of the log; returns them with their seq. */
+  /**
+   * Appends messages at the end of the log; returns them with their seq, and the
+   * write's versions. Throws when the session is absent.
+   */
   appendMessages(
     sessionId: string,
     messages: Omit<Extract<LogEntry, { type: 'message' }>, 'seq'>[],
     meta?: SessionMeta,
-  ): Promise<LogEntry[]>;
+  ): Promise<{ entries: LogEntry[]; written: Written }>;
 
   /**
    * The context pass's ONE commit (R2): rows, queue drain, step record (by id and
@@ -113,8 +127,8 @@ export interface SessionStore {
   /** Truncates the log and applies the queue and call changes in one write; false on conflict. */
   rewind(sessionId: string, commit: RewindCommit): Promise<boolean>;
 
-  /** Inserts or replaces one call record. */
-  putCall(sessionId: string, call: CallRecord): Promise<void>;
+  /** Inserts or replaces one call record; undefined (nothing written) when the session is absent. */
+  putCall(sessionId: string, call: CallRecord): Promise<Written | undefined>;
 
   getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined>;
   listSteps(sessionId: string): Promise<StepRecord[]>;

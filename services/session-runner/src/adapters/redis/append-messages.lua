@@ -8,7 +8,8 @@
     1 SessionMeta JSON, or '' to keep the meta
     2.. MessageEntry JSON objects without seq, in order
   Returns:
-    n >= 0  appended: the first message has seq n, the next n+1, ...
+    {n, v, p}  appended: the first message has seq n, the next n+1, ...;
+               v is the session's version after this write, p the one before ('' for none)
     -1      session not found (nothing written)
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -29,4 +30,5 @@ end
 if ARGV[1] ~= '' then
   redis.call('SET', KEYS[1], ARGV[1])
 end
-return start
+local version, prev = nextVersion()
+return { start, version, prev }

@@ -2,6 +2,11 @@
   The context pass's ONE commit (R2): rows, queue drain, step record (by id and by
   request id) and meta, all or nothing. Every check runs before the first write.
 
+  A pass computed on a known session version (a state the runner holds) names it:
+  the commit then refuses unless no other write came since. That also proves the log
+  length, and when the drain is the queue's head (a step delivers the whole queue)
+  one LTRIM drains it; otherwise the log length and every drained item are checked.
+
   KEYS (keys.ts SESSION_KEY_ORDER):
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
   ARGV:
@@ -10,14 +15,15 @@
     3 StepRecord JSON
     4 requestId, or '' for none
     5 SessionMeta JSON
-    6 nDrain
-    7 .. 6+nDrain   ids of the queued items these rows deliver
-    7+nDrain ..     LogEntry JSON rows, in log order
+    6 the session version the pass was computed on, or '-' for none
+    7 nDrain
+    8 .. 7+nDrain   ids of the queued items these rows deliver
+    8+nDrain ..     LogEntry JSON rows, in log order
   Returns:
-    1            committed
+    {v}          committed: the session's version after this write
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
     -1           session not found (nothing written)
-    -5           the log length is not ARGV[1] (nothing written)
+    -5           the log length is not ARGV[1], or the version is not ARGV[6] (nothing written)
     -6           a drained item is no longer queued (nothing written)
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -35,45 +41,73 @@ if requestId ~= '' then
   end
 end
 
-if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1]) then
+local nDrain = tonumber(ARGV[7])
+local firstRow = 8 + nDrain
+-- Queue elements end with "itemId":"<id>"} (enqueue.lua, rewind.lua): no decoding needed.
+local ID_AT_END = '"itemId":"([^"]*)"}$'
+
+if ARGV[6] ~= '-' and (redis.call('HGET', KEYS[9], 'version') or '') ~= ARGV[6] then
   return -5
 end
 
--- Queue elements end with "itemId":"<id>"} (enqueue.lua, rewind.lua): no decoding needed.
-local nDrain = tonumber(ARGV[6])
-local queue = redis.call('LRANGE', KEYS[3], 0, -1)
-local byId = {}
-for _, element in ipairs(queue) do
-  local id = string.match(element, '"itemId":"([^"]*)"}$')
-  if id then
-    byId[id] = element
+-- removeDrained(): the drain's write, chosen by the checks below.
+local removeDrained
+local head = (ARGV[6] ~= '-' and nDrain > 0) and redis.call('LRANGE', KEYS[3], 0, nDrain - 1) or {}
+local isHead = ARGV[6] ~= '-'
+for j = 1, nDrain do
+  if not head[j] or string.match(head[j], ID_AT_END) ~= ARGV[7 + j] then
+    isHead = false
+    break
   end
 end
-for j = 7, 6 + nDrain do
-  if not byId[ARGV[j]] then
-    return -6
+if isHead then
+  -- Unchanged since the pass read it, and the drain is the queue's head, in order (a step
+  -- delivers the whole queue): the version proves the log length, and one LTRIM drains.
+  removeDrained = function()
+    if nDrain > 0 then
+      redis.call('LTRIM', KEYS[3], nDrain, -1)
+    end
+  end
+else
+  if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1]) then
+    return -5
+  end
+  local byId = {}
+  for _, element in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
+    local id = string.match(element, ID_AT_END)
+    if id then
+      byId[id] = element
+    end
+  end
+  for j = 8, 7 + nDrain do
+    if not byId[ARGV[j]] then
+      return -6
+    end
+  end
+  removeDrained = function()
+    for j = 8, 7 + nDrain do
+      local element = byId[ARGV[j]]
+      if element then
+        redis.call('LREM', KEYS[3], 1, element)
+        byId[ARGV[j]] = nil
+      end
+    end
   end
 end
 
 -- Validated: write from here on.
 local CHUNK = 1000
-local from = 7 + nDrain
+local from = firstRow
 local last = #ARGV
 while from <= last do
   local to = math.min(from + CHUNK - 1, last)
   redis.call('RPUSH', KEYS[2], unpack(ARGV, from, to))
   from = to + 1
 end
-for j = 7, 6 + nDrain do
-  local element = byId[ARGV[j]]
-  if element then
-    redis.call('LREM', KEYS[3], 1, element)
-    byId[ARGV[j]] = nil
-  end
-end
+removeDrained()
 redis.call('HSET', KEYS[7], ARGV[2], ARGV[3])
 if requestId ~= '' then
   redis.call('HSET', KEYS[8], requestId, ARGV[2])
 end
 redis.call('SET', KEYS[1], ARGV[5])
-return 1
+return { (nextVersion()) }

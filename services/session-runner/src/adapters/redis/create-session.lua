@@ -12,7 +12,7 @@
     then nCalls pairs: callId, CallRecord JSON (their order is the calls' order);
     then nSites call-site strings.
   Returns:
-     1  created
+    <string>  created: the session's version
     -2  the session exists (nothing written)
 ]]
 if redis.call('EXISTS', KEYS[1]) == 1 then
@@ -66,4 +66,4 @@ if itemSeq > 0 then
 end
 
 redis.call('SET', KEYS[1], ARGV[1])
-return 1
+return (nextVersion())

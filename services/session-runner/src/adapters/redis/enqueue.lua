@@ -10,7 +10,8 @@
     3 the items' fingerprint ('key'); '' otherwise
     4.. NewQueuedItem JSON objects (without itemId), in queue order
   Returns:
-    n >= 0  recorded: the items got ids itm_(n-k+1) .. itm_n, k = number of items
+    {n, v, p}  recorded: the items got ids itm_(n-k+1) .. itm_n, k = number of items;
+               v is the session's version after this write, p the one before ('' for none)
     -1      session not found (nothing written)
     -3      replayed: the same key with the same fingerprint, or a site that recorded (nothing written)
     -4      key conflict: the key was used with another fingerprint (nothing written)
@@ -54,4 +55,5 @@ for j = 1, k do
   end
   redis.call('RPUSH', KEYS[3], item)
 end
-return last
+local version, prev = nextVersion()
+return { last, version, prev }

@@ -23,7 +23,10 @@ export interface SessionKeys {
   steps: string;
   /** Hash: requestId -> stepId. */
   requests: string;
-  /** Hash of counters: `item` (last queue item number), `call` (last call order). */
+  /**
+   * Hash of counters: `item` (last queue item number), `call` (last call order),
+   * `version` (the session's write count: every session script that writes adds one).
+   */
   seq: string;
 }
 

@@ -8,7 +8,7 @@
     1 callId
     2 CallRecord JSON
   Returns:
-     1  stored
+    {v, p}  stored: the session's version after this write, p the one before ('' for none)
     -1  session not found (nothing written)
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
@@ -23,4 +23,5 @@ if not order then
   order = redis.call('HINCRBY', KEYS[9], 'call', 1)
 end
 redis.call('HSET', KEYS[6], ARGV[1], order .. ' ' .. ARGV[2])
-return 1
+local version, prev = nextVersion()
+return { version, prev }

@@ -6,11 +6,11 @@
   ARGV:
     1 SessionMeta JSON
   Returns:
-     1  replaced
+    <string>  replaced: the session's version after this write
     -1  session not found (nothing written)
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
 redis.call('SET', KEYS[1], ARGV[1])
-return 1
+return (nextVersion())

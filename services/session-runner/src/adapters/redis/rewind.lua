@@ -13,7 +13,7 @@
     then nDropCalls call ids removed with their tool call sites (`<callId>|tool:...`);
     then nDropSteps step ids removed with their request ids (which become free again).
   Returns:
-     1  rewound
+    <string>  rewound: the session's version after this write
     -1  session not found (nothing written)
     -5  the log length is not ARGV[1] (nothing written)
     -8  toLength is outside [0, log length] (nothing written)
@@ -90,4 +90,4 @@ for j = dropStepsFrom, dropStepsFrom + nDropSteps - 1 do
 end
 
 redis.call('SET', KEYS[1], ARGV[3])
-return 1
+return (nextVersion())

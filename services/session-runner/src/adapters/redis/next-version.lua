@@ -1,0 +1,14 @@
+--[[
+  Prepended to every session script (redis-session-store.ts): nextVersion() writes the
+  session's next version into KEYS[9] (`seq`, field `version`) and returns it with the
+  previous one ('' for none). A version is the write count, then the server's time, so no
+  version is issued twice, even after a restart lost the last writes: a runner that holds
+  a session's state of version v holds the current state exactly while the store has v.
+]]
+local function nextVersion()
+  local prev = redis.call('HGET', KEYS[9], 'version') or ''
+  local t = redis.call('TIME')
+  local version = ((tonumber(string.match(prev, '^(%d+)')) or 0) + 1) .. '.' .. t[1] .. string.format('%06d', t[2])
+  redis.call('HSET', KEYS[9], 'version', version)
+  return version, prev
+end

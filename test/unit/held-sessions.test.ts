@@ -1,0 +1,138 @@
+/**
+ * The session states a runner holds between steps (session-cache.ts): a step of a
+ * held session reads nothing and commits in one write naming the held version; a
+ * write by another runner in between makes that commit a conflict, and the pass runs
+ * again on what the store has. On the in-memory store and on Redis.
+ */
+import { randomUUID } from 'node:crypto';
+import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { requireRedis } from '../support/services.ts';
+
+const TENANT = 'acme';
+const notice = (content: string) => ({ kind: 'notice' as const, content });
+
+/** The store with every method call recorded by name, in order. */
+function recording(store: SessionStore): { store: SessionStore; calls: string[] } {
+  const calls: string[] = [];
+  const proxy = new Proxy(store, {
+    get(target, name, receiver) {
+      const value = Reflect.get(target, name, receiver);
+      if (typeof value !== 'function') return value;
+      return (...args: unknown[]) => {
+        calls.push(String(name));
+        return value.apply(target, args);
+      };
+    },
+  });
+  return { store: proxy, calls };
+}
+
+let redis: Redis | undefined;
+afterAll(() => redis?.disconnect());
+
+const stores: [string, () => SessionStore][] = [
+  ['memory', () => new MemorySessionStore()],
+  [
+    'Redis',
+    () => {
+      redis ??= new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
+      return new RedisSessionStore(redis, { prefix: `ctxtest-held-${randomUUID().slice(0, 8)}` });
+    },
+  ],
+];
+
+describe.each(stores)('held sessions on the %s store', (_name, newStore) => {
+  it('a step of a held session reads nothing: one commit, and the agent is read at the run start only', async () => {
+    const { store, calls } = recording(newStore());
+    const engine = createEngine({ store });
+    const agent = await engine.createAgent(TENANT, { tools: [{ name: 'search' }] });
+    const { sessionId } = await engine.createSession(TENANT, { agentId: agent.agentId });
+
+    await engine.addContext(TENANT, { sessionId, items: [notice('first')] });
+    calls.length = 0;
+    const first = await engine.step(TENANT, sessionId);
+    expect(calls).toEqual(['getAgent', 'commitStep']);
+    expect(first.rows.map((r) => r.content)).toEqual(['first']);
+
+    await engine.addContext(TENANT, { sessionId, items: [notice('second')] });
+    await engine.appendMessage(TENANT, sessionId, { role: 'assistant', content: 'looking' });
+    calls.length = 0;
+    const second = await engine.step(TENANT, sessionId, { requestId: 'req-2' });
+    expect(calls).toEqual(['commitStep']);
+    expect(second.rows.map((r) => r.content)).toEqual(['second']);
+    // The held request is the stored one, byte for byte.
+    const fresh = createEngine({ store });
+    expect((await fresh.step(TENANT, sessionId, { requestId: 'req-2' })).request).toEqual(second.request);
+  });
+
+  it("another runner's items in between: the held commit is refused and the pass delivers them", async () => {
+    const shared = newStore();
+    const mine = recording(shared);
+    const engine = createEngine({ store: mine.store });
+    const other = createEngine({ store: shared });
+    const { sessionId } = await engine.createSession(TENANT, {});
+    await engine.step(TENANT, sessionId);
+
+    await other.addContext(TENANT, { sessionId, items: [notice('from the other runner')] });
+    mine.calls.length = 0;
+    const step = await engine.step(TENANT, sessionId);
+    expect(mine.calls).toEqual(['commitStep', 'load', 'commitStep']);
+    expect(step.rows.map((r) => r.content)).toEqual(['from the other runner']);
+    const inspected = await engine.inspect(TENANT, sessionId);
+    expect(inspected.queue).toEqual([]);
+    expect(inspected.steps.map((s) => s.rowIds.length)).toEqual([0, 1]);
+  });
+
+  it("another runner's thread context edit is not overwritten by a held step", async () => {
+    const shared = newStore();
+    const engine = createEngine({ store: shared });
+    const other = createEngine({ store: shared });
+    const { sessionId } = await engine.createSession(TENANT, { context: 'Be brief.' });
+    await engine.step(TENANT, sessionId);
+
+    await other.updateSession(TENANT, sessionId, { context: 'Be thorough.', forceRefresh: true });
+    const step = await engine.step(TENANT, sessionId);
+    expect(step.cache).toEqual({ rebuilt: true, reason: 'force_refresh' });
+    expect(step.request.messages[0]?.content).toContain('Be thorough.');
+  });
+
+  it('a redelivered request this runner committed is answered from the store, its pass not run again', async () => {
+    const { store, calls } = recording(newStore());
+    const engine = createEngine({ store });
+    const { sessionId } = await engine.createSession(TENANT, {});
+    await engine.addContext(TENANT, { sessionId, items: [notice('once')] });
+    const committed = await engine.step(TENANT, sessionId, { requestId: 'req-1' });
+    calls.length = 0;
+    const again = await engine.step(TENANT, sessionId, { requestId: 'req-1' });
+    expect(again).toEqual({ ...committed, skipped: [] });
+    expect(calls).not.toContain('commitStep');
+    expect((await engine.inspect(TENANT, sessionId)).steps).toHaveLength(1);
+  });
+
+  it('heldSessions 0 reads the session on every step', async () => {
+    const { store, calls } = recording(newStore());
+    const engine = createEngine({ store, heldSessions: 0 });
+    const { sessionId } = await engine.createSession(TENANT, {});
+    await engine.step(TENANT, sessionId);
+    calls.length = 0;
+    await engine.step(TENANT, sessionId);
+    expect(calls).toEqual(['load', 'commitStep']);
+  });
+
+  it('holds at most heldSessions sessions: the least recently stepped one is read again', async () => {
+    const { store, calls } = recording(newStore());
+    const engine = createEngine({ store, heldSessions: 2 });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) ids.push((await engine.createSession(TENANT, {})).sessionId);
+    // Created in order a, b, c: a left when c came.
+    calls.length = 0;
+    await engine.step(TENANT, ids[2]!);
+    await engine.step(TENANT, ids[1]!);
+    expect(calls).toEqual(['commitStep', 'commitStep']);
+    calls.length = 0;
+    await engine.step(TENANT, ids[0]!);
+    expect(calls).toEqual(['load', 'commitStep']);
+  });
+});
