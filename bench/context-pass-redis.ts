@@ -5,8 +5,14 @@
  * writing the same rows (RPUSH of the same JSON + HSET of the same step
  * record). Step, MULTI and PING samples are interleaved, sample by sample.
  *
- * Each sample uses a fresh session holding N queued app items (queued before
- * the timing), so the step loads, drains and commits exactly N rows.
+ * A sample queues N app items (before the timing), then times the step that
+ * drains and commits exactly those N rows. The goal figures are steps inside a
+ * run, as most of a session's steps are: the runner holds the session (its
+ * previous write was this runner's), so the step reads nothing and commits in one
+ * script. Each variant's session is replaced every 20 samples, so the log stays
+ * short and alike across row counts. A second figure times the FIRST step of a
+ * run on a new session, which also reads the agent (a run's context and model
+ * apply from the run's start).
  */
 import { randomUUID } from 'node:crypto';
 import { createEngine, RedisSessionStore } from '@ctxflow/session-runner';
@@ -85,8 +91,22 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
     });
 
     let baselineNo = 0;
-    const sampleOnce = async (rows: number, agentId: string | undefined, into: Samples) => {
-      const { sessionId } = await engine.createSession(TENANT, agentId ? { agentId } : {});
+    /** In-run variants: the session each steps on, with the samples it took. */
+    const running = new Map<string, { sessionId: string; samples: number }>();
+    const sessionFor = async (variant: string, firstOfRun: boolean, agentId: string | undefined) => {
+      if (firstOfRun) return (await engine.createSession(TENANT, agentId ? { agentId } : {})).sessionId;
+      let current = running.get(variant);
+      if (!current || current.samples >= 20) {
+        const { sessionId } = await engine.createSession(TENANT, agentId ? { agentId } : {});
+        await engine.step(TENANT, sessionId); // opens the run
+        current = { sessionId, samples: 0 };
+        running.set(variant, current);
+      }
+      current.samples += 1;
+      return current.sessionId;
+    };
+    const sampleOnce = async (rows: number, agentId: string | undefined, into: Samples, firstOfRun = false) => {
+      const sessionId = await sessionFor(`${rows}/${agentId}`, firstOfRun, agentId);
       await engine.addContext(TENANT, {
         sessionId,
         items: Array.from({ length: rows }, (_, i) => ({ kind: 'notice', content: `${NOTICE} #${i}` })),
@@ -113,29 +133,32 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
             .exec(),
         );
       await runStep();
-      const entries = await redis.lrange(`${prefix}:{${sessionId}}:log`, 0, -1);
+      const entries = await redis.lrange(`${prefix}:{${sessionId}}:log`, -rows, -1);
       const stepJson = (await redis.hget(`${prefix}:{${sessionId}}:steps`, stepId))!;
       into.multi.push(await runMulti(entries, stepJson));
-      if (entries.length !== rows) throw new Error(`the step committed ${entries.length} rows, expected ${rows}`);
+      const step = JSON.parse(stepJson) as { logStart: number; logEnd: number };
+      if (step.logEnd - step.logStart !== rows) {
+        throw new Error(`the step committed ${step.logEnd - step.logStart} rows, expected ${rows}`);
+      }
       into.step.push(stepMs);
       for (let i = 0; i < 3; i++) into.ping.push(await timed(() => redis.ping()));
     };
 
     // Warm-up: JIT, script cache (EVALSHA), connection.
     const scratch = emptySamples();
-    for (let i = 0; i < 20; i++) await sampleOnce(8, agent.agentId, scratch);
+    for (let i = 0; i < 20; i++) await sampleOnce(8, agent.agentId, scratch, i % 2 === 0);
 
-    type Variant = { rows: number; agentId: string | undefined; label: string };
+    type Variant = { rows: number; agentId: string | undefined; label: string; firstOfRun: boolean };
     const variants: Variant[] = ROW_COUNTS.flatMap((rows) => [
-      { rows, agentId: agent.agentId, label: `${rows} rows` },
-      { rows, agentId: undefined, label: `${rows} rows, session without agent` },
+      { rows, agentId: agent.agentId, label: `${rows} rows`, firstOfRun: false },
+      { rows, agentId: agent.agentId, label: `${rows} rows, first step of a run`, firstOfRun: true },
     ]);
     const perTrial = new Map<string, Samples[]>(variants.map((v) => [v.label, []]));
     for (let trial = 0; trial < options.trials; trial++) {
       const current = new Map<string, Samples>(variants.map((v) => [v.label, emptySamples()]));
       // Round-robin over the variants, sample by sample: drift hits every variant alike.
       for (let s = 0; s < options.samples; s++) {
-        for (const v of variants) await sampleOnce(v.rows, v.agentId, current.get(v.label)!);
+        for (const v of variants) await sampleOnce(v.rows, v.agentId, current.get(v.label)!, v.firstOfRun);
       }
       for (const v of variants) perTrial.get(v.label)!.push(current.get(v.label)!);
       const one = current.get('1 rows')!;
@@ -151,10 +174,11 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
     const results: ScenarioResult[] = [];
     for (const rows of ROW_COUNTS) {
       const trials = perTrial.get(`${rows} rows`)!;
-      const bare = perTrial.get(`${rows} rows, session without agent`)!;
+      const first = perTrial.get(`${rows} rows, first step of a run`)!;
       const inRoundTrips = summarize(trials.map((t) => median(t.step) / median(t.ping)));
       const overMulti = summarize(trials.map((t) => median(t.step) / median(t.multi)));
-      const bareRoundTrips = summarize(bare.map((t) => median(t.step) / median(t.ping)));
+      const firstRoundTrips = summarize(first.map((t) => median(t.step) / median(t.ping)));
+      const firstOverMulti = summarize(first.map((t) => median(t.step) / median(t.multi)));
       const steps = trials.reduce((n, t) => n + t.step.length, 0);
       const cpu = {
         'bench process (engine + ioredis), per 1k steps': round(
@@ -169,8 +193,9 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
         'step p50 ms': round(median(trials.map((t) => median(t.step))), 3),
         'MULTI p50 ms': round(median(trials.map((t) => median(t.multi))), 3),
         'PING p50 ms': round(median(trials.map((t) => median(t.ping))), 3),
-        'step p50 without agent, round trips': round(bareRoundTrips.median, 2),
-        // Inside the step: each store call's p50 (load = one MULTI read, getAgent, commitStep = the one Lua commit).
+        'first step of a run: round trips': round(firstRoundTrips.median, 2),
+        'first step of a run: over MULTI': round(firstOverMulti.median, 2),
+        // Inside the step: each store call's p50 (commitStep = the one Lua commit; getAgent at a run's start).
         ...Object.fromEntries(
           Object.keys(trials[0]!.calls).map((method) => [
             `${method} p50 ms`,
@@ -189,7 +214,7 @@ export async function runContextPass(options: ContextPassOptions): Promise<Scena
         cpuMsPer1k: cpu,
         figures,
         notes: [
-          `${options.trials} trials x ${options.samples} samples; session with an agent (2 tools): load + agent read + one commit script`,
+          `${options.trials} trials x ${options.samples} samples; a step inside a run of a session with an agent (2 tools), held by the runner: one commit script`,
         ],
       });
       const multiGoal = { op: '<=' as const, value: 1.3 };

@@ -4,8 +4,9 @@
 
   A pass computed on a known session version (a state the runner holds) names it:
   the commit then refuses unless no other write came since. That also proves the log
-  length, and when the drain is the queue's head (a step delivers the whole queue)
-  one LTRIM drains it; otherwise the log length and every drained item are checked.
+  length, and when the drain is the queue's head (a step delivers the whole queue: its
+  first and last ids are checked) one LTRIM drains it; otherwise the log length and
+  every drained item are checked.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
@@ -43,8 +44,15 @@ end
 
 local nDrain = tonumber(ARGV[7])
 local firstRow = 8 + nDrain
--- Queue elements end with "itemId":"<id>"} (enqueue.lua, rewind.lua): no decoding needed.
-local ID_AT_END = '"itemId":"([^"]*)"}$'
+-- Queue elements end with "itemId":"<id>"} (enqueue.lua, rewind.lua): no decoding needed,
+-- and only the element's tail is looked at (ids are short; the content may be long).
+local function idOf(element)
+  return string.match(string.sub(element, -96), '"itemId":"([^"]*)"}$')
+end
+local function endsWithId(element, id)
+  local tail = '"itemId":"' .. id .. '"}'
+  return string.sub(element, -#tail) == tail
+end
 
 if ARGV[6] ~= '-' and (redis.call('HGET', KEYS[9], 'version') or '') ~= ARGV[6] then
   return -5
@@ -52,17 +60,18 @@ end
 
 -- removeDrained(): the drain's write, chosen by the checks below.
 local removeDrained
-local head = (ARGV[6] ~= '-' and nDrain > 0) and redis.call('LRANGE', KEYS[3], 0, nDrain - 1) or {}
+-- With the version current, the queue is the one the pass read, and a pass drains a run
+-- of it in order: when its first and last ids are the queue's first and n-th elements,
+-- the drain is the queue's head (a step delivers the whole queue), and the elements in
+-- between need not be fetched.
 local isHead = ARGV[6] ~= '-'
-for j = 1, nDrain do
-  if not head[j] or string.match(head[j], ID_AT_END) ~= ARGV[7 + j] then
-    isHead = false
-    break
-  end
+if isHead and nDrain > 0 then
+  local first = redis.call('LINDEX', KEYS[3], 0)
+  local last = redis.call('LINDEX', KEYS[3], nDrain - 1)
+  isHead = first and last and endsWithId(first, ARGV[8]) and endsWithId(last, ARGV[7 + nDrain])
 end
 if isHead then
-  -- Unchanged since the pass read it, and the drain is the queue's head, in order (a step
-  -- delivers the whole queue): the version proves the log length, and one LTRIM drains.
+  -- The version proves the log length, and one LTRIM drains.
   removeDrained = function()
     if nDrain > 0 then
       redis.call('LTRIM', KEYS[3], nDrain, -1)
@@ -74,7 +83,7 @@ else
   end
   local byId = {}
   for _, element in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-    local id = string.match(element, ID_AT_END)
+    local id = idOf(element)
     if id then
       byId[id] = element
     end

@@ -51,7 +51,8 @@ if nDropItems > 0 then
     drop[ARGV[j]] = true
   end
   for _, element in ipairs(redis.call('LRANGE', KEYS[3], 0, -1)) do
-    local id = string.match(element, '"itemId":"([^"]*)"}$')
+    -- Only the tail: ids are short, the content may be long.
+    local id = string.match(string.sub(element, -96), '"itemId":"([^"]*)"}$')
     if id and drop[id] then
       redis.call('LREM', KEYS[3], 1, element)
     end
