@@ -57,7 +57,18 @@ declare module 'fastify' {
  * `request.tenant` or refuses with 401 `unauthorized`.
  */
 export function tenantHook(authenticate: (authorization: string | undefined) => string) {
-  return async (request: import('fastify').FastifyRequest) => {
-    request.tenant = authenticate(request.headers.authorization);
+  // Callback style: no promise per request on the hot path.
+  return (
+    request: import('fastify').FastifyRequest,
+    _reply: import('fastify').FastifyReply,
+    done: (error?: Error) => void,
+  ) => {
+    try {
+      request.tenant = authenticate(request.headers.authorization);
+    } catch (error) {
+      done(error as Error);
+      return;
+    }
+    done();
   };
 }

@@ -1,4 +1,4 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { hash, randomUUID } from 'node:crypto';
 import {
   byteLength,
   type ContextRow,
@@ -93,17 +93,26 @@ export function foldCursor(log: LogEntry[]): Cursor | undefined {
 }
 
 function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (Array.isArray(value)) {
+    let out = '[';
+    for (let i = 0; i < value.length; i++) out += (i > 0 ? ',' : '') + canonical(value[i]);
+    return `${out}]`;
+  }
   if (value && typeof value === 'object') {
     const keys = Object.keys(value).sort();
-    return `{${keys.map((k) => `${JSON.stringify(k)}:${canonical((value as Record<string, unknown>)[k])}`).join(',')}}`;
+    let out = '{';
+    for (let i = 0; i < keys.length; i++) {
+      const key = keys[i]!;
+      out += `${i > 0 ? ',' : ''}${JSON.stringify(key)}:${canonical((value as Record<string, unknown>)[key])}`;
+    }
+    return `${out}}`;
   }
   return JSON.stringify(value);
 }
 
 /** The identity of a request's items for its idempotency key (R13). */
 export function fingerprint(items: SourcedItem[]): string {
-  return createHash('sha256').update(canonical(items)).digest('hex');
+  return hash('sha256', canonical(items), 'hex');
 }
 
 function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
@@ -151,6 +160,8 @@ export class ContextEngine {
    */
   readonly #agents = new Map<string, AgentRecord>();
   readonly #held: SessionCache;
+  /** sessionId -> tenant, immutable once created; bounded, least recently used first out. */
+  readonly #owners = new Map<string, string>();
   readonly #newId: (prefix: string) => string;
 
   constructor(deps: EngineDeps) {
@@ -235,6 +246,7 @@ export class ContextEngine {
       ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
     };
     const version = await this.#deps.store.createSession(meta, [], [], []);
+    this.#ownerOf(meta.sessionId, tenant);
     this.#held.hold(meta.sessionId, {
       meta: structuredClone(meta),
       log: [],
@@ -263,12 +275,26 @@ export class ContextEngine {
     });
   }
 
-  /** The session's meta, refused as absent for another tenant (ownership without loading the log). */
-  async #owned(tenant: string, sessionId: string): Promise<SessionMeta> {
-    const meta = await this.#deps.store.getMeta(sessionId);
-    if (!meta || meta.tenant !== tenant)
-      throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
-    return meta;
+  /**
+   * Refuses a session of another tenant as absent, without loading the log. A
+   * session's tenant never changes, so a known one answers without a read (a write
+   * that follows still finds an absent session absent).
+   */
+  async #checkOwner(tenant: string, sessionId: string): Promise<void> {
+    let owner = this.#owners.get(sessionId);
+    if (owner === undefined) {
+      owner = (await this.#deps.store.getMeta(sessionId))?.tenant;
+      if (owner !== undefined) this.#ownerOf(sessionId, owner);
+    } else {
+      this.#ownerOf(sessionId, owner); // most recently used
+    }
+    if (owner !== tenant) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+  }
+
+  #ownerOf(sessionId: string, tenant: string) {
+    this.#owners.delete(sessionId);
+    this.#owners.set(sessionId, tenant);
+    if (this.#owners.size > 10_000) this.#owners.delete(this.#owners.keys().next().value!);
   }
 
   async #load(tenant: string, sessionId: string): Promise<SessionState> {
@@ -386,7 +412,7 @@ export class ContextEngine {
     input: { sessionId: string; items: unknown; key?: string },
   ): Promise<{ recorded: number }> {
     const items = validateItems(input.items, 'app');
-    await this.#owned(tenant, input.sessionId);
+    await this.#checkOwner(tenant, input.sessionId);
     const at = new Date(this.#deps.clock.now()).toISOString();
     const dedupe =
       input.key === undefined ? undefined : { type: 'key' as const, key: input.key, fingerprint: fingerprint(items) };
