@@ -1,6 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { loadEmbeddedConfig } from '@ctxflow/embedded';
 import { ConfigError } from '@ctxflow/service-kit';
+import { loadRunnerConfig } from '@ctxflow/session-runner';
 import { describe, expect, it } from 'vitest';
 
 function problems(env: Record<string, string>): string[] {
@@ -42,6 +43,12 @@ describe('configuration', () => {
       'CTXFLOW_LOG_LEVEL: Invalid option: expected one of "fatal"|"error"|"warn"|"info"|"debug"|"trace"|"silent"',
       'CTXFLOW_API_KEYS: each entry must be tenant:key',
     ]);
+  });
+
+  it('the session-runner holds 1,000 sessions unless told; a bad count names its variable', () => {
+    expect(loadRunnerConfig({}).heldSessions).toBe(1_000);
+    expect(loadRunnerConfig({ CTXFLOW_HELD_SESSIONS: '0' }).heldSessions).toBe(0);
+    expect(() => loadRunnerConfig({ CTXFLOW_HELD_SESSIONS: '-1' })).toThrow(/CTXFLOW_HELD_SESSIONS/);
   });
 
   it('refuses a non-loopback host without API keys', () => {

@@ -13,6 +13,8 @@ export const runnerConfigSchema = z
     CTXFLOW_STEP_CONTEXT_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8082/step-context')),
     /** Consumer group on TOPICS.stepRequests; default STEP_CONSUMER_GROUP (`ctxflow-session-runner`). */
     CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
+    /** Sessions whose state the runner holds between steps (0: read every step). */
+    CTXFLOW_HELD_SESSIONS: blank(z.coerce.number().int().min(0).default(1_000)),
     ...stackVars(),
   })
   .transform((env) => ({
@@ -21,6 +23,7 @@ export const runnerConfigSchema = z
     stepContextUrl: env.CTXFLOW_STEP_CONTEXT_URL,
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
     groupId: env.CTXFLOW_RUNNER_GROUP,
+    heldSessions: env.CTXFLOW_HELD_SESSIONS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,

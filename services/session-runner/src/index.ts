@@ -5,6 +5,7 @@ export { MemorySessionStore } from './adapters/memory-session-store.ts';
 export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
+export { loadRunnerConfig, type RunnerConfig } from './config.ts';
 export { createEngine, hookSelector } from './create-engine.ts';
 export { foldActiveTools } from './domain/active-tools.ts';
 export type { AgentInput, EngineDeps, StepResult, ToolDecision } from './domain/context-engine.ts';

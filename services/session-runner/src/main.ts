@@ -39,6 +39,7 @@ async function main() {
     store,
     feed: new HttpStepContext(config.stepContextUrl),
     telemetry: createContextTelemetry(),
+    heldSessions: config.heldSessions,
     ...(memory ? { memory } : {}),
   });
 
