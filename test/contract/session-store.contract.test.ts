@@ -159,6 +159,29 @@ describe('RedisSessionStore', () => {
     );
   });
 
+  it('never issues a version twice: after a restart lost the last writes, the next write has a new one', async () => {
+    const client = redisClient();
+    const prefix = uniquePrefix();
+    onTestFinished(() => deletePrefix(client, prefix));
+    const store = new RedisSessionStore(client, { prefix });
+    const session = meta();
+    const created = await store.createSession(session, [], [], []);
+    const first = await store.enqueue(session.sessionId, [
+      { item: { kind: 'notice', content: 'a', source: 'app' }, at: 'now' },
+    ]);
+    const lost = first.outcome === 'recorded' ? first.written.version : '';
+    // What a Redis that lost its last second of writes holds: the version before them.
+    await client.hset(`${prefix}:{${session.sessionId}}:seq`, 'version', created);
+    const again = await store.enqueue(session.sessionId, [
+      { item: { kind: 'notice', content: 'b', source: 'app' }, at: 'now' },
+    ]);
+    expect(again).toMatchObject({ outcome: 'recorded', written: { previous: created } });
+    const issued = again.outcome === 'recorded' ? again.written.version : lost;
+    expect(issued).not.toBe(lost);
+    // Same write count, so only the time part tells them apart.
+    expect(issued.split('.')[0]).toBe(lost.split('.')[0]);
+  });
+
   it('listSessions skips an index entry whose session is gone and still fills the limit', async () => {
     const client = redisClient();
     const prefix = uniquePrefix();
