@@ -8,8 +8,8 @@ import {
   ATTR_TOPIC,
   type ConsumerTelemetry,
   SPAN_STEP_CONTEXT_APPLY,
-  type SpanHandle,
-  traceLogFields,
+  type SpanAttributes,
+  type StartedSpan,
 } from '@ctxflow/telemetry';
 import type { BatchRecord, BatchStore } from './batch-store.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
@@ -24,6 +24,12 @@ export const RECORD_ID_HEADER = 'ctxflow-record-id';
 export interface ServiceLog {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
+  /**
+   * Whether a line of `level` would be written (pino's). When it says `info`
+   * lines are not, the per-record "ticket update applied" lines are not even
+   * built. Absent: every line is built.
+   */
+  isLevelEnabled?(level: string): boolean;
 }
 
 export interface StepContextServiceDeps {
@@ -39,7 +45,9 @@ export interface StepContextServiceDeps {
    * One `ctxflow.step_context.apply` span (CONSUMER) per record, child of the
    * trace context in the record's `traceparent` header (the feed-ingestor's
    * publish span); its own traceparent is stored with the entries it appends.
-   * The spans of one write all last the whole write. Default: none.
+   * The spans of one write all last the whole write: started before its
+   * subscription look-up, ended together once its atomic write is done (never
+   * the active span: nothing runs inside them). Default: none.
    */
   telemetry?: ConsumerTelemetry;
   /**
@@ -54,9 +62,6 @@ export interface StepContextServiceDeps {
 export const MAX_RECORDS_PER_WRITE = 200;
 
 const silent: ServiceLog = { info() {}, warn() {} };
-
-/** The span of a record when there is no telemetry. */
-const untraced: SpanHandle = { traceparent: undefined, link() {}, setAttributes() {} };
 
 /** A record as parsed: its update, or undefined for a poison record (logged and skipped). */
 interface Parsed {
@@ -130,7 +135,8 @@ export class StepContextService {
   /** One run: parse, one subscription look-up, one atomic write; the records' spans last the whole run. */
   async #applyRun(records: IncomingRecord[]): Promise<void> {
     const parsed = records.map((record) => this.#parse(record));
-    const spans = await this.#openSpans(parsed);
+    const spans = this.#startSpans(parsed);
+    let failure: unknown;
     try {
       const updates = parsed.flatMap((p) => (p.update ? [p.update] : []));
       const sessionLists = await this.#deps.subscriptions.sessionsForMany(updates);
@@ -138,33 +144,45 @@ export class StepContextService {
       const batch = parsed.map(({ record, update }, i): BatchRecord => {
         const position = { topic: record.topic, partition: record.partition, offset: record.offset };
         if (!update) return { position };
-        const traceparent = spans.handles[i]!.traceparent;
-        return { position, update, sessionIds: sessionLists[next++]!, ...(traceparent ? { traceparent } : {}) };
+        const entry: BatchRecord = { position, update, sessionIds: sessionLists[next++]! };
+        const traceparent = spans?.[i]?.traceparent;
+        if (traceparent) entry.traceparent = traceparent;
+        return entry;
       });
       const results = await this.#deps.batches.applyBatch(batch);
-      results.forEach((result, i) => {
-        const { record, update } = parsed[i]!;
-        // Not applied: consumed before, the atomic offset check skipped it.
-        if (!update || !result.applied) return;
-        const appended = Object.values(result.sessions).filter((o) => o.outcome === 'appended').length;
-        this.#log.info(
-          {
-            ...where(record),
-            updateId: update.id,
-            sessions: batch[i]!.sessionIds!.length,
-            appended,
-            // The run spans several records' spans, none of them active here: name this record's.
-            ...traceLogFields(spans.handles[i]!.traceparent),
-          },
-          'ticket update applied',
-        );
-      });
-      spans.end();
-      this.#reportLag(records[records.length - 1]);
+      if (this.#logsApplied()) {
+        results.forEach((result, i) => {
+          const { record, update } = parsed[i]!;
+          // Not applied: consumed before, the atomic offset check skipped it.
+          if (!update || !result.applied) return;
+          const appended = Object.values(result.sessions).filter((o) => o.outcome === 'appended').length;
+          this.#log.info(
+            {
+              ...where(record),
+              updateId: update.id,
+              sessions: batch[i]!.sessionIds!.length,
+              appended,
+              // The run spans several records' spans, none of them active here: name this record's.
+              ...spans?.[i]?.logFields(),
+            },
+            'ticket update applied',
+          );
+        });
+      }
     } catch (err) {
-      spans.end(err);
+      failure = err;
       throw err;
+    } finally {
+      // One loop once the write is done (or failed: each span records the run's error).
+      if (spans) for (const span of spans) span.end(failure);
     }
+    this.#reportLag(records[records.length - 1]);
+  }
+
+  /** Whether the "ticket update applied" lines would be written: never without a logger, else as its level says. */
+  #logsApplied(): boolean {
+    const log = this.#deps.log;
+    return log !== undefined && (log.isLevelEnabled?.('info') ?? true);
   }
 
   /** Records between the last handled record and the partition's end, when the bus reported the end. */
@@ -197,51 +215,32 @@ export class StepContextService {
   }
 
   /**
-   * One apply span per record (see StepContextServiceDeps.telemetry), opened
-   * before the run's store calls; `end` ends them all, with the run's error
-   * when it failed.
+   * One apply span per record (see StepContextServiceDeps.telemetry), started
+   * before the run's store calls; undefined without telemetry.
    */
-  async #openSpans(parsed: Parsed[]): Promise<{ handles: SpanHandle[]; end(error?: unknown): void }> {
+  #startSpans(parsed: Parsed[]): StartedSpan[] | undefined {
     const telemetry = this.#deps.telemetry;
-    if (!telemetry) return { handles: parsed.map(() => untraced), end() {} };
-    let settle!: { resolve(): void; reject(error: unknown): void };
-    const done = new Promise<void>((resolve, reject) => {
-      settle = { resolve, reject };
-    });
-    const handles = await Promise.all(
-      parsed.map(
-        ({ record, update }) =>
-          new Promise<SpanHandle>((opened) => {
-            const attributes = { [ATTR_TOPIC]: record.topic, [ATTR_PARTITION]: record.partition };
-            const running = telemetry.withSpan(
-              SPAN_STEP_CONTEXT_APPLY,
-              update
-                ? {
-                    ...attributes,
-                    [ATTR_TICKET]: update.ticket,
-                    [ATTR_FEED_SOURCE]: update.source,
-                    [ATTR_FEED_EVENT_ID]: update.id,
-                  }
-                : attributes,
-              (span) => {
-                opened(span);
-                return done;
-              },
-              { kind: 'consumer', parentHeaders: record.headers },
-            );
-            // The run's caller sees its error; the span has recorded it.
-            running.catch(() => {});
-          }),
-      ),
+    if (!telemetry) return undefined;
+    return parsed.map(({ record, update }) =>
+      telemetry.startSpan(SPAN_STEP_CONTEXT_APPLY, applyAttributes(record, update), {
+        kind: 'consumer',
+        parentHeaders: record.headers,
+      }),
     );
-    return {
-      handles,
-      end(error?: unknown) {
-        if (error === undefined) settle.resolve();
-        else settle.reject(error);
-      },
-    };
   }
+}
+
+/** The attributes of a record's apply span: where it came from and, when it parsed, which update it is. */
+function applyAttributes(record: IncomingRecord, update: TicketUpdate | undefined): SpanAttributes {
+  return update
+    ? {
+        [ATTR_TOPIC]: record.topic,
+        [ATTR_PARTITION]: record.partition,
+        [ATTR_TICKET]: update.ticket,
+        [ATTR_FEED_SOURCE]: update.source,
+        [ATTR_FEED_EVENT_ID]: update.id,
+      }
+    : { [ATTR_TOPIC]: record.topic, [ATTR_PARTITION]: record.partition };
 }
 
 /** Where a record came from, for its log lines. */

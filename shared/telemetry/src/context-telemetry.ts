@@ -1,13 +1,16 @@
 import {
   type Attributes,
+  type Context,
   context,
   type Gauge,
   type Logger,
   logs,
   type Meter,
   metrics,
+  type SpanOptions as OtelSpanOptions,
   SeverityNumber,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   type Tracer,
@@ -41,13 +44,7 @@ import {
   SPAN_CONTEXT_PASS,
   SPAN_STORE_COMMIT,
 } from './names.ts';
-import {
-  extractTraceContext,
-  type HeaderBag,
-  injectTraceContext,
-  linksTo,
-  TRACEPARENT_HEADER,
-} from './trace-context.ts';
+import { extractTraceContext, type HeaderBag, linksTo, TRACEPARENT_HEADER } from './trace-context.ts';
 
 /** Attribute values a span accepts. */
 export type SpanAttributes = Record<string, string | number | boolean>;
@@ -76,6 +73,26 @@ export interface SpanHandle {
   /** Adds W3C traceparents as links (invalid ones ignored). */
   link(traceparents: readonly string[]): void;
   setAttributes(attributes: SpanAttributes): void;
+}
+
+/**
+ * A span started by {@link ConsumerTelemetry.startSpan}: never the active
+ * span, ended by whoever started it. For work that handles many records in one
+ * go, one span per record without a context switch or a promise each.
+ */
+export interface StartedSpan extends SpanHandle {
+  /**
+   * `trace_id` and `span_id` of this span, for a log line written outside its
+   * context (pino's mixin adds them only for the active span); an empty object
+   * when the span is not recorded. What `traceLogFields(traceparent)` gives,
+   * without formatting and parsing the traceparent.
+   */
+  logFields(): { trace_id?: string; span_id?: string };
+  /**
+   * Ends the span now; with `error`, records it first (exception event,
+   * status ERROR), as `withSpan` does for a rejection.
+   */
+  end(error?: unknown): void;
 }
 
 /** Runs work inside a span. */
@@ -155,6 +172,16 @@ export interface FeedTelemetry extends SpanRunner {
 export interface ConsumerTelemetry extends SpanRunner {
   /** Records `lag` (records between the committed offset and the partition's end) in the gauge `ctxflow.consumer.lag`. */
   lag(e: { group: string; topic: string; partition: number; lag: number }): void;
+  /**
+   * Starts a span named `name` carrying `attributes`, placed as `withSpan`
+   * places its span (`options`: kind, remote parent from headers, links), but
+   * never made the active one: nothing runs inside it, so spans and log
+   * records started meanwhile are not its children. The caller ends it with
+   * `end`. This is the cheap form for a consumer that handles a run of
+   * records together: one span per record, all ended once the run's write is
+   * done.
+   */
+  startSpan(name: string, attributes: SpanAttributes, options?: SpanOptions): StartedSpan;
 }
 
 /** OpenTelemetry API handles; each defaults to the global one of scope `ctxflow`. */
@@ -165,6 +192,13 @@ export interface TelemetryHandles {
 }
 
 const noopHandle: SpanHandle = { traceparent: undefined, link() {}, setAttributes() {} };
+const noopStarted: StartedSpan = {
+  traceparent: undefined,
+  link() {},
+  setAttributes() {},
+  logFields: () => ({}),
+  end() {},
+};
 const noopPass: PassSpan = { link() {}, step() {} };
 
 async function noopSpan<T>(
@@ -192,6 +226,7 @@ export const noopFeedTelemetry: FeedTelemetry = {
 export const noopConsumerTelemetry: ConsumerTelemetry = {
   lag() {},
   withSpan: noopSpan,
+  startSpan: () => noopStarted,
 };
 
 /**
@@ -220,49 +255,100 @@ const KINDS: Record<SpanRole, SpanKind> = {
   consumer: SpanKind.CONSUMER,
 };
 
-function handleOf(span: Span): SpanHandle {
-  return {
-    get traceparent() {
-      if (!span.isRecording()) return undefined;
-      return injectTraceContext({}, trace.setSpan(context.active(), span))[TRACEPARENT_HEADER];
-    },
-    link(traceparents) {
-      const links = linksTo(traceparents);
-      if (links.length > 0) span.addLinks(links);
-    },
-    setAttributes(attributes) {
-      span.setAttributes(attributes);
-    },
-  };
+/**
+ * A span's `traceparent`, as the W3C propagator writes it for the span's
+ * context (`00-<trace id>-<span id>-<flags>`), without building a context to
+ * inject from.
+ */
+function formatTraceparent(spanContext: SpanContext): string {
+  const flags = spanContext.traceFlags & 0xff;
+  return `00-${spanContext.traceId}-${spanContext.spanId}-${flags < 16 ? '0' : ''}${flags.toString(16)}`;
+}
+
+/** Records `err` on `span`: an exception event and status ERROR with its message. */
+function recordError(span: Span, err: unknown): void {
+  const error = err instanceof Error ? err : new Error(String(err));
+  span.recordException(error);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
+}
+
+/**
+ * The handle of a running span (withSpan) or a started one (startSpan).
+ * Whether the span is recorded is decided when it starts; its traceparent is
+ * formatted on first read and kept.
+ */
+class Handle implements StartedSpan {
+  readonly #span: Span;
+  readonly #recorded: boolean;
+  #traceparent: string | undefined;
+
+  constructor(span: Span) {
+    this.#span = span;
+    this.#recorded = span.isRecording();
+  }
+
+  get traceparent(): string | undefined {
+    if (!this.#recorded) return undefined;
+    this.#traceparent ??= formatTraceparent(this.#span.spanContext());
+    return this.#traceparent;
+  }
+
+  logFields(): { trace_id?: string; span_id?: string } {
+    if (!this.#recorded) return {};
+    const { traceId, spanId } = this.#span.spanContext();
+    return { trace_id: traceId, span_id: spanId };
+  }
+
+  link(traceparents: readonly string[]): void {
+    const links = linksTo(traceparents);
+    if (links.length > 0) this.#span.addLinks(links);
+  }
+
+  setAttributes(attributes: SpanAttributes): void {
+    this.#span.setAttributes(attributes);
+  }
+
+  end(error?: unknown): void {
+    if (error !== undefined) recordError(this.#span, error);
+    this.#span.end();
+  }
+}
+
+/** The parent of a new span: the remote one named by `parentHeaders` when valid, else the active context. */
+function parentOf(options: SpanOptions): Context {
+  if (options.parentHeaders) {
+    const remote = extractTraceContext(options.parentHeaders);
+    if (trace.getSpanContext(remote)) return remote;
+  }
+  return context.active();
+}
+
+/** The SDK's options for a span of `attributes` placed by `options`. */
+function startOptions(attributes: SpanAttributes, options: SpanOptions): OtelSpanOptions {
+  const kind = KINDS[options.kind ?? 'internal'];
+  const links = options.links ? linksTo(options.links) : [];
+  return links.length > 0 ? { attributes, kind, links } : { attributes, kind };
 }
 
 function spanRunner(handles: TelemetryHandles): SpanRunner['withSpan'] {
   const tracer = lazy(() => handles.tracer ?? trace.getTracer(INSTRUMENTATION_SCOPE));
-  return (name, attributes, fn, options = {}) => {
-    let parent = context.active();
-    if (options.parentHeaders) {
-      const remote = extractTraceContext(options.parentHeaders);
-      if (trace.getSpanContext(remote)) parent = remote;
-    }
-    const links = options.links ? linksTo(options.links) : [];
-    return tracer().startActiveSpan(
-      name,
-      { attributes, kind: KINDS[options.kind ?? 'internal'], ...(links.length > 0 ? { links } : {}) },
-      parent,
-      async (span) => {
-        try {
-          return await fn(handleOf(span));
-        } catch (err) {
-          const error = err instanceof Error ? err : new Error(String(err));
-          span.recordException(error);
-          span.setStatus({ code: SpanStatusCode.ERROR, message: error.message });
-          throw err;
-        } finally {
-          span.end();
-        }
-      },
-    );
-  };
+  return (name, attributes, fn, options = {}) =>
+    tracer().startActiveSpan(name, startOptions(attributes, options), parentOf(options), async (span) => {
+      try {
+        return await fn(new Handle(span));
+      } catch (err) {
+        recordError(span, err);
+        throw err;
+      } finally {
+        span.end();
+      }
+    });
+}
+
+function spanStarter(handles: Pick<TelemetryHandles, 'tracer'>): ConsumerTelemetry['startSpan'] {
+  const tracer = lazy(() => handles.tracer ?? trace.getTracer(INSTRUMENTATION_SCOPE));
+  return (name, attributes, options = {}) =>
+    new Handle(tracer().startSpan(name, startOptions(attributes, options), parentOf(options)));
 }
 
 /** Bucket boundaries in bytes for reused prefixes: 1 KiB to 4 MiB. */
@@ -422,5 +508,6 @@ export function createConsumerTelemetry(handles: Pick<TelemetryHandles, 'meter' 
       gauge().record(e.lag, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_PARTITION]: e.partition });
     },
     withSpan: spanRunner(handles),
+    startSpan: spanStarter(handles),
   };
 }

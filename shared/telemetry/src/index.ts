@@ -14,6 +14,7 @@ export {
   type SpanOptions,
   type SpanRole,
   type SpanRunner,
+  type StartedSpan,
   type TelemetryHandles,
 } from './context-telemetry.ts';
 export {

@@ -52,9 +52,38 @@ export function injectTraceContext(
   return carrier;
 }
 
-/** The context whose remote parent is the `traceparent` in `headers` (ROOT when absent or malformed). */
+/** A version-00 traceparent exactly as our services write it (no surrounding blanks, no trace state). */
+const PLAIN_TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
+const ZERO_TRACE_ID = '0'.repeat(32);
+const ZERO_SPAN_ID = '0'.repeat(16);
+
+/**
+ * The context whose remote parent is the `traceparent` in `headers` (ROOT when
+ * absent or malformed).
+ *
+ * A consumer calls this once per record, so the common case, a plain
+ * version-00 `traceparent` and no `tracestate`, is read here directly, as the
+ * W3C propagator reads it; everything else (blanks around it, other versions,
+ * a trace state, an array of values) goes to the propagator.
+ */
 export function extractTraceContext(headers: HeaderBag): Context {
-  return w3c.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+  const traceparent = headers[TRACEPARENT_HEADER];
+  if (
+    typeof traceparent !== 'string' ||
+    headers[TRACESTATE_HEADER] !== undefined ||
+    !PLAIN_TRACEPARENT.test(traceparent)
+  ) {
+    return w3c.extract(ROOT_CONTEXT, headers, defaultTextMapGetter);
+  }
+  const traceId = traceparent.slice(3, 35);
+  const spanId = traceparent.slice(36, 52);
+  if (traceId === ZERO_TRACE_ID || spanId === ZERO_SPAN_ID) return ROOT_CONTEXT;
+  return trace.setSpanContext(ROOT_CONTEXT, {
+    traceId,
+    spanId,
+    traceFlags: Number.parseInt(traceparent.slice(53), 16),
+    isRemote: true,
+  });
 }
 
 /**
