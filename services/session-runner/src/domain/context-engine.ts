@@ -591,7 +591,9 @@ export class ContextEngine {
       const { state, agent } = input;
       const now = this.#deps.clock.now();
       const at = new Date(now).toISOString();
-      const meta = structuredClone(state.meta);
+      // The pass replaces `run` and `prefix` whole and changes `thread` in place: a copy of
+      // the meta and of its thread, the rest shared with the held state (never changed).
+      const meta: SessionMeta = { ...state.meta, thread: { ...state.meta.thread } };
       const stepId = this.#newId('stp');
       trace.step(stepId);
 
