@@ -477,6 +477,14 @@ export interface KafkaNodeConfig {
    */
   replicationFactor?: number;
   minInsyncReplicas?: number;
+  /**
+   * A second client listener, `PROXIED`, on `port` that advertises
+   * `127.0.0.1:<advertisedPort>` (a TCP proxy forwarding to `port`): a client
+   * bootstrapped through the proxy is told to reach the broker through it, so
+   * every byte it exchanges goes through the proxy. Inter-broker traffic and
+   * clients of the PLAINTEXT listener stay direct.
+   */
+  proxiedListener?: { port: number; advertisedPort: number };
   /** More `key=value` lines, appended. */
   extra?: readonly string[];
 }
@@ -485,16 +493,19 @@ export interface KafkaNodeConfig {
 export function kafkaNodeProperties(node: KafkaNodeConfig): string {
   const replicas = node.replicationFactor ?? 1;
   const minIsr = node.minInsyncReplicas ?? 1;
+  const proxied = node.proxiedListener;
   return [
     '# Written by scripts/infra.ts on every start: edit that file, not this one.',
     'process.roles=broker,controller',
     `node.id=${node.nodeId}`,
     `controller.quorum.voters=${node.voters}`,
-    `listeners=PLAINTEXT://${HOST}:${node.port},CONTROLLER://${HOST}:${node.controllerPort}`,
-    `advertised.listeners=PLAINTEXT://${HOST}:${node.port}`,
+    `listeners=PLAINTEXT://${HOST}:${node.port},CONTROLLER://${HOST}:${node.controllerPort}` +
+      (proxied ? `,PROXIED://${HOST}:${proxied.port}` : ''),
+    `advertised.listeners=PLAINTEXT://${HOST}:${node.port}` +
+      (proxied ? `,PROXIED://${HOST}:${proxied.advertisedPort}` : ''),
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
-    'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
+    `listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${proxied ? ',PROXIED:PLAINTEXT' : ''}`,
     `log.dirs=${node.dataDir}`,
     // One broker: the internal topics can have one replica only, else "group coordinator not available".
     `offsets.topic.replication.factor=${replicas}`,

@@ -1,12 +1,14 @@
 /**
  * Webhook deliveries for the fault tests: signed generic-feed requests (the
  * `x-ctxflow-timestamp` / `x-ctxflow-signature` scheme), a sender that retries
- * one delivery until it is accepted, and a watch on TOPICS.ticketUpdates that
- * keeps every record of one run (its tickets start with the run id).
+ * one delivery until it is accepted, senders over a run's tickets, and a watch
+ * on TOPICS.ticketUpdates that keeps every record of one run (its tickets
+ * start with the run id).
  */
 import { createHmac } from 'node:crypto';
 import { type Bus, createBus, type Subscription } from '@ctxflow/bus';
 import { type TicketUpdate, TOPICS } from '@ctxflow/contracts';
+import type { ExactlyOnce } from './exactly-once.ts';
 import { sleep } from './processes.ts';
 
 /** The generic feed's signature headers over `body` at `timestampS` (unix seconds). */
@@ -87,6 +89,69 @@ export async function deliverUntilAccepted(
     }
   }
   throw new Error(`delivery not accepted within ${options.timeoutMs} ms: ${JSON.stringify(last)}`);
+}
+
+export interface WebhookSendersOptions {
+  /** Unique per test: event ids carry it. */
+  run: string;
+  feedUrl: string;
+  secret: string;
+  tickets: readonly string[];
+  /** ticket -> the sessions following it. */
+  followers: ReadonlyMap<string, readonly string[]>;
+  checker: ExactlyOnce;
+  senders: number;
+  /** Pause after each accepted delivery. */
+  pauseMs: number;
+  /** How long one delivery may take to be accepted, retries included. */
+  timeoutMs: number;
+}
+
+/**
+ * Webhook senders over a run's tickets: sender `s` of `senders` owns every
+ * `senders`-th ticket and sends its updates one at a time with
+ * deliverUntilAccepted (version increasing per ticket), so the order per
+ * ticket is its sending order. Each delivery is recorded with the checker for
+ * every follower of its ticket (stream `<session>|<ticket>`, id
+ * `generic:<eventId>`) before its first attempt.
+ */
+export class WebhookSenders {
+  readonly #o: WebhookSendersOptions;
+  /** Update ids (`generic:<eventId>`) answered 202, in the order of their answers. */
+  readonly delivered: string[] = [];
+  /** Deliveries answered 202, attempts made, and attempts answered 503. */
+  accepted = 0;
+  attempts = 0;
+  unavailable = 0;
+
+  constructor(options: WebhookSendersOptions) {
+    this.#o = options;
+  }
+
+  /** Every sender sends while `more(i)` holds for its `i`-th delivery; resolves once all stopped. */
+  async send(more: (i: number) => boolean): Promise<void> {
+    const { run, feedUrl, secret, tickets, followers, checker, senders, pauseMs, timeoutMs } = this.#o;
+    const sender = async (s: number) => {
+      const own = tickets.filter((_, j) => j % senders === s);
+      const versions = new Map<string, number>();
+      for (let i = 0; more(i); i++) {
+        const ticket = own[i % own.length]!;
+        const version = (versions.get(ticket) ?? 0) + 1;
+        versions.set(ticket, version);
+        const eventId = `${run}-w${s}-u${i}`;
+        for (const session of followers.get(ticket)!) checker.sent(`${session}|${ticket}`, `generic:${eventId}`);
+        const result = await deliverUntilAccepted(feedUrl, secret, genericBody(eventId, ticket, { version }), {
+          timeoutMs,
+        });
+        this.delivered.push(`generic:${eventId}`);
+        this.accepted += 1;
+        this.attempts += result.attempts;
+        this.unavailable += result.unavailable;
+        await sleep(pauseMs);
+      }
+    };
+    await Promise.all(Array.from({ length: senders }, (_, s) => sender(s)));
+  }
 }
 
 /**

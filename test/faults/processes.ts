@@ -394,3 +394,26 @@ export async function runnerAndStepContext(options: {
   });
   return { runner, stepContext, runnerPort, stepContextPort };
 }
+
+/**
+ * A feed-ingestor process on a free port with `secret` for the generic feed;
+ * `common` is the environment it shares with the other services (Kafka,
+ * Redis, prefix). `feedUrl` is its generic feed route.
+ */
+export async function feedIngestor(options: {
+  common: Record<string, string>;
+  secret: string;
+}): Promise<{ feed: ServiceProcess; feedUrl: string }> {
+  const port = await freePort();
+  const feed = new ServiceProcess({
+    name: 'feed-ingestor',
+    entry: ENTRIES.feedIngestor,
+    port,
+    env: serviceEnv({
+      ...options.common,
+      CTXFLOW_FEED_PORT: String(port),
+      CTXFLOW_FEED_SECRET_GENERIC: options.secret,
+    }),
+  });
+  return { feed, feedUrl: `http://127.0.0.1:${port}/feeds/generic` };
+}

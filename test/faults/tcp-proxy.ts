@@ -1,6 +1,6 @@
 /**
- * A TCP proxy on loopback between a service and its server (Redis), for the
- * fault tests. Modes, switchable at any time:
+ * A TCP proxy on loopback between a service and its server (Redis, a Kafka
+ * broker), for the fault tests. Modes, switchable at any time:
  *   - `pass`: bytes both ways as they come;
  *   - `delay`: every chunk, both ways, held `delayMs` (order kept);
  *   - `blackhole`: nothing forwarded either way and nothing closed: requests
@@ -11,6 +11,8 @@
  *     so the client cannot tell whether its request ran.
  * `reset()` destroys every open connection (how a partition ends for the
  * connections it hung: they time out or are reset); clients reconnect.
+ * An `observe` callback sees every chunk as it arrives, with its connection,
+ * direction and the mode it met (a protocol-aware test counts requests with it).
  */
 import { connect, createServer, type Server, type Socket } from 'node:net';
 
@@ -21,18 +23,31 @@ interface Pair {
   server: Socket;
 }
 
+/** One chunk as it reached the proxy: `up` from the client, `down` from the server. */
+export interface ProxyChunk {
+  /** Numbered from 1 per proxy, in accepting order. */
+  connection: number;
+  direction: 'up' | 'down';
+  mode: ProxyMode;
+  chunk: Buffer;
+}
+
 export class TcpProxy {
   readonly #server: Server;
   readonly #pairs = new Set<Pair>();
   #mode: ProxyMode = 'pass';
   #delayMs = 0;
   #cutAfterMs = 200;
+  readonly #observe: ((chunk: ProxyChunk) => void) | undefined;
   /** Chunks forwarded, and thrown away, per direction. */
   readonly counts = { up: 0, down: 0, swallowedUp: 0, droppedDown: 0, cut: 0, connections: 0 };
 
-  static async start(target: { host: string; port: number }): Promise<TcpProxy> {
+  static async start(
+    target: { host: string; port: number },
+    options: { observe?: (chunk: ProxyChunk) => void } = {},
+  ): Promise<TcpProxy> {
     const server = createServer();
-    const proxy = new TcpProxy(server, target);
+    const proxy = new TcpProxy(server, target, options.observe);
     await new Promise<void>((done, fail) => {
       server.once('error', fail);
       server.listen(0, '127.0.0.1', () => done());
@@ -40,8 +55,13 @@ export class TcpProxy {
     return proxy;
   }
 
-  private constructor(server: Server, target: { host: string; port: number }) {
+  private constructor(
+    server: Server,
+    target: { host: string; port: number },
+    observe: ((chunk: ProxyChunk) => void) | undefined,
+  ) {
     this.#server = server;
+    this.#observe = observe;
     server.on('connection', (client) => this.#accept(client, target));
   }
 
@@ -77,6 +97,7 @@ export class TcpProxy {
 
   #accept(client: Socket, target: { host: string; port: number }): void {
     this.counts.connections += 1;
+    const connection = this.counts.connections;
     const server = connect(target.port, target.host);
     const pair = { client, server };
     this.#pairs.add(pair);
@@ -102,6 +123,7 @@ export class TcpProxy {
     };
 
     client.on('data', (chunk: Buffer) => {
+      this.#observe?.({ connection, direction: 'up', mode: this.#mode, chunk });
       if (this.#mode === 'blackhole') {
         this.counts.swallowedUp += 1;
         return;
@@ -113,6 +135,7 @@ export class TcpProxy {
     });
     let cutting = false;
     server.on('data', (chunk: Buffer) => {
+      this.#observe?.({ connection, direction: 'down', mode: this.#mode, chunk });
       if (this.#mode === 'blackhole') {
         this.counts.droppedDown += 1;
         return;
