@@ -15,6 +15,14 @@ export const runnerConfigSchema = z
     CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
     /** Sessions whose state the runner holds between steps (0: read every step). */
     CTXFLOW_HELD_SESSIONS: blank(z.coerce.number().int().min(0).default(1_000)),
+    /** Estimated bytes of held session states at most (their logs' and queues' text). */
+    CTXFLOW_HELD_BYTES: blank(
+      z.coerce
+        .number()
+        .int()
+        .min(0)
+        .default(64 * 1024 * 1024),
+    ),
     ...stackVars(),
   })
   .transform((env) => ({
@@ -24,6 +32,7 @@ export const runnerConfigSchema = z
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
     groupId: env.CTXFLOW_RUNNER_GROUP,
     heldSessions: env.CTXFLOW_HELD_SESSIONS,
+    heldBytes: env.CTXFLOW_HELD_BYTES,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,

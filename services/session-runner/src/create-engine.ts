@@ -39,5 +39,6 @@ export function createEngine(overrides: Partial<EngineDeps> & { feed?: StepConte
     telemetry: overrides.telemetry ?? noopRunnerTelemetry,
     ...(overrides.newId ? { newId: overrides.newId } : {}),
     ...(overrides.heldSessions === undefined ? {} : { heldSessions: overrides.heldSessions }),
+    ...(overrides.heldBytes === undefined ? {} : { heldBytes: overrides.heldBytes }),
   });
 }

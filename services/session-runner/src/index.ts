@@ -14,6 +14,7 @@ export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook
 export type * from './domain/model.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
+export { SessionCache, type SessionCacheLimits } from './domain/session-cache.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 export type { Clock } from './ports/clock.ts';
 export { systemClock } from './ports/clock.ts';

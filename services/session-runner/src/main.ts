@@ -40,6 +40,7 @@ async function main() {
     feed: new HttpStepContext(config.stepContextUrl),
     telemetry: createContextTelemetry(),
     heldSessions: config.heldSessions,
+    heldBytes: config.heldBytes,
     ...(memory ? { memory } : {}),
   });
 

@@ -56,9 +56,12 @@ export interface EngineDeps {
   newId?: (prefix: string) => string;
   /** Sessions whose state this runner holds between steps (session-cache.ts); default 1,000, 0 for none. */
   heldSessions?: number;
+  /** Estimated bytes of held session states at most; default 64 MiB. */
+  heldBytes?: number;
 }
 
 export const DEFAULT_HELD_SESSIONS = 1_000;
+export const DEFAULT_HELD_BYTES = 64 * 1024 * 1024;
 
 export interface AgentInput {
   context?: ContextInput;
@@ -166,7 +169,10 @@ export class ContextEngine {
 
   constructor(deps: EngineDeps) {
     this.#deps = deps;
-    this.#held = new SessionCache(deps.heldSessions ?? DEFAULT_HELD_SESSIONS);
+    this.#held = new SessionCache({
+      sessions: deps.heldSessions ?? DEFAULT_HELD_SESSIONS,
+      bytes: deps.heldBytes ?? DEFAULT_HELD_BYTES,
+    });
     this.#newId = deps.newId ?? ((prefix) => `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 20)}`);
   }
 
