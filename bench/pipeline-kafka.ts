@@ -20,23 +20,40 @@
  * `traceparent` header, as the feed-ingestor's publish span puts one in every
  * record (a fresh trace per record, made before the timing); the "off" side is
  * the S1 pipeline above, whose records carry none, as with telemetry off
- * everywhere. The three sides are interleaved in the same trials, "on" next to
- * "off".
+ * everywhere.
  *
- * Export: the "on" process is configured as the deployment's configuration
- * does (OTEL_EXPORTER_OTLP_ENDPOINT, http/protobuf, the default
- * parentbased_always_on sampler, so every record's span is sampled), with the
- * endpoint a local OTLP receiver in this process (lib/otlp-sink.ts) that
+ * A fourth consumer process, "sampled" (rows S6-S1-<client>-sampled), is the
+ * "on" process with head sampling as a deployment sets it at the edge:
+ * OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=0.1.
+ * The feed-ingestor's webhook span is a root there, so its trace-id ratio
+ * sampler decides, and the publish span and the record's `traceparent` follow:
+ * flag 01 for about 10% of records, 00 for the rest. Its records carry
+ * traceparents decided that way (the SDK's TraceIdRatioBasedSampler(0.1) on
+ * each fresh trace id). step-context's parent-based sampler follows the
+ * record's flag: an apply span for a sampled record, a non-recording one
+ * (never exported, no traceparent stored) for the rest; the process gets the
+ * same sampler variables, which only matter for a record without a parent.
+ * The four sides are interleaved in the same trials: sampled, on, off, raw
+ * (reversed every other trial), so "on" is next to "off" and "off" next to
+ * "raw" as before.
+ *
+ * Export: the "on" and "sampled" processes are configured as the
+ * deployment's configuration does (OTEL_EXPORTER_OTLP_ENDPOINT, http/json as
+ * docker-compose.yml and deploy/kubernetes/config.yaml set it; "on" with the
+ * default parentbased_always_on sampler, so every record's span is sampled),
+ * each with its endpoint a local OTLP receiver in this process (lib/otlp-sink.ts) that
  * answers 200 at once, as S3's "on" server does: no collector runs here, and
  * an endpoint that refuses connections would measure failed exports and their
  * retries instead of the work production does. Metrics export every 5 s (S3's
  * setting; the default is 60 s). The sink keeps the trace bodies: after the
  * trials the bench decodes them and reports how many apply spans arrived as
  * children of the traceparent their record carried (spans the SDK dropped
- * would show there). Export runs in the background, 512 spans at a time, so a
- * trial's last few hundred spans would leave after it ends: the "on" process
- * flushes after each trial, outside the rate timing but inside its CPU
- * figure, so CPU ms per 1k covers exporting every span.
+ * would show there) and, for "sampled", how many came from a record whose
+ * traceparent was not sampled (there should be none). Export runs in the
+ * background, 512 spans at a time, so a trial's last few hundred spans would
+ * leave after it ends: the "on" and "sampled" processes flush after each
+ * trial, outside the rate timing but inside their CPU figure, so CPU ms per
+ * 1k covers exporting every span.
  */
 import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -45,9 +62,11 @@ import { type Bus, createBus, type KafkaClientName, type OutgoingRecord } from '
 import { type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 import { RECORD_ID_HEADER, RedisSubscriptionStore } from '@ctxflow/step-context';
 import { SPAN_STEP_CONTEXT_APPLY, TRACEPARENT_HEADER } from '@ctxflow/telemetry';
+import { ROOT_CONTEXT, SamplingDecision } from '@opentelemetry/api';
+import { TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace';
 import { Redis } from 'ioredis';
 import { cpuMs, perThousand } from './lib/cpu.ts';
-import { startOtlpSink } from './lib/otlp-sink.ts';
+import { type OtlpSink, startOtlpSink } from './lib/otlp-sink.ts';
 import { progress } from './lib/progress.ts';
 import { meets, type ScenarioResult } from './lib/report.ts';
 import { median, quantile, round, summarize } from './lib/stats.ts';
@@ -68,6 +87,10 @@ export interface PipelineOptions {
 const PARTITIONS = 3;
 const PUBLISH_BATCH = 100;
 const TICKETS = 100;
+/** OTEL_EXPORTER_OTLP_PROTOCOL as docker-compose.yml and deploy/kubernetes/config.yaml set it. */
+const DEPLOYED_OTLP_PROTOCOL = 'http/json';
+/** OTEL_TRACES_SAMPLER_ARG of the "sampled" side (parentbased_traceidratio at the edge). */
+const HEAD_SAMPLING_RATIO = 0.1;
 const SUMMARY =
   'Customer replied: the checkout still fails for carts over 50 items after the last deploy; attaching a HAR file.';
 
@@ -141,15 +164,46 @@ function updateRecord(runId: string): OutgoingRecord {
   return { key: ticketKey(update), value: JSON.stringify(update), headers: { [RECORD_ID_HEADER]: update.id } };
 }
 
+/** The traceparents one side's records carried, `<trace id>-<span id>`, by sampled flag. */
+interface Parents {
+  sampled: Set<string>;
+  unsampled: Set<string>;
+}
+
 /**
- * `record` with a sampled `traceparent` header of a fresh trace, as the
- * feed-ingestor's publish span writes it; `parents` gets `<trace id>-<span id>`.
+ * `record` with a `traceparent` header of a fresh trace, as the
+ * feed-ingestor's publish span writes it: sampled (flag 01) always, or as
+ * `sampler` decides for the fresh trace id when given (the feed-ingestor's
+ * root sampler; flag 00 when not sampled). `parents` gets the parent.
  */
-function withTraceparent(record: OutgoingRecord, parents: Set<string>): OutgoingRecord {
+function withTraceparent(
+  record: OutgoingRecord,
+  parents: Parents,
+  sampler: TraceIdRatioBasedSampler | undefined,
+): OutgoingRecord {
   const traceId = randomBytes(16).toString('hex');
   const spanId = randomBytes(8).toString('hex');
-  parents.add(`${traceId}-${spanId}`);
-  return { ...record, headers: { ...record.headers, [TRACEPARENT_HEADER]: `00-${traceId}-${spanId}-01` } };
+  const sampled =
+    sampler === undefined ||
+    sampler.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
+  (sampled ? parents.sampled : parents.unsampled).add(`${traceId}-${spanId}`);
+  return {
+    ...record,
+    headers: { ...record.headers, [TRACEPARENT_HEADER]: `00-${traceId}-${spanId}-${sampled ? '01' : '00'}` },
+  };
+}
+
+/** What an "on" side's sink received: apply spans, how many are children of a sampled or an unsampled record's traceparent. */
+function exported(sink: OtlpSink, parents: Parents) {
+  const applySpans = sink.spans().filter((span) => span.name === SPAN_STEP_CONTEXT_APPLY);
+  const parentOf = (span: (typeof applySpans)[number]) => `${span.traceId}-${span.parentSpanId}`;
+  const requests = sink.requests();
+  return {
+    applySpans: applySpans.length,
+    childrenOfSampled: applySpans.filter((span) => parents.sampled.has(parentOf(span))).length,
+    childrenOfUnsampled: applySpans.filter((span) => parents.unsampled.has(parentOf(span))).length,
+    requests: `traces ${requests['/v1/traces'] ?? 0}, metrics ${requests['/v1/metrics'] ?? 0}`,
+  };
 }
 
 async function publishAll(bus: Bus, topic: string, records: OutgoingRecord[]): Promise<void> {
@@ -173,14 +227,14 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
   const topics = {
     pipeline: `ctxflow-bench.s1.${client}.${run}.updates`,
     raw: `ctxflow-bench.s1.${client}.${run}.raw`,
-    ...(options.telemetry ? { otel: `ctxflow-bench.s6.${client}.${run}.updates` } : {}),
+    ...(options.telemetry
+      ? { otel: `ctxflow-bench.s6.${client}.${run}.updates`, sampled: `ctxflow-bench.s6.${client}.${run}.sampled` }
+      : {}),
   };
   const redis = new Redis(options.redisUrl);
   const bus = createBus({ brokers: options.brokers, client, clientId: `ctxflow-bench-producer-${client}` });
   const consumers: Consumer[] = [];
-  const sink = options.telemetry ? await startOtlpSink() : undefined;
-  /** `<trace id>-<span id>` of every traceparent the "on" records carried. */
-  const parents = new Set<string>();
+  const sinks: OtlpSink[] = [];
   try {
     await bus.admin.ensureTopics(Object.values(topics).map((name) => ({ name, partitions: PARTITIONS })));
     // One session per ticket: every update lands in exactly one batch stream.
@@ -195,7 +249,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       BENCH_PREFIX: prefix,
     };
     progress(
-      `S1 ${client}: starting the step-context${sink ? ', step-context with OpenTelemetry' : ''} and raw consumers (group joins, not timed)`,
+      `S1 ${client}: starting the step-context${options.telemetry ? ', step-context with OpenTelemetry (all sampled; head-sampled)' : ''} and raw consumers (group joins, not timed)`,
     );
     const pipeline = await startConsumer({
       ...common,
@@ -211,30 +265,55 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       BENCH_GROUP: `${topics.raw}.raw`,
     });
     consumers.push(raw);
-    const sides = [
-      { name: 'pipeline', consumer: pipeline, topic: topics.pipeline, total: 0, traced: false },
-      { name: 'raw', consumer: raw, topic: topics.raw, total: 0, traced: false },
+    interface Side {
+      name: string;
+      consumer: Consumer;
+      topic: string;
+      total: number;
+      /** Telemetry on: the records' traceparents, the sink the process exports to, the edge's sampler if any. */
+      traced?: { parents: Parents; sink: OtlpSink; sampler: TraceIdRatioBasedSampler | undefined };
+    }
+    const sides: Side[] = [
+      { name: 'pipeline', consumer: pipeline, topic: topics.pipeline, total: 0 },
+      { name: 'raw', consumer: raw, topic: topics.raw, total: 0 },
     ];
-    if (sink && topics.otel) {
-      const otel = await startConsumer({
+    /** A step-context consumer with telemetry on, exporting to a sink of its own; `sampler` the OTEL_TRACES_SAMPLER* pair. */
+    const telemetrySide = async (name: string, topic: string, sampler: Record<string, string>, ratio?: number) => {
+      const sink = await startOtlpSink();
+      sinks.push(sink);
+      const consumer = await startConsumer({
         ...common,
         BENCH_MODE: 'step-context',
-        BENCH_TOPIC: topics.otel,
-        BENCH_GROUP: `${topics.otel}.step-context`,
+        BENCH_TOPIC: topic,
+        BENCH_GROUP: `${topic}.step-context`,
         BENCH_TELEMETRY: '1',
         OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
-        OTEL_TRACES_SAMPLER: 'parentbased_always_on',
+        OTEL_EXPORTER_OTLP_PROTOCOL: DEPLOYED_OTLP_PROTOCOL,
+        ...sampler,
         OTEL_METRIC_EXPORT_INTERVAL: '5000',
       });
-      consumers.push(otel);
-      // "off" (the S1 pipeline) in the middle: every trial runs "on" right next to it, before or after.
-      sides.unshift({ name: 'pipeline, OpenTelemetry on', consumer: otel, topic: topics.otel, total: 0, traced: true });
+      consumers.push(consumer);
+      const parents: Parents = { sampled: new Set(), unsampled: new Set() };
+      const edge = ratio === undefined ? undefined : new TraceIdRatioBasedSampler(ratio);
+      return { name, consumer, topic, total: 0, traced: { parents, sink, sampler: edge } };
+    };
+    if (topics.otel && topics.sampled) {
+      const on = await telemetrySide('pipeline, OpenTelemetry on', topics.otel, {
+        OTEL_TRACES_SAMPLER: 'parentbased_always_on',
+      });
+      const sampled = await telemetrySide(
+        'pipeline, OpenTelemetry on, head-sampled',
+        topics.sampled,
+        { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(HEAD_SAMPLING_RATIO) },
+        HEAD_SAMPLING_RATIO,
+      );
+      // sampled, on, off, raw: every trial runs "on" right next to "off" (the S1 pipeline), and "off" next to "raw".
+      sides.unshift(sampled, on);
     }
 
     const throughput = async (side: (typeof sides)[number], count: number) => {
       const records = Array.from({ length: count }, () =>
-        side.traced ? withTraceparent(updateRecord(run), parents) : updateRecord(run),
+        side.traced ? withTraceparent(updateRecord(run), side.traced.parents, side.traced.sampler) : updateRecord(run),
       );
       side.total += count;
       const reached = side.consumer.expect(side.total);
@@ -272,10 +351,9 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       }
     }
 
-    // What the "on" process exported during the trials (all flushed by now): decoded outside any timing.
-    const applySpans = (sink?.spans() ?? []).filter((span) => span.name === SPAN_STEP_CONTEXT_APPLY);
-    const linkedSpans = applySpans.filter((span) => parents.has(`${span.traceId}-${span.parentSpanId}`)).length;
-    const exports = sink?.requests() ?? {};
+    // What the "on" processes exported during the trials (all flushed by now): decoded outside any timing.
+    const exports = new Map<string, ReturnType<typeof exported>>();
+    for (const side of sides) if (side.traced) exports.set(side.name, exported(side.traced.sink, side.traced.parents));
 
     // Latency: one update at a time, alternating the S1 sides.
     const latencySides = sides.filter((side) => !side.traced);
@@ -316,13 +394,26 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
     const throughputGoal = { op: '>=' as const, value: 0.5 };
     const latencyGoal = { op: '<=' as const, value: 3 };
     const telemetryResults: ScenarioResult[] = [];
-    const o = rates.get('pipeline, OpenTelemetry on');
-    if (o) {
-      const telemetryGoal = { op: '>=' as const, value: 0.9 };
+    const telemetryGoal = { op: '>=' as const, value: 0.9 };
+    const traceparentNote = (side: Side) =>
+      side.traced!.sampler
+        ? `records carry a traceparent of a fresh trace each, flag 01 where TraceIdRatioBasedSampler(${HEAD_SAMPLING_RATIO}) samples its trace id, else 00 ` +
+          `(the feed-ingestor with OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=${HEAD_SAMPLING_RATIO}); off: none`
+        : 'records carry a sampled traceparent (a fresh trace each, as the feed-ingestor publish span writes it); off: none';
+    // "on" first, then "sampled".
+    const telemetrySides = sides
+      .filter((side) => side.traced)
+      .sort((a, b) => (a.traced!.sampler ? 1 : 0) - (b.traced!.sampler ? 1 : 0));
+    for (const side of telemetrySides) {
+      const o = rates.get(side.name)!;
+      const e = exports.get(side.name);
+      if (!side.traced || !e) continue;
+      const { parents, sampler } = side.traced;
       const onOverOff = summarize(o.map((x, i) => x.rate / p[i]!.rate));
+      const records = parents.sampled.size + parents.unsampled.size;
       telemetryResults.push({
-        id: `S6-S1-${client}`,
-        title: `OpenTelemetry on over off, S1 pipeline, ${client}`,
+        id: `S6-S1-${client}${sampler ? '-sampled' : ''}`,
+        title: `OpenTelemetry on${sampler ? `, ${HEAD_SAMPLING_RATIO * 100}% head-sampled` : ''} over off, S1 pipeline, ${client}`,
         ratioOf: 'updates/s into batch streams with telemetry in step-context over without',
         goal: telemetryGoal,
         ratio: onOverOff,
@@ -338,16 +429,18 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
           'off updates/s': Math.round(median(p.map((x) => x.rate))),
           // Less sensitive to other load on the machine: the ratio if step-context's CPU were the only limit.
           'step-context CPU ratio': round(median(p.map((x, i) => x.consumerCpuPer1k / o[i]!.consumerCpuPer1k)), 2),
-          'apply spans exported': applySpans.length,
-          'children of their record traceparent': `${linkedSpans} of ${parents.size} records`,
-          'OTLP export requests': `traces ${exports['/v1/traces'] ?? 0}, metrics ${exports['/v1/metrics'] ?? 0}`,
+          ...(sampler ? { 'records with a sampled traceparent': `${parents.sampled.size} of ${records}` } : {}),
+          'apply spans exported': e.applySpans,
+          'children of their record traceparent': `${e.childrenOfSampled} of ${parents.sampled.size} ${sampler ? 'sampled ' : ''}records`,
+          ...(sampler ? { 'apply spans of unsampled records': e.childrenOfUnsampled } : {}),
+          'OTLP export requests': e.requests,
         },
         notes: [
           setup,
-          'same trials as S1, sides interleaved (on, off, raw; reversed every other trial)',
+          'same trials as S1, sides interleaved (sampled, on, off, raw; reversed every other trial)',
           'on: startTelemetry + createConsumerTelemetry as in services/step-context main (no instrumentation hook, as in production), ' +
-            'parentbased_always_on, OTLP/protobuf to a local sink answering 200, metrics every 5 s; ' +
-            'records carry a sampled traceparent (a fresh trace each, as the feed-ingestor publish span writes it); off: none',
+            `${sampler ? `parentbased_traceidratio ${HEAD_SAMPLING_RATIO}` : 'parentbased_always_on'}, OTLP ${DEPLOYED_OTLP_PROTOCOL} (the deployment's protocol) to a local sink answering 200, metrics every 5 s; ` +
+            traceparentNote(side),
           'on CPU includes a span flush after each trial (outside the rate timing), so it covers exporting every span; ' +
             'producer on includes the local OTLP sink, which runs in the producer process',
         ],
@@ -389,7 +482,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
     ];
   } finally {
     await Promise.allSettled(consumers.map((c) => c.stop()));
-    await Promise.allSettled([bus.publisher.close(), bus.admin.close(), sink?.close()]);
+    await Promise.allSettled([bus.publisher.close(), bus.admin.close(), ...sinks.map((sink) => sink.close())]);
     await deleteByPrefix(redis, prefix);
     redis.disconnect();
   }

@@ -4,9 +4,12 @@
  * request bodies, so a benchmark can check afterwards, outside its timing,
  * that the spans it expected were exported and whose children they are.
  *
- * Only counts are kept for metrics and logs. Trace bodies are decoded with a
- * minimal protobuf reader (ExportTraceServiceRequest -> ResourceSpans ->
- * ScopeSpans -> Span: trace_id 1, parent_span_id 4, name 5).
+ * Only counts are kept for metrics and logs. Both OTLP/HTTP encodings are
+ * taken, by content type, and answered in kind: `application/json`
+ * (http/json: the ExportTraceServiceRequest as OTLP JSON, ids in hex) is
+ * parsed as JSON; anything else is read as protobuf with a minimal reader
+ * (ExportTraceServiceRequest -> ResourceSpans -> ScopeSpans -> Span:
+ * trace_id 1, parent_span_id 4, name 5).
  */
 import { once } from 'node:events';
 import { createServer } from 'node:http';
@@ -29,20 +32,29 @@ export interface OtlpSink {
   close(): Promise<void>;
 }
 
+/** A trace export request as received (gunzipped): OTLP JSON or protobuf. */
+interface TraceBody {
+  json: boolean;
+  body: Buffer;
+}
+
 export async function startOtlpSink(): Promise<OtlpSink> {
   const requests: Record<string, number> = {};
-  const traceBodies: Buffer[] = [];
+  const traceBodies: TraceBody[] = [];
   const server = createServer((request, response) => {
     const chunks: Buffer[] = [];
+    const json = String(request.headers['content-type'] ?? '').startsWith('application/json');
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
       const path = request.url ?? '/';
       requests[path] = (requests[path] ?? 0) + 1;
       if (path === '/v1/traces') {
         const body = Buffer.concat(chunks);
-        traceBodies.push(request.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body);
+        traceBodies.push({ json, body: request.headers['content-encoding'] === 'gzip' ? gunzipSync(body) : body });
       }
-      response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+      // An empty Export*ServiceResponse in the request's encoding.
+      if (json) response.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      else response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
     });
   });
   server.listen(0, '127.0.0.1');
@@ -51,7 +63,8 @@ export async function startOtlpSink(): Promise<OtlpSink> {
   return {
     url: `http://127.0.0.1:${port}`,
     requests: () => ({ ...requests }),
-    spans: () => traceBodies.flatMap(decodeTraceRequest),
+    spans: () =>
+      traceBodies.flatMap(({ json, body }) => (json ? decodeJsonTraceRequest(body) : decodeTraceRequest(body))),
     async close() {
       server.closeAllConnections();
       server.close();
@@ -114,6 +127,30 @@ function decodeTraceRequest(body: Uint8Array): ExportedSpan[] {
           if (field.no === 5) decoded.name = Buffer.from(field.bytes ?? []).toString('utf8');
         }
         spans.push(decoded);
+      }
+    }
+  }
+  return spans;
+}
+
+/** An ExportTraceServiceRequest in OTLP JSON: the fields read here (ids are hex strings). */
+interface JsonTraceRequest {
+  resourceSpans?: {
+    scopeSpans?: { spans?: { traceId?: string; parentSpanId?: string; name?: string }[] }[];
+  }[];
+}
+
+function decodeJsonTraceRequest(body: Buffer): ExportedSpan[] {
+  const request = JSON.parse(body.toString('utf8')) as JsonTraceRequest;
+  const spans: ExportedSpan[] = [];
+  for (const resourceSpans of request.resourceSpans ?? []) {
+    for (const scopeSpans of resourceSpans.scopeSpans ?? []) {
+      for (const span of scopeSpans.spans ?? []) {
+        spans.push({
+          traceId: (span.traceId ?? '').toLowerCase(),
+          parentSpanId: (span.parentSpanId ?? '').toLowerCase(),
+          name: span.name ?? '',
+        });
       }
     }
   }
