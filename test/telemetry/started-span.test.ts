@@ -119,6 +119,25 @@ describe('ConsumerTelemetry.startSpan', () => {
     expect(await t.spans()).toEqual([]);
   });
 
+  it('attributes given as a function are built only for a span that records', async () => {
+    const built: string[] = [];
+    const attributes = (ticket: string) => () => {
+      built.push(ticket);
+      return { 'ctxflow.ticket': ticket };
+    };
+    const unsampled = t.consumerTelemetry.startSpan(SPAN_STEP_CONTEXT_APPLY, attributes('T-0'), {
+      parentHeaders: { [TRACEPARENT_HEADER]: PARENT.replace(/-01$/, '-00') },
+    });
+    const sampled = t.consumerTelemetry.startSpan(SPAN_STEP_CONTEXT_APPLY, attributes('T-1'), {
+      parentHeaders: { [TRACEPARENT_HEADER]: PARENT },
+    });
+    unsampled.end();
+    sampled.end();
+    expect(built).toEqual(['T-1']);
+    const spans = await t.spans();
+    expect(spans.map((s) => s.attributes)).toEqual([{ 'ctxflow.ticket': 'T-1' }]);
+  });
+
   it('the noop consumer telemetry starts spans that record nothing', () => {
     const span = noopConsumerTelemetry.startSpan('x', {}, { parentHeaders: { [TRACEPARENT_HEADER]: PARENT } });
     span.end(new Error('ignored'));

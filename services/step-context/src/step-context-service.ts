@@ -222,7 +222,7 @@ export class StepContextService {
     const telemetry = this.#deps.telemetry;
     if (!telemetry) return undefined;
     return parsed.map(({ record, update }) =>
-      telemetry.startSpan(SPAN_STEP_CONTEXT_APPLY, applyAttributes(record, update), {
+      telemetry.startSpan(SPAN_STEP_CONTEXT_APPLY, () => applyAttributes(record, update), {
         kind: 'consumer',
         parentHeaders: record.headers,
       }),

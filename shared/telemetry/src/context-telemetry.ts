@@ -179,9 +179,10 @@ export interface ConsumerTelemetry extends SpanRunner {
    * records started meanwhile are not its children. The caller ends it with
    * `end`. This is the cheap form for a consumer that handles a run of
    * records together: one span per record, all ended once the run's write is
-   * done.
+   * done. `attributes` may be a function: it is called only for a span that
+   * records (a sampled one), so an unsampled record costs no attribute object.
    */
-  startSpan(name: string, attributes: SpanAttributes, options?: SpanOptions): StartedSpan;
+  startSpan(name: string, attributes: SpanAttributes | (() => SpanAttributes), options?: SpanOptions): StartedSpan;
 }
 
 /** OpenTelemetry API handles; each defaults to the global one of scope `ctxflow`. */
@@ -323,11 +324,13 @@ function parentOf(options: SpanOptions): Context {
   return context.active();
 }
 
-/** The SDK's options for a span of `attributes` placed by `options`. */
-function startOptions(attributes: SpanAttributes, options: SpanOptions): OtelSpanOptions {
+/** The SDK's options for a span of `attributes` (none: set later) placed by `options`. */
+function startOptions(attributes: SpanAttributes | undefined, options: SpanOptions): OtelSpanOptions {
   const kind = KINDS[options.kind ?? 'internal'];
   const links = options.links ? linksTo(options.links) : [];
-  return links.length > 0 ? { attributes, kind, links } : { attributes, kind };
+  const placed: OtelSpanOptions = links.length > 0 ? { kind, links } : { kind };
+  if (attributes !== undefined) placed.attributes = attributes;
+  return placed;
 }
 
 function spanRunner(handles: TelemetryHandles): SpanRunner['withSpan'] {
@@ -347,8 +350,12 @@ function spanRunner(handles: TelemetryHandles): SpanRunner['withSpan'] {
 
 function spanStarter(handles: Pick<TelemetryHandles, 'tracer'>): ConsumerTelemetry['startSpan'] {
   const tracer = lazy(() => handles.tracer ?? trace.getTracer(INSTRUMENTATION_SCOPE));
-  return (name, attributes, options = {}) =>
-    new Handle(tracer().startSpan(name, startOptions(attributes, options), parentOf(options)));
+  return (name, attributes, options = {}) => {
+    // Samplers here decide on the parent and the trace id alone: attributes are set after.
+    const span = tracer().startSpan(name, startOptions(undefined, options), parentOf(options));
+    if (span.isRecording()) span.setAttributes(typeof attributes === 'function' ? attributes() : attributes);
+    return new Handle(span);
+  };
 }
 
 /** Bucket boundaries in bytes for reused prefixes: 1 KiB to 4 MiB. */
