@@ -96,7 +96,7 @@ function signedDeliveries(count: number): { next: () => LoadRequest; used: () =>
 async function startOtlpSink(): Promise<Server> {
   const sink = createServer((request, response) => {
     request.resume();
-    request.on('end', () => response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end());
+    request.on('end', () => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
   });
   sink.listen(0, '127.0.0.1');
   await once(sink, 'listening');
@@ -120,7 +120,7 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
       ...env,
       BENCH_TELEMETRY: '1',
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${sinkPort}`,
-      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', // as deployed (docker-compose.yml, deploy/kubernetes)
       OTEL_TRACES_SAMPLER: 'always_on',
       OTEL_METRIC_EXPORT_INTERVAL: '5000',
     },
@@ -289,7 +289,10 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
         ['on', 'POST /context new key, OpenTelemetry on'],
         ['off', 'POST /context new key'],
         { op: '>=', value: 0.9 },
-        [setup, 'on: startTelemetry + createContextTelemetry, always_on sampler, OTLP/protobuf to a local sink'],
+        [
+          setup,
+          'on: startTelemetry + createContextTelemetry, always_on sampler, OTLP http/json (as deployed) to a local sink',
+        ],
       ),
     ];
   } finally {

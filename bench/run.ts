@@ -3,7 +3,7 @@
  * run on this machine, interleaved over several trials; median ratio with min
  * and max, and CPU milliseconds per 1,000 messages per process.
  *
- *   npm run bench                   full run (about 4-5 minutes on 2 cores)
+ *   npm run bench                   full run (about 5-6 minutes on 2 cores)
  *   npm run bench -- --quick        smoke run (about 1 minute): fewer, shorter trials
  *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
  *                                   also written to bench/results/latest.json (full runs)

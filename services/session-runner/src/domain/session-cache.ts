@@ -1,5 +1,5 @@
 import type { Written } from '../ports/session-store.ts';
-import type { LogEntry, SessionState } from './model.ts';
+import type { LogEntry, QueuedItem, SessionState } from './model.ts';
 
 /** What a session holds besides its log's text, per entry and per state (an estimate). */
 const ENTRY_OVERHEAD = 256;
@@ -14,8 +14,9 @@ export interface SessionCacheLimits {
 
 interface Held {
   state: SessionState;
-  /** Estimated bytes of `state.log`, summed once per entry. */
+  /** Estimated bytes of `state.log` and `state.queue`, summed once per entry. */
   logBytes: number;
+  queueBytes: number;
   bytes: number;
 }
 
@@ -59,10 +60,11 @@ export class SessionCache {
     if (this.#limits.sessions <= 0) return;
     const previous = this.#held.get(sessionId);
     this.drop(sessionId);
-    const logBytes = previous ? extendedLogBytes(previous, state.log) : logBytesOf(state.log, 0);
-    const bytes = STATE_OVERHEAD + logBytes + state.queue.reduce((n, q) => n + itemBytes(q.item), 0);
+    const logBytes = extended(previous?.state.log, state.log, previous?.logBytes, entryBytes);
+    const queueBytes = extended(previous?.state.queue, state.queue, previous?.queueBytes, queuedBytes);
+    const bytes = STATE_OVERHEAD + logBytes + queueBytes;
     if (bytes > this.#limits.bytes) return;
-    this.#held.set(sessionId, { state: Object.freeze(state), logBytes, bytes });
+    this.#held.set(sessionId, { state: Object.freeze(state), logBytes, queueBytes, bytes });
     this.#bytes += bytes;
     for (const [oldest, held] of this.#held) {
       if (this.#held.size <= this.#limits.sessions && this.#bytes <= this.#limits.bytes) break;
@@ -102,15 +104,29 @@ function entryBytes(entry: LogEntry): number {
   return entry.type === 'message' ? ENTRY_OVERHEAD + entry.content.length : itemBytes(entry.row);
 }
 
-function logBytesOf(log: readonly LogEntry[], from: number): number {
-  let bytes = 0;
-  for (let i = from; i < log.length; i++) bytes += entryBytes(log[i]!);
-  return bytes;
+function queuedBytes(queued: QueuedItem): number {
+  return itemBytes(queued.item);
 }
 
-/** The log's bytes, counting only its new entries when it extends the held log (the usual step). */
-function extendedLogBytes(previous: Held, log: readonly LogEntry[]): number {
-  const known = previous.state.log;
-  const extends_ = log.length >= known.length && (known.length === 0 || log[known.length - 1] === known.at(-1));
-  return extends_ ? previous.logBytes + logBytesOf(log, known.length) : logBytesOf(log, 0);
+/**
+ * The bytes of `list`, counting only its new elements when it extends `known` (the
+ * list held before, whose bytes were `knownBytes`): a step appends to the log, an
+ * enqueue to the queue. Any other list is measured whole.
+ */
+function extended<T>(
+  known: readonly T[] | undefined,
+  list: readonly T[],
+  knownBytes: number | undefined,
+  size: (element: T) => number,
+): number {
+  let from = 0;
+  let bytes = 0;
+  if (known && knownBytes !== undefined && list.length >= known.length) {
+    if (known.length === 0 || list[known.length - 1] === known.at(-1)) {
+      from = known.length;
+      bytes = knownBytes;
+    }
+  }
+  for (let i = from; i < list.length; i++) bytes += size(list[i]!);
+  return bytes;
 }
