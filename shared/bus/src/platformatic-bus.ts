@@ -165,6 +165,8 @@ class PlatformaticSubscription implements Subscription {
   });
   #loop: Promise<void> = Promise.resolve();
   #closed: Promise<void> | undefined;
+  /** Per partition, the last offset commit sent: commits of a partition go out in order. */
+  readonly #commits = new Map<number, Promise<void>>();
 
   static async start(options: ResolvedKafkaBusOptions, subscribe: SubscribeOptions): Promise<Subscription> {
     const subscription = new PlatformaticSubscription(options, subscribe);
@@ -226,8 +228,9 @@ class PlatformaticSubscription implements Subscription {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       this.#stopping.abort();
-      // The loop ends after the in-flight fetch and handler, and that handler's commit.
+      // The loop ends after the in-flight fetch and handler; then the commits still on their way.
       await this.#loop;
+      await Promise.all(this.#commits.values());
       await this.#consumer.close();
     })();
     return this.#closed;
@@ -286,7 +289,7 @@ class PlatformaticSubscription implements Subscription {
     }
   }
 
-  /** Fetch, hand over per partition, commit; one fetch at a time, so one handler at a time. */
+  /** Fetch, hand over each partition's records, send its commit; one fetch at a time, so one handler per partition. */
   async #run(): Promise<void> {
     const { topic } = this.#subscribe;
     const signal = this.#stopping.signal;
@@ -315,6 +318,9 @@ class PlatformaticSubscription implements Subscription {
         await pause(this.#options.retryBackoffMs, signal);
         continue;
       }
+      // A fetch's partitions are handed over at once (the handler is never called twice at
+      // once for one partition); the next fetch waits for all of them.
+      const deliveries: Promise<void>[] = [];
       for (const { response, topicId } of responses) {
         for (const topicResponse of response.responses) {
           if (topicResponse.topicId !== topicId) continue;
@@ -336,10 +342,11 @@ class PlatformaticSubscription implements Subscription {
               if (next > requested) this.#positions.set(partition, { state: 'open', next });
               continue;
             }
-            await this.#deliver(partition, records, next, generation);
+            deliveries.push(this.#deliver(partition, records, next, generation));
           }
         }
       }
+      await Promise.all(deliveries);
     }
   }
 
@@ -392,12 +399,16 @@ class PlatformaticSubscription implements Subscription {
       return;
     }
     if (generation === this.#generation) this.#positions.set(partition, { state: 'open', next });
-    // Committed even after a rebalance began: the records were handled.
-    try {
-      await this.#consumer.commit({ offsets: [{ topic, partition, offset: next, leaderEpoch: -1 }] });
-    } catch (err) {
-      this.#options.log.warn({ client: 'platformatic', topic, partition, err }, 'commit failed');
-    }
+    // Committed even after a rebalance began: the records were handled. The next fetch does
+    // not wait for it (a sink that must not see a record twice keeps its own position, as
+    // step-context does in Redis); a partition's commits are chained, so they land in order.
+    const previous = this.#commits.get(partition) ?? Promise.resolve();
+    const commit = previous.then(() =>
+      this.#consumer.commit({ offsets: [{ topic, partition, offset: next, leaderEpoch: -1 }] }).catch((err) => {
+        this.#options.log.warn({ client: 'platformatic', topic, partition, err }, 'commit failed');
+      }),
+    );
+    this.#commits.set(partition, commit);
   }
 }
 
