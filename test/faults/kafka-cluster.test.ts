@@ -19,13 +19,12 @@ import { deliverUntilAccepted, genericBody, TicketUpdatesWatch } from './feed-lo
 import { PrivateKafka } from './kafka-broker.ts';
 import {
   deletePrefix,
-  ENTRIES,
+  feedIngestor,
   freePort,
   SESSION_TIMEOUT_MS,
-  ServiceProcess,
-  serviceEnv,
   sleep,
   startGroupsAtEnd,
+  stepContextProcess,
   stopAll,
   waitFor,
 } from './processes.ts';
@@ -89,30 +88,18 @@ describe('fault: one broker of a three-node Kafka cluster killed and restarted d
     await waitFor('every partition with 3 in sync', async () => (await isrSizes()).every((n) => n === 3), 30_000, 200);
     lap('topics');
 
-    const [feedPort, stepContextPort] = [await freePort(), await freePort()];
     const common = {
       KAFKA_BROKERS: brokers.join(','),
       REDIS_URL: redisUrl,
       CTXFLOW_REDIS_PREFIX: prefix,
       CTXFLOW_LOG_LEVEL: 'error',
     };
-    const feed = new ServiceProcess({
-      name: 'feed-ingestor',
-      entry: ENTRIES.feedIngestor,
-      port: feedPort,
-      env: serviceEnv({ ...common, CTXFLOW_FEED_PORT: String(feedPort), CTXFLOW_FEED_SECRET_GENERIC: SECRET }),
-    });
-    const stepContext = new ServiceProcess({
-      name: 'step-context',
-      entry: ENTRIES.stepContext,
-      port: stepContextPort,
-      env: serviceEnv({
-        ...common,
-        KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-        CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
-        CTXFLOW_STEP_CONTEXT_GROUP: stepContextGroup,
-        CTXFLOW_RUNNER_URL: `http://127.0.0.1:${await freePort()}`,
-      }),
+    const { feed, feedUrl } = await feedIngestor({ common, secret: SECRET });
+    const stepContext = stepContextProcess({
+      common: { ...common, KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS) },
+      group: stepContextGroup,
+      port: await freePort(),
+      runnerUrl: `http://127.0.0.1:${await freePort()}`,
     });
     cleanups.push(() => Promise.all([feed.stop(), stepContext.stop()]));
     await Promise.all([feed.start(), stepContext.start()]);
@@ -127,7 +114,6 @@ describe('fault: one broker of a three-node Kafka cluster killed and restarted d
     await watch.listen(watchGroup);
     lap('services');
 
-    const feedUrl = `http://127.0.0.1:${feedPort}/feeds/generic`;
     let accepted = 0;
     let unavailable = 0;
     let attempts = 0;

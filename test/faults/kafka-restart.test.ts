@@ -18,13 +18,12 @@ import { deliverUntilAccepted, genericBody, TicketUpdatesWatch } from './feed-lo
 import { PrivateKafka } from './kafka-broker.ts';
 import {
   deletePrefix,
-  ENTRIES,
+  feedIngestor,
   freePort,
   SESSION_TIMEOUT_MS,
-  ServiceProcess,
-  serviceEnv,
   sleep,
   startGroupsAtEnd,
+  stepContextProcess,
   stopAll,
   waitFor,
 } from './processes.ts';
@@ -61,30 +60,18 @@ describe('fault: the Kafka broker killed and restarted during ingest', () => {
       { groupId: watchGroup, topic: TOPICS.ticketUpdates },
     ]);
 
-    const [feedPort, stepContextPort] = [await freePort(), await freePort()];
     const common = {
       KAFKA_BROKERS: brokers.join(','),
       REDIS_URL: redisUrl,
       CTXFLOW_REDIS_PREFIX: prefix,
       CTXFLOW_LOG_LEVEL: 'error',
     };
-    const feed = new ServiceProcess({
-      name: 'feed-ingestor',
-      entry: ENTRIES.feedIngestor,
-      port: feedPort,
-      env: serviceEnv({ ...common, CTXFLOW_FEED_PORT: String(feedPort), CTXFLOW_FEED_SECRET_GENERIC: SECRET }),
-    });
-    const stepContext = new ServiceProcess({
-      name: 'step-context',
-      entry: ENTRIES.stepContext,
-      port: stepContextPort,
-      env: serviceEnv({
-        ...common,
-        KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-        CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
-        CTXFLOW_STEP_CONTEXT_GROUP: stepContextGroup,
-        CTXFLOW_RUNNER_URL: `http://127.0.0.1:${await freePort()}`,
-      }),
+    const { feed, feedUrl } = await feedIngestor({ common, secret: SECRET });
+    const stepContext = stepContextProcess({
+      common: { ...common, KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS) },
+      group: stepContextGroup,
+      port: await freePort(),
+      runnerUrl: `http://127.0.0.1:${await freePort()}`,
     });
     cleanups.push(() => Promise.all([feed.stop(), stepContext.stop()]));
     await Promise.all([feed.start(), stepContext.start()]);
@@ -98,7 +85,6 @@ describe('fault: the Kafka broker killed and restarted during ingest', () => {
     cleanups.push(() => watch.close());
     await watch.listen(watchGroup);
 
-    const feedUrl = `http://127.0.0.1:${feedPort}/feeds/generic`;
     let accepted = 0;
     let unavailable = 0;
     let attempts = 0;

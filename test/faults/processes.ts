@@ -380,19 +380,37 @@ export async function runnerAndStepContext(options: {
       CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${stepContextPort}/step-context`,
     }),
   });
-  const stepContext = new ServiceProcess({
-    name: 'step-context',
-    entry: ENTRIES.stepContext,
+  const stepContext = stepContextProcess({
+    common: { ...options.common, ...options.stepContextEnv },
+    group: options.stepContextGroup,
     port: stepContextPort,
-    env: serviceEnv({
-      ...options.common,
-      ...options.stepContextEnv,
-      CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
-      CTXFLOW_STEP_CONTEXT_GROUP: options.stepContextGroup,
-      CTXFLOW_RUNNER_URL: `http://127.0.0.1:${runnerPort}`,
-    }),
+    runnerUrl: `http://127.0.0.1:${runnerPort}`,
   });
   return { runner, stepContext, runnerPort, stepContextPort };
+}
+
+/**
+ * A step-context process on `port` in consumer group `group`, asking `runnerUrl`
+ * who owns a session; `common` is the environment it shares with the other
+ * services (Kafka, Redis, prefix, timeouts).
+ */
+export function stepContextProcess(options: {
+  common: Record<string, string>;
+  group: string;
+  port: number;
+  runnerUrl: string;
+}): ServiceProcess {
+  return new ServiceProcess({
+    name: 'step-context',
+    entry: ENTRIES.stepContext,
+    port: options.port,
+    env: serviceEnv({
+      ...options.common,
+      CTXFLOW_STEP_CONTEXT_PORT: String(options.port),
+      CTXFLOW_STEP_CONTEXT_GROUP: options.group,
+      CTXFLOW_RUNNER_URL: options.runnerUrl,
+    }),
+  });
 }
 
 /**
