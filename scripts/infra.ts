@@ -549,7 +549,7 @@ export async function kafkaNodeCommand(
   ];
 }
 
-/** Formats a node's KRaft storage with `clusterId` (16 random bytes, URL-safe base64, unpadded). */
+/** Formats a node's KRaft storage with `clusterId` (see newKafkaClusterId). */
 export async function formatKafkaNodeStorage(propertiesFile: string, clusterId: string): Promise<void> {
   await ensureKafkaJars();
   await run(
@@ -569,29 +569,24 @@ export async function formatKafkaNodeStorage(propertiesFile: string, clusterId: 
   );
 }
 
-export const newKafkaClusterId = () => randomBytes(16).toString('base64url');
+/**
+ * A cluster id as `kafka-storage random-uuid` prints it: 16 random bytes in URL-safe
+ * base64 without padding, drawn again when it starts with `-` (as Kafka's Uuid does:
+ * the tools would read such an id as an option).
+ */
+export function newKafkaClusterId(): string {
+  for (;;) {
+    const id = randomBytes(16).toString('base64url');
+    if (!id.startsWith('-')) return id;
+  }
+}
 
 /** Formats the KRaft storage once (the data dir then holds meta.properties). */
 async function ensureKafkaStorage(propertiesFile: string): Promise<void> {
   if (existsSync(join(KAFKA_DIR, 'data', 'meta.properties'))) return;
-  // A cluster id is 16 random bytes in URL-safe base64 without padding (what `random-uuid` prints).
-  const clusterId = randomBytes(16).toString('base64url');
+  const clusterId = newKafkaClusterId();
   log(`formatting Kafka storage (cluster id ${clusterId})`);
-  await run(
-    'java',
-    [
-      `-Dlog4j2.configurationFile=${KAFKA_LOG4J}`,
-      '-cp',
-      `${KAFKA_LIBS}/*`,
-      'kafka.tools.StorageTool',
-      'format',
-      '-t',
-      clusterId,
-      '-c',
-      propertiesFile,
-    ],
-    'formatting the Kafka storage',
-  );
+  await formatKafkaNodeStorage(propertiesFile, clusterId);
 }
 
 async function kafkaReady(pid: number): Promise<boolean> {
