@@ -35,6 +35,7 @@ import type {
   StepRecord,
   ToolDeclaration,
 } from './model.ts';
+import { RecentMap } from './recent-map.ts';
 import { type ModelRequest, messagesJsonBytes, renderRequest, sharedPrefixBytes } from './render-request.ts';
 import { SessionCache } from './session-cache.ts';
 
@@ -155,16 +156,16 @@ export class ContextEngine {
   readonly #deps: EngineDeps;
   readonly #locks = new KeyedMutex();
   /** sessionId -> agentId, immutable once created; bounded. */
-  readonly #agentIds = new Map<string, string>();
+  readonly #agentIds = new RecentMap<string, string>(10_000);
   /**
    * agentId -> the agent as last read. Only what never changes is used from it
    * (tools, stepContext, memory, cacheTtlMs): a run's context and model come from a
    * fresh read at the run's start (N3, N6).
    */
-  readonly #agents = new Map<string, AgentRecord>();
+  readonly #agents = new RecentMap<string, AgentRecord>(1_000);
   readonly #held: SessionCache;
   /** sessionId -> tenant, immutable once created; bounded, least recently used first out. */
-  readonly #owners = new Map<string, string>();
+  readonly #owners = new RecentMap<string, string>(10_000);
   readonly #newId: (prefix: string) => string;
 
   constructor(deps: EngineDeps) {
@@ -252,7 +253,7 @@ export class ContextEngine {
       ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
     };
     const version = await this.#deps.store.createSession(meta, [], [], []);
-    this.#ownerOf(meta.sessionId, tenant);
+    this.#owners.set(meta.sessionId, tenant);
     this.#held.hold(meta.sessionId, {
       meta: structuredClone(meta),
       log: [],
@@ -290,17 +291,9 @@ export class ContextEngine {
     let owner = this.#owners.get(sessionId);
     if (owner === undefined) {
       owner = (await this.#deps.store.getMeta(sessionId))?.tenant;
-      if (owner !== undefined) this.#ownerOf(sessionId, owner);
-    } else {
-      this.#ownerOf(sessionId, owner); // most recently used
+      if (owner !== undefined) this.#owners.set(sessionId, owner);
     }
     if (owner !== tenant) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
-  }
-
-  #ownerOf(sessionId: string, tenant: string) {
-    this.#owners.delete(sessionId);
-    this.#owners.set(sessionId, tenant);
-    if (this.#owners.size > 10_000) this.#owners.delete(this.#owners.keys().next().value!);
   }
 
   async #load(tenant: string, sessionId: string): Promise<SessionState> {
@@ -336,7 +329,7 @@ export class ContextEngine {
     ]);
     if (done) return { state, done };
     this.#held.hold(sessionId, state);
-    if (state.meta.agentId !== undefined) this.#remember(sessionId, state.meta.agentId);
+    if (state.meta.agentId !== undefined) this.#agentIds.set(sessionId, state.meta.agentId);
     return { state, agent: await this.#passAgent(state.meta, prefetched) };
   }
 
@@ -350,18 +343,8 @@ export class ContextEngine {
     if (agentId === undefined) return undefined;
     let agent = fresh ?? (meta.run?.open ? this.#agents.get(agentId) : undefined);
     agent ??= await this.#deps.store.getAgent(agentId);
-    if (agent) {
-      this.#agents.delete(agentId);
-      this.#agents.set(agentId, agent);
-      if (this.#agents.size > 1_000) this.#agents.delete(this.#agents.keys().next().value!);
-    }
+    if (agent) this.#agents.set(agentId, agent);
     return agent;
-  }
-
-  #remember(sessionId: string, agentId: string) {
-    if (this.#agentIds.has(sessionId)) return;
-    if (this.#agentIds.size >= 10_000) this.#agentIds.delete(this.#agentIds.keys().next().value!);
-    this.#agentIds.set(sessionId, agentId);
   }
 
   async #agentOf(meta: SessionMeta): Promise<AgentRecord | undefined> {
