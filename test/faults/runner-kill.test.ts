@@ -118,7 +118,7 @@ describe('fault: kill -9 of the session-runner between commit and answer', () =>
           });
           // Frozen right after the commit: is its answer out? (The results consumer sees one in milliseconds.)
           await sleep(1_000);
-          const answered = load.results.get(commit.requestId)?.some((r) => r.ok) === true;
+          const answered = load.answered(commit.requestId);
           await runner.kill9();
           if (!answered) betweenCommitAndAnswer.push(commit);
           checker.fault(

@@ -26,6 +26,8 @@ import {
 import { StepLoad } from './step-load.ts';
 
 const STOPS = 2;
+/** Step requests per session published just before each SIGTERM. */
+const BURST_PER_SESSION = 100;
 
 describe('lifecycle: SIGTERM of the session-runner mid-stream', () => {
   const cleanups: (() => Promise<unknown>)[] = [];
@@ -86,12 +88,18 @@ describe('lifecycle: SIGTERM of the session-runner mid-stream', () => {
       }
     })();
 
-    const answered = () => load.requested.filter((id) => load.results.get(id)?.some((r) => r.ok)).length;
     const pendingAtStop: number[] = [];
+    const backlogBegun: boolean[] = [];
     try {
       for (let stop = 0; stop < STOPS; stop++) {
         await sleep(between(800, 1_500));
-        pendingAtStop.push(load.requested.length - answered());
+        // A backlog, and the SIGTERM once the runner has begun answering it: the stop lands mid-stream
+        // however fast the runner keeps up with the steady rounds.
+        const backlog = await load.burst(BURST_PER_SESSION);
+        const deadline = Date.now() + 10_000;
+        while (!backlog.some((id) => load.answered(id)) && Date.now() < deadline) await sleep(5);
+        backlogBegun.push(backlog.some((id) => load.answered(id)));
+        pendingAtStop.push(load.requested.filter((id) => !load.answered(id)).length);
         await runner.stop(20_000);
         checker.fault(`SIGTERM session-runner #${runner.incarnation}`);
         const own = runner.logs.filter((l) => l.incarnation === runner.incarnation);
@@ -115,8 +123,10 @@ describe('lifecycle: SIGTERM of the session-runner mid-stream', () => {
     expect(results.problems.slice(0, 10)).toEqual([]);
     expect(landed.queued).toBe(0);
     expect(report.faults).toBe(STOPS);
-    // Stopped mid-stream: requests were waiting for an answer when a SIGTERM came.
-    expect(pendingAtStop.some((n) => n > 0)).toBe(true);
+    // Stopped mid-stream: each SIGTERM came once the runner was answering a backlog, with requests
+    // still waiting for an answer.
+    expect(backlogBegun).toEqual(Array(STOPS).fill(true));
+    expect(pendingAtStop.every((n) => n > 0)).toBe(true);
     // Offsets were committed on the way out: nothing was redelivered, so nothing was answered twice.
     expect(results.repeated).toBe(0);
     await runner.stop();

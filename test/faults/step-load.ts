@@ -115,13 +115,37 @@ export class StepLoad {
     await this.#bus.publisher.publish(TOPICS.stepRequests, records);
   }
 
+  /**
+   * `perSession` step requests for each session in one publish, no items: a
+   * backlog the runner is still working through a moment later. Returns their ids.
+   */
+  async burst(perSession: number): Promise<string[]> {
+    const records = [];
+    const ids: string[] = [];
+    for (let i = 0; i < perSession; i++) {
+      for (const sessionId of this.sessions) {
+        const requestId = `${this.run}-r${this.#counter++}`;
+        this.#checker.sent(`${sessionId}|steps`, requestId);
+        this.requested.push(requestId);
+        ids.push(requestId);
+        records.push({ key: sessionId, value: JSON.stringify({ sessionId, requestId, mode: 'first' }) });
+      }
+    }
+    await this.#bus.publisher.publish(TOPICS.stepRequests, records);
+    return ids;
+  }
+
+  /** Whether `requestId` has an ok result record. */
+  answered(requestId: string): boolean {
+    return this.results.get(requestId)?.some((r) => r.ok) === true;
+  }
+
   /** Waits until every request has at least one ok result record. */
   async waitForResults(timeoutMs: number): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    const answered = (id: string) => this.results.get(id)?.some((r) => r.ok) === true;
-    while (this.requested.some((id) => !answered(id))) {
+    while (this.requested.some((id) => !this.answered(id))) {
       if (Date.now() > deadline) {
-        const missing = this.requested.filter((id) => !answered(id));
+        const missing = this.requested.filter((id) => !this.answered(id));
         throw new Error(`${missing.length} request(s) without a result, e.g. ${missing.slice(0, 5).join(', ')}`);
       }
       await sleep(100);
