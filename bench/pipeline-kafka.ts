@@ -82,6 +82,8 @@ export interface PipelineOptions {
   latencySamples: number;
   /** Also measure the pipeline with OpenTelemetry on (S6), interleaved with the same trials. */
   telemetry?: boolean;
+  /** Extra node flags for the consumer processes (e.g. --cpu-prof; each profile is named after its side). */
+  consumerExecArgv?: string[];
 }
 
 const PARTITIONS = 3;
@@ -103,9 +105,10 @@ interface Consumer {
   stop(): Promise<void>;
 }
 
-async function startConsumer(env: Record<string, string>): Promise<Consumer> {
+async function startConsumer(env: Record<string, string>, execArgv: string[] = []): Promise<Consumer> {
   const child = fork(new URL('./lib/pipeline-child.ts', import.meta.url), [], {
     env: { ...process.env, ...env },
+    execArgv: [...process.execArgv, ...execArgv],
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
   });
   await new Promise<void>((resolve, reject) => {
@@ -248,22 +251,33 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       REDIS_URL: options.redisUrl,
       BENCH_PREFIX: prefix,
     };
+    /** The consumer flags, a CPU profile named `s1-<client>-<run>-<side>.cpuprofile` when profiling. */
+    const execArgv = (side: string) =>
+      options.consumerExecArgv?.some((a) => a === '--cpu-prof')
+        ? [...options.consumerExecArgv, `--cpu-prof-name=s1-${client}-${run}-${side}.cpuprofile`]
+        : (options.consumerExecArgv ?? []);
     progress(
       `S1 ${client}: starting the step-context${options.telemetry ? ', step-context with OpenTelemetry (all sampled; head-sampled)' : ''} and raw consumers (group joins, not timed)`,
     );
-    const pipeline = await startConsumer({
-      ...common,
-      BENCH_MODE: 'step-context',
-      BENCH_TOPIC: topics.pipeline,
-      BENCH_GROUP: `${topics.pipeline}.step-context`,
-    });
+    const pipeline = await startConsumer(
+      {
+        ...common,
+        BENCH_MODE: 'step-context',
+        BENCH_TOPIC: topics.pipeline,
+        BENCH_GROUP: `${topics.pipeline}.step-context`,
+      },
+      execArgv('off'),
+    );
     consumers.push(pipeline);
-    const raw = await startConsumer({
-      ...common,
-      BENCH_MODE: 'raw',
-      BENCH_TOPIC: topics.raw,
-      BENCH_GROUP: `${topics.raw}.raw`,
-    });
+    const raw = await startConsumer(
+      {
+        ...common,
+        BENCH_MODE: 'raw',
+        BENCH_TOPIC: topics.raw,
+        BENCH_GROUP: `${topics.raw}.raw`,
+      },
+      execArgv('raw'),
+    );
     consumers.push(raw);
     interface Side {
       name: string;
@@ -278,31 +292,41 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       { name: 'raw', consumer: raw, topic: topics.raw, total: 0 },
     ];
     /** A step-context consumer with telemetry on, exporting to a sink of its own; `sampler` the OTEL_TRACES_SAMPLER* pair. */
-    const telemetrySide = async (name: string, topic: string, sampler: Record<string, string>, ratio?: number) => {
+    const telemetrySide = async (
+      name: string,
+      label: string,
+      topic: string,
+      sampler: Record<string, string>,
+      ratio?: number,
+    ) => {
       const sink = await startOtlpSink();
       sinks.push(sink);
-      const consumer = await startConsumer({
-        ...common,
-        BENCH_MODE: 'step-context',
-        BENCH_TOPIC: topic,
-        BENCH_GROUP: `${topic}.step-context`,
-        BENCH_TELEMETRY: '1',
-        OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
-        OTEL_EXPORTER_OTLP_PROTOCOL: DEPLOYED_OTLP_PROTOCOL,
-        ...sampler,
-        OTEL_METRIC_EXPORT_INTERVAL: '5000',
-      });
+      const consumer = await startConsumer(
+        {
+          ...common,
+          BENCH_MODE: 'step-context',
+          BENCH_TOPIC: topic,
+          BENCH_GROUP: `${topic}.step-context`,
+          BENCH_TELEMETRY: '1',
+          OTEL_EXPORTER_OTLP_ENDPOINT: sink.url,
+          OTEL_EXPORTER_OTLP_PROTOCOL: DEPLOYED_OTLP_PROTOCOL,
+          ...sampler,
+          OTEL_METRIC_EXPORT_INTERVAL: '5000',
+        },
+        execArgv(label),
+      );
       consumers.push(consumer);
       const parents: Parents = { sampled: new Set(), unsampled: new Set() };
       const edge = ratio === undefined ? undefined : new TraceIdRatioBasedSampler(ratio);
       return { name, consumer, topic, total: 0, traced: { parents, sink, sampler: edge } };
     };
     if (topics.otel && topics.sampled) {
-      const on = await telemetrySide('pipeline, OpenTelemetry on', topics.otel, {
+      const on = await telemetrySide('pipeline, OpenTelemetry on', 'on', topics.otel, {
         OTEL_TRACES_SAMPLER: 'parentbased_always_on',
       });
       const sampled = await telemetrySide(
         'pipeline, OpenTelemetry on, head-sampled',
+        'sampled',
         topics.sampled,
         { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: String(HEAD_SAMPLING_RATIO) },
         HEAD_SAMPLING_RATIO,

@@ -10,7 +10,10 @@
  *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6; S3, S4 and S6 run together,
  *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
  *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*))
- *   npm run bench -- --cpu-prof     CPU profiles of the server processes into bench/results/profiles
+ *   npm run bench -- --only=S6-S1   S1's pipeline with the telemetry sides (S1 and S6-S1 rows), without
+ *                                   the HTTP scenarios
+ *   npm run bench -- --cpu-prof     CPU profiles of the server processes and the pipeline's consumer
+ *                                   processes into bench/results/profiles
  *
  * S1, S2 and S6 need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
  * the local ones are started as `npm run stack` does (scripts/infra.ts).
@@ -38,6 +41,8 @@ const only = args
   .split(',')
   .map((s) => s.trim().toUpperCase());
 const wants = (...ids: string[]) => only === undefined || ids.some((id) => only.includes(id));
+/** S6-S1 alone: the pipeline with its telemetry sides, not S6 on `POST /context`. */
+const wantsS6S1 = wants('S6') || only?.includes('S6-S1') === true;
 
 /** Trials and sizes: the full run fits in ~5 minutes on 2 cores; --quick in ~1. */
 const plan = quick
@@ -85,12 +90,12 @@ if (wants('S3', 'S4', 'S6')) {
 if (wants('S5')) scenarios.push(...(await runPrefixStability()).results);
 
 let redisUrl = process.env.REDIS_URL;
-if (wants('S1', 'S2', 'S6') && !redisUrl) {
+if ((wants('S1', 'S2') || wantsS6S1) && !redisUrl) {
   await ensureRedis();
   redisUrl = REDIS_URL;
 }
 if (wants('S2')) scenarios.push(...(await runContextPass({ redisUrl: redisUrl!, ...plan.redis })));
-if (wants('S1', 'S6')) {
+if (wants('S1') || wantsS6S1) {
   let brokers = process.env.KAFKA_BROKERS;
   if (!brokers) {
     await ensureKafka();
@@ -103,7 +108,8 @@ if (wants('S1', 'S6')) {
       redisUrl: redisUrl!,
       clients,
       ...plan.kafka,
-      telemetry: wants('S6'),
+      telemetry: wantsS6S1,
+      ...(cpuProf ? { consumerExecArgv: ['--cpu-prof', '--cpu-prof-dir=bench/results/profiles'] } : {}),
     })),
   );
 }
