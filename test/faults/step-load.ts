@@ -62,6 +62,7 @@ export class StepLoad {
   readonly results = new Map<string, StepResult[]>();
   #subscription: Subscription | undefined;
   #counter = 0;
+  #published: Promise<unknown> = Promise.resolve();
 
   constructor(options: { run: string; runnerUrl: string; brokers: string[]; checker: ExactlyOnce }) {
     this.run = options.run;
@@ -97,7 +98,7 @@ export class StepLoad {
 
   /** One item and then one step request per session. Items are recorded as sent once accepted. */
   async round(): Promise<void> {
-    const records = [];
+    const requests: { sessionId: string; requestId: string }[] = [];
     for (const sessionId of this.sessions) {
       const n = this.#counter++;
       const itemId = `${this.run}-i${n}`;
@@ -107,12 +108,9 @@ export class StepLoad {
       );
       if (response.status !== 200) throw new Error(`POST /context: ${response.status} ${await response.text()}`);
       this.#checker.sent(`${sessionId}|items`, itemId);
-      const requestId = `${this.run}-r${n}`;
-      this.#checker.sent(`${sessionId}|steps`, requestId);
-      this.requested.push(requestId);
-      records.push({ key: sessionId, value: JSON.stringify({ sessionId, requestId, mode: 'first' }) });
+      requests.push({ sessionId, requestId: `${this.run}-r${n}` });
     }
-    await this.#bus.publisher.publish(TOPICS.stepRequests, records);
+    await this.#request(requests);
   }
 
   /**
@@ -120,19 +118,31 @@ export class StepLoad {
    * backlog the runner is still working through a moment later. Returns their ids.
    */
   async burst(perSession: number): Promise<string[]> {
-    const records = [];
-    const ids: string[] = [];
+    const requests: { sessionId: string; requestId: string }[] = [];
     for (let i = 0; i < perSession; i++) {
-      for (const sessionId of this.sessions) {
-        const requestId = `${this.run}-r${this.#counter++}`;
-        this.#checker.sent(`${sessionId}|steps`, requestId);
-        this.requested.push(requestId);
-        ids.push(requestId);
-        records.push({ key: sessionId, value: JSON.stringify({ sessionId, requestId, mode: 'first' }) });
-      }
+      for (const sessionId of this.sessions) requests.push({ sessionId, requestId: `${this.run}-r${this.#counter++}` });
     }
-    await this.#bus.publisher.publish(TOPICS.stepRequests, records);
-    return ids;
+    await this.#request(requests);
+    return requests.map((r) => r.requestId);
+  }
+
+  /**
+   * Publishes step requests, one publish after the other: the order they are
+   * recorded as sent in is the order they reach each session's partition, even
+   * when a burst and a round publish at the same time.
+   */
+  #request(requests: { sessionId: string; requestId: string }[]): Promise<void> {
+    for (const { sessionId, requestId } of requests) {
+      this.#checker.sent(`${sessionId}|steps`, requestId);
+      this.requested.push(requestId);
+    }
+    const records = requests.map(({ sessionId, requestId }) => ({
+      key: sessionId,
+      value: JSON.stringify({ sessionId, requestId, mode: 'first' }),
+    }));
+    const published = this.#published.then(() => this.#bus.publisher.publish(TOPICS.stepRequests, records));
+    this.#published = published.catch(() => {});
+    return published;
   }
 
   /** Whether `requestId` has an ok result record. */
