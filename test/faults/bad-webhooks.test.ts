@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { requireKafka, requireRedis } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import {
@@ -23,6 +23,7 @@ import {
   postSigned,
   TicketUpdatesWatch,
 } from './feed-load.ts';
+import { cleanupsAfterAll } from './load-rig.ts';
 import {
   deletePrefix,
   ENTRIES,
@@ -31,7 +32,6 @@ import {
   serviceEnv,
   sleep,
   startGroupsAtEnd,
-  stopAll,
   waitFor,
 } from './processes.ts';
 
@@ -174,11 +174,7 @@ function postSignedRaw(url: string, body: string): Promise<FeedAnswer> {
 }
 
 describe('fault: a bad-webhook battery against a running feed-ingestor', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('every bad delivery refused with its code and never published; valid ones interleaved published exactly once', async () => {
     const brokers = requireKafka();

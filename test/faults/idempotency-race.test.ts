@@ -10,11 +10,12 @@
 import { randomUUID } from 'node:crypto';
 import { MemorySessionStore } from '@ctxflow/session-runner';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createHarness } from '../support/harness.ts';
 import { requireRedis } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
-import { deletePrefix, ENTRIES, freePort, ServiceProcess, serviceEnv, stopAll } from './processes.ts';
+import { cleanupsAfterAll } from './load-rig.ts';
+import { deletePrefix, ENTRIES, freePort, ServiceProcess, serviceEnv } from './processes.ts';
 
 const RACERS = 50;
 /** Keys raced per kind (same items, different items) and store. */
@@ -100,11 +101,7 @@ async function race(baseUrl: string, name: string): Promise<void> {
 }
 
 describe('fault: 50 concurrent requests racing on one idempotency key', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('on the Redis store (a session-runner process): one winner per key, the queue holds its items once', async () => {
     const redisUrl = requireRedis();

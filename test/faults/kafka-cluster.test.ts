@@ -12,11 +12,12 @@ import { randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';
 import { Redis } from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { requireRedis } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import { deliverUntilAccepted, genericBody, TicketUpdatesWatch } from './feed-load.ts';
 import { PrivateKafka } from './kafka-broker.ts';
+import { cleanupsAfterAll } from './load-rig.ts';
 import {
   deletePrefix,
   feedIngestor,
@@ -25,7 +26,6 @@ import {
   sleep,
   startGroupsAtEnd,
   stepContextProcess,
-  stopAll,
   waitFor,
 } from './processes.ts';
 import { TicketLoad } from './ticket-load.ts';
@@ -40,11 +40,7 @@ const PHASE = 40;
 const VICTIM = NODES;
 
 describe('fault: one broker of a three-node Kafka cluster killed and restarted during ingest', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('acks=all ingest goes on with 2 of 3 in sync; every delivery lands exactly once; the node rejoins the ISR', async () => {
     const redisUrl = requireRedis();

@@ -32,11 +32,12 @@ import { randomUUID } from 'node:crypto';
 import type { KafkaClientName } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
 import { Redis } from 'ioredis';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it } from 'vitest';
 import { requireRedis } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import { TicketUpdatesWatch, WebhookSenders } from './feed-load.ts';
 import { PrivateKafka } from './kafka-broker.ts';
+import { cleanupsAfterAll } from './load-rig.ts';
 import {
   deletePrefix,
   feedIngestor,
@@ -44,7 +45,6 @@ import {
   SESSION_TIMEOUT_MS,
   sleep,
   startGroupsAtEnd,
-  stopAll,
   waitFor,
 } from './processes.ts';
 import { StepLoad } from './step-load.ts';
@@ -71,15 +71,11 @@ const PHASES: { mode: Exclude<ProxyMode, 'pass'>; ms: number; delayMs?: number }
 ];
 
 describe('fault: a TCP proxy between the services and Kafka that delays, black-holes and drops answers', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
+  const cleanups = cleanupsAfterAll();
   let kafka: PrivateKafka;
   beforeAll(async () => {
     kafka = await PrivateKafka.start({ name: `fp-${randomUUID().slice(0, 8)}`, proxied: true });
     cleanups.push(() => kafka.stop());
-  });
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
   });
 
   for (const client of CLIENTS) {

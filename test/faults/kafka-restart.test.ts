@@ -11,11 +11,12 @@
 import { randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { requireRedis } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import { deliverUntilAccepted, genericBody, TicketUpdatesWatch } from './feed-load.ts';
 import { PrivateKafka } from './kafka-broker.ts';
+import { cleanupsAfterAll } from './load-rig.ts';
 import {
   deletePrefix,
   feedIngestor,
@@ -24,7 +25,6 @@ import {
   sleep,
   startGroupsAtEnd,
   stepContextProcess,
-  stopAll,
   waitFor,
 } from './processes.ts';
 import { TicketLoad } from './ticket-load.ts';
@@ -35,11 +35,7 @@ const PER_SENDER = 60;
 const TICKETS = 8;
 
 describe('fault: the Kafka broker killed and restarted during ingest', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('senders retry through the outage (503 + Retry-After); every delivery lands exactly once downstream', async () => {
     const redisUrl = requireRedis();

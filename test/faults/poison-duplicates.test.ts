@@ -10,77 +10,31 @@
  * back every valid record behind it. Every valid id lands exactly once, in
  * order, and every duplicated request answers its one committed step.
  */
-import { randomUUID } from 'node:crypto';
 import { createBus } from '@ctxflow/bus';
 import { type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
 import { RECORD_ID_HEADER } from '@ctxflow/step-context';
-import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireKafka } from '../support/services.ts';
-import { ExactlyOnce } from './exactly-once.ts';
-import {
-  PrivateRedis,
-  runnerAndStepContext,
-  SESSION_TIMEOUT_MS,
-  sleep,
-  startGroupsAtEnd,
-  stopAll,
-  waitFor,
-} from './processes.ts';
-import { StepLoad } from './step-load.ts';
-import { TicketLoad } from './ticket-load.ts';
+import { describe, expect, it } from 'vitest';
+import { cleanupsAfterAll, privateRedis, startLoadRig } from './load-rig.ts';
+import { sleep, waitFor } from './processes.ts';
 
 const ROUNDS = 12;
 const SESSIONS = 4;
 
 describe('fault: poison and duplicate records on the topics', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('poison skipped without stalling, duplicates applied once, every valid id exactly once', async () => {
-    const brokers = requireKafka();
-    const run = `fp-${randomUUID().slice(0, 8)}`;
-    const prefix = `fault:${run}`;
-    const runnerGroup = `fault-runner-${run}`;
-    const stepContextGroup = `fault-step-context-${run}`;
-    const resultsGroup = `fault-results-${run}`;
-    const redisServer = await PrivateRedis.start({ aof: false });
-    cleanups.push(() => redisServer.stop());
-    const redis = new Redis(redisServer.url);
-    cleanups.push(async () => redis.disconnect());
-
-    await startGroupsAtEnd(brokers, [
-      { groupId: runnerGroup, topic: TOPICS.stepRequests },
-      { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
-      { groupId: resultsGroup, topic: TOPICS.stepResults },
-    ]);
-    const common = {
-      KAFKA_BROKERS: brokers.join(','),
-      REDIS_URL: redisServer.url,
-      CTXFLOW_REDIS_PREFIX: prefix,
-      KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-      CTXFLOW_LOG_LEVEL: 'error',
-    };
-    const { runner, stepContext, runnerPort, stepContextPort } = await runnerAndStepContext({
-      common,
-      runnerGroup,
-      stepContextGroup,
+    const { server: redisServer, redis } = await privateRedis(cleanups, { aof: false });
+    // The tickets are used for their subscriptions and read-back; the updates are built here, duplicates included.
+    const { brokers, run, checker, runnerUrl, stepContextPort, steps, sessions, tickets } = await startLoadRig({
+      tag: 'fp',
+      label: 'poison and duplicate records',
+      cleanups,
+      redisUrl: redisServer.url,
+      redis,
+      sessions: SESSIONS,
+      tickets: 6,
     });
-    cleanups.push(() => Promise.all([runner.stop(), stepContext.stop()]));
-    await Promise.all([runner.start(), stepContext.start()]);
-
-    const checker = new ExactlyOnce('poison and duplicate records');
-    const steps = new StepLoad({ run, runnerUrl: `http://127.0.0.1:${runnerPort}`, brokers, checker });
-    cleanups.push(() => steps.close());
-    await steps.listen(resultsGroup);
-    const sessions = await steps.createSessions(SESSIONS);
-    // Used for its subscriptions and its read-back; the updates are built here, duplicates included.
-    const tickets = new TicketLoad({ run, sessions, tickets: 6, fanout: 2, redis, prefix, brokers, checker });
-    cleanups.push(() => tickets.close());
-    await tickets.subscribe();
     const bus = createBus({ client: 'platformatic', clientId: `fault-poison-${run}`, brokers });
     cleanups.push(async () => {
       await bus.publisher.close();
@@ -188,6 +142,6 @@ describe('fault: poison and duplicate records on the topics', () => {
     expect(landed.queued).toBe(0);
     // The services are still up and consuming after the poison.
     expect((await fetch(`http://127.0.0.1:${stepContextPort}/healthz`)).ok).toBe(true);
-    expect((await fetch(`http://127.0.0.1:${runnerPort}/healthz`)).ok).toBe(true);
+    expect((await fetch(`${runnerUrl}/healthz`)).ok).toBe(true);
   }, 90_000);
 });

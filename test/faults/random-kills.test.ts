@@ -16,10 +16,11 @@
 import { randomInt, randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { requireKafka } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import { deliverUntilAccepted, genericBody } from './feed-load.ts';
+import { cleanupsAfterAll } from './load-rig.ts';
 import {
   ENTRIES,
   freePort,
@@ -29,7 +30,6 @@ import {
   serviceEnv,
   sleep,
   startGroupsAtEnd,
-  stopAll,
   waitFor,
 } from './processes.ts';
 import { StepLoad } from './step-load.ts';
@@ -59,11 +59,7 @@ function prng(seed: number): () => number {
 }
 
 describe('fault: kill -9 of each service at random points', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   // About 75 s on an idle machine; a loaded one starts each Node service far slower (20-35 s each seen).
   it(`seed=${SEED}: three seeded kill -9 and restarts across the stack; every input lands once, in order`, async () => {

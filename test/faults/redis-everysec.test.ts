@@ -12,23 +12,10 @@
  *   - a ticket update's batch (one script for all its followers) is whole or
  *     absent: it landed for every follower or for none.
  */
-import { randomUUID } from 'node:crypto';
-import { TOPICS } from '@ctxflow/contracts';
-import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireKafka } from '../support/services.ts';
-import { ExactlyOnce } from './exactly-once.ts';
-import {
-  PrivateRedis,
-  runnerAndStepContext,
-  SESSION_TIMEOUT_MS,
-  sleep,
-  startGroupsAtEnd,
-  stopAll,
-  waitFor,
-} from './processes.ts';
-import { persistently, StepLoad } from './step-load.ts';
-import { TicketLoad } from './ticket-load.ts';
+import { describe, expect, it } from 'vitest';
+import { cleanupsAfterAll, privateRedis, roundsUntilStopped, startLoadRig } from './load-rig.ts';
+import { sleep, waitFor } from './processes.ts';
+import { persistently } from './step-load.ts';
 
 const UPDATES = 800;
 const RESTARTS = 2;
@@ -62,65 +49,23 @@ function partialCommits(sessionId: string, state: Inspected): string[] {
 }
 
 describe('fault: a Redis restart with appendfsync everysec under load', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('kill -9 and restart twice: what Redis kept is whole and never doubled, what was durable before each kill survived', async () => {
-    const brokers = requireKafka();
-    const run = `fe-${randomUUID().slice(0, 8)}`;
-    const prefix = `fault:${run}`;
-    const runnerGroup = `fault-runner-${run}`;
-    const stepContextGroup = `fault-step-context-${run}`;
-    const resultsGroup = `fault-results-${run}`;
-    const redisServer = await PrivateRedis.start({ aof: true, fsync: 'everysec' });
-    cleanups.push(() => redisServer.stop());
-    const redis = new Redis(redisServer.url);
-    redis.on('error', () => {}); // down on purpose; commands wait for the reconnect
-    cleanups.push(async () => redis.disconnect());
-
-    await startGroupsAtEnd(brokers, [
-      { groupId: runnerGroup, topic: TOPICS.stepRequests },
-      { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
-      { groupId: resultsGroup, topic: TOPICS.stepResults },
-    ]);
-    const common = {
-      KAFKA_BROKERS: brokers.join(','),
-      REDIS_URL: redisServer.url,
-      CTXFLOW_REDIS_PREFIX: prefix,
-      KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-      CTXFLOW_LOG_LEVEL: 'error',
-    };
-    const { runner, stepContext, runnerPort } = await runnerAndStepContext({
-      common,
-      runnerGroup,
-      stepContextGroup,
+    const { server: redisServer, redis } = await privateRedis(cleanups, { aof: true, fsync: 'everysec' });
+    const { checker, runnerUrl, steps, sessions, tickets } = await startLoadRig({
+      tag: 'fe',
+      label: 'Redis restart with appendfsync everysec',
+      cleanups,
+      redisUrl: redisServer.url,
+      redis,
+      sessions: 6,
     });
-    const runnerUrl = `http://127.0.0.1:${runnerPort}`;
-    cleanups.push(() => Promise.all([runner.stop(), stepContext.stop()]));
-    await Promise.all([runner.start(), stepContext.start()]);
-
-    const checker = new ExactlyOnce('Redis restart with appendfsync everysec');
-    const steps = new StepLoad({ run, runnerUrl, brokers, checker });
-    cleanups.push(() => steps.close());
-    await steps.listen(resultsGroup);
-    const sessions = await steps.createSessions(6);
-    const tickets = new TicketLoad({ run, sessions, tickets: 12, fanout: 2, redis, prefix, brokers, checker });
-    cleanups.push(() => tickets.close());
-    await tickets.subscribe();
 
     const everything = async () => new Map([...(await steps.landed()).streams, ...(await tickets.landed(redis))]);
     const started = Date.now();
-    let loading = true;
     const updates = tickets.publish(UPDATES, { perChunk: 10, everyMs: 100 });
-    const stepping = (async () => {
-      while (loading) {
-        await steps.round();
-        await sleep(100);
-      }
-    })();
+    const stepping = roundsUntilStopped(steps);
 
     const durable: { stream: string; id: string }[] = [];
     const survivedEachKill: { durable: number; missingAfterRestart: string[] }[] = [];
@@ -140,8 +85,7 @@ describe('fault: a Redis restart with appendfsync everysec under load', () => {
       survivedEachKill.push({ durable: before.length, missingAfterRestart: missing.slice(0, 10) });
     }
     await updates;
-    loading = false;
-    await stepping;
+    await stepping.stop();
 
     // Whatever is still on its way lands; ids lost with the last second may never come.
     await waitFor(

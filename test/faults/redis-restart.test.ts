@@ -9,84 +9,30 @@
  * a new connection and after a NOSCRIPT answer) and every input id still lands
  * exactly once.
  */
-import { randomUUID } from 'node:crypto';
-import { TOPICS } from '@ctxflow/contracts';
-import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireKafka } from '../support/services.ts';
-import { ExactlyOnce } from './exactly-once.ts';
-import {
-  PrivateRedis,
-  runnerAndStepContext,
-  SESSION_TIMEOUT_MS,
-  sleep,
-  startGroupsAtEnd,
-  stopAll,
-  waitFor,
-} from './processes.ts';
-import { StepLoad } from './step-load.ts';
-import { TicketLoad } from './ticket-load.ts';
+import { describe, expect, it } from 'vitest';
+import { cleanupsAfterAll, privateRedis, roundsUntilStopped, startLoadRig } from './load-rig.ts';
+import { sleep, waitFor } from './processes.ts';
 
 const UPDATES = 1_000;
 const RESTARTS = 2;
 
 describe('fault: a Redis restart under load', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('kill -9 and restart of an AOF-always Redis twice, then SCRIPT FLUSH, under ticket and step load: scripts recovered, every id once', async () => {
-    const brokers = requireKafka();
-    const run = `f4-${randomUUID().slice(0, 8)}`;
-    const prefix = `fault:${run}`;
-    const runnerGroup = `fault-runner-${run}`;
-    const stepContextGroup = `fault-step-context-${run}`;
-    const resultsGroup = `fault-results-${run}`;
-    const redisServer = await PrivateRedis.start({ aof: true });
-    cleanups.push(() => redisServer.stop());
-    const redis = new Redis(redisServer.url);
-    redis.on('error', () => {}); // down on purpose; commands wait for the reconnect
-    cleanups.push(async () => redis.disconnect());
-
-    await startGroupsAtEnd(brokers, [
-      { groupId: runnerGroup, topic: TOPICS.stepRequests },
-      { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
-      { groupId: resultsGroup, topic: TOPICS.stepResults },
-    ]);
-    const common = {
-      KAFKA_BROKERS: brokers.join(','),
-      REDIS_URL: redisServer.url,
-      CTXFLOW_REDIS_PREFIX: prefix,
-      KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-      CTXFLOW_LOG_LEVEL: 'error',
-    };
-    const { runner, stepContext, runnerPort } = await runnerAndStepContext({
-      common,
-      runnerGroup,
-      stepContextGroup,
+    const { server: redisServer, redis } = await privateRedis(cleanups, { aof: true });
+    const { checker, runner, stepContext, steps, tickets } = await startLoadRig({
+      tag: 'f4',
+      label: 'Redis restart under load',
+      cleanups,
+      redisUrl: redisServer.url,
+      redis,
+      sessions: 6,
     });
-    await Promise.all([runner.start(), stepContext.start()]);
-
-    const checker = new ExactlyOnce('Redis restart under load');
-    const steps = new StepLoad({ run, runnerUrl: `http://127.0.0.1:${runnerPort}`, brokers, checker });
-    cleanups.push(() => steps.close());
-    await steps.listen(resultsGroup);
-    const sessions = await steps.createSessions(6);
-    const tickets = new TicketLoad({ run, sessions, tickets: 12, fanout: 2, redis, prefix, brokers, checker });
-    cleanups.push(() => tickets.close());
-    await tickets.subscribe();
 
     const started = Date.now();
-    let loading = true;
     const updates = tickets.publish(UPDATES, { perChunk: 10, everyMs: 100 }); // about 10 s
-    const stepping = (async () => {
-      while (loading) {
-        await steps.round();
-        await sleep(100);
-      }
-    })();
+    const stepping = roundsUntilStopped(steps);
 
     const restarts: { landedBefore: number; downMs: number }[] = [];
     for (let i = 0; i < RESTARTS; i++) {
@@ -108,8 +54,7 @@ describe('fault: a Redis restart under load', () => {
     await redis.script('FLUSH');
     checker.fault('SCRIPT FLUSH under load');
     await updates;
-    loading = false;
-    await stepping;
+    await stepping.stop();
 
     const total = UPDATES * 2;
     await waitFor('every ticket entry', async () => (await tickets.landedEntries(redis)) >= total, 60_000, 100);

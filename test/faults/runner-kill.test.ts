@@ -11,88 +11,34 @@
  * item in the log once, in order; every request answered, every answer naming
  * the one step committed for it.
  */
-import { randomUUID } from 'node:crypto';
-import { TOPICS } from '@ctxflow/contracts';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireKafka } from '../support/services.ts';
-import { ExactlyOnce } from './exactly-once.ts';
-import {
-  between,
-  ENTRIES,
-  freePort,
-  freezeOnCommit,
-  PrivateRedis,
-  SESSION_TIMEOUT_MS,
-  ServiceProcess,
-  serviceEnv,
-  sleep,
-  startGroupsAtEnd,
-  stopAll,
-} from './processes.ts';
-import { StepLoad } from './step-load.ts';
+import { describe, expect, it } from 'vitest';
+import { cleanupsAfterAll, roundsUntilStopped, startRunnerRig } from './load-rig.ts';
+import { between, freezeOnCommit, PrivateRedis, sleep } from './processes.ts';
 
-/**
- * Kills in order: `aimed` waits for a commit and freezes the runner right there, then kills it;
- * `random` kills at once.
- */
 const KILLS = ['aimed', 'random', 'aimed', 'aimed'] as const;
 
 describe('fault: kill -9 of the session-runner between commit and answer', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('random and aimed kill -9 while step requests stream: each requestId committed once, every request answered with its one step', async () => {
-    const brokers = requireKafka();
-    const run = `f2-${randomUUID().slice(0, 8)}`;
-    const prefix = `fault:${run}`;
-    const runnerGroup = `fault-runner-${run}`;
-    const resultsGroup = `fault-results-${run}`;
     // A private Redis: MONITOR sees only this test's commits.
     const redisServer = await PrivateRedis.start({ aof: false });
     cleanups.push(() => redisServer.stop());
-
-    await startGroupsAtEnd(brokers, [
-      { groupId: runnerGroup, topic: TOPICS.stepRequests },
-      { groupId: resultsGroup, topic: TOPICS.stepResults },
-    ]);
-    const port = await freePort();
-    const noHook = await freePort(); // nothing listens there: the hook is skipped at once
-    const runner = new ServiceProcess({
-      name: 'session-runner',
-      entry: ENTRIES.runner,
-      port,
-      env: serviceEnv({
-        KAFKA_BROKERS: brokers.join(','),
-        REDIS_URL: redisServer.url,
-        CTXFLOW_REDIS_PREFIX: prefix,
-        CTXFLOW_PORT: String(port),
-        CTXFLOW_RUNNER_GROUP: runnerGroup,
-        CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${noHook}/step-context`,
-        KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-        CTXFLOW_LOG_LEVEL: 'error',
-      }),
+    const {
+      prefix,
+      checker,
+      runner,
+      steps: load,
+    } = await startRunnerRig({
+      tag: 'f2',
+      label: 'session-runner kill -9 between commit and answer',
+      cleanups,
+      redisUrl: redisServer.url,
+      sessions: 6,
     });
-    await runner.start();
-
-    const checker = new ExactlyOnce('session-runner kill -9 between commit and answer');
-    const load = new StepLoad({ run, runnerUrl: `http://127.0.0.1:${port}`, brokers, checker });
-    cleanups.push(() => load.close());
-    await load.listen(resultsGroup);
-    await load.createSessions(6);
 
     const started = Date.now();
-    let killing = true;
-    const producing = (async () => {
-      let rounds = 0;
-      while (killing || rounds < 10) {
-        await load.round();
-        rounds++;
-        await sleep(80);
-      }
-    })();
+    const stepping = roundsUntilStopped(load, 80, 10);
 
     const betweenCommitAndAnswer: { requestId: string; stepId: string }[] = [];
     try {
@@ -132,9 +78,8 @@ describe('fault: kill -9 of the session-runner between commit and answer', () =>
         }
       }
     } finally {
-      killing = false;
+      await stepping.stop();
     }
-    await producing;
 
     await load.waitForResults(60_000);
     const landed = await load.landed();

@@ -5,88 +5,40 @@
  * answered with its one committed step, none is committed twice, and, because
  * the offsets were committed on the way out, none is answered twice either.
  */
-import { randomUUID } from 'node:crypto';
-import { TOPICS } from '@ctxflow/contracts';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireKafka, requireRedis } from '../support/services.ts';
-import { ExactlyOnce } from './exactly-once.ts';
-import {
-  between,
-  deletePrefix,
-  ENTRIES,
-  freePort,
-  SESSION_TIMEOUT_MS,
-  ServiceProcess,
-  serviceEnv,
-  sleep,
-  startGroupsAtEnd,
-  stopAll,
-} from './processes.ts';
-import { StepLoad } from './step-load.ts';
+import { describe, expect, it } from 'vitest';
+import { requireRedis } from '../support/services.ts';
+import { cleanupsAfterAll, roundsUntilStopped, startRunnerRig } from './load-rig.ts';
+import { between, deletePrefix, sleep } from './processes.ts';
 
 const STOPS = 2;
 /** Step requests per session published just before each SIGTERM. */
 const BURST_PER_SESSION = 100;
 
 describe('lifecycle: SIGTERM of the session-runner mid-stream', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('SIGTERM while step requests stream: it exits cleanly, and after restarts every request is answered once with its one step', async () => {
-    const brokers = requireKafka();
-    const redisUrl = requireRedis();
-    const run = `sigterm-${randomUUID().slice(0, 8)}`;
-    const prefix = `test:${run}`;
-    const runnerGroup = `${run}-runner`;
-    const resultsGroup = `${run}-results`;
-    const redis = new Redis(redisUrl);
+    const redis = new Redis(requireRedis());
+    const {
+      prefix,
+      checker,
+      runner,
+      steps: load,
+    } = await startRunnerRig({
+      tag: 'sigterm',
+      label: 'session-runner SIGTERM mid-stream',
+      cleanups,
+      redisUrl: requireRedis(),
+      sessions: 6,
+      logLevel: 'info',
+    });
     cleanups.push(async () => {
       await deletePrefix(redis, prefix);
       redis.disconnect();
     });
 
-    await startGroupsAtEnd(brokers, [
-      { groupId: runnerGroup, topic: TOPICS.stepRequests },
-      { groupId: resultsGroup, topic: TOPICS.stepResults },
-    ]);
-    const port = await freePort();
-    const noHook = await freePort(); // nothing listens there: the hook is skipped at once
-    const runner = new ServiceProcess({
-      name: 'session-runner',
-      entry: ENTRIES.runner,
-      port,
-      env: serviceEnv({
-        KAFKA_BROKERS: brokers.join(','),
-        REDIS_URL: redisUrl,
-        CTXFLOW_REDIS_PREFIX: prefix,
-        CTXFLOW_PORT: String(port),
-        CTXFLOW_RUNNER_GROUP: runnerGroup,
-        CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${noHook}/step-context`,
-        KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-        CTXFLOW_LOG_LEVEL: 'info',
-      }),
-    });
-    await runner.start();
-
-    const checker = new ExactlyOnce('session-runner SIGTERM mid-stream');
-    const load = new StepLoad({ run, runnerUrl: `http://127.0.0.1:${port}`, brokers, checker });
-    cleanups.push(() => load.close());
-    await load.listen(resultsGroup);
-    await load.createSessions(6);
-
-    let producing = true;
-    const producer = (async () => {
-      let rounds = 0;
-      while (producing || rounds < 10) {
-        await load.round();
-        rounds++;
-        await sleep(50);
-      }
-    })();
+    const stepping = roundsUntilStopped(load, 50, 10);
 
     const pendingAtStop: number[] = [];
     const backlogBegun: boolean[] = [];
@@ -108,9 +60,8 @@ describe('lifecycle: SIGTERM of the session-runner mid-stream', () => {
         await runner.start();
       }
     } finally {
-      producing = false;
+      await stepping.stop();
     }
-    await producer;
 
     await load.waitForResults(60_000);
     const landed = await load.landed();

@@ -7,9 +7,10 @@
  */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { requireKafka, requireRedis } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
+import { cleanupsAfterAll } from './load-rig.ts';
 import {
   deletePrefix,
   ENTRIES,
@@ -18,7 +19,6 @@ import {
   ServiceProcess,
   serviceEnv,
   startGroupsAtEnd,
-  stopAll,
   waitFor,
 } from './processes.ts';
 import { TicketLoad } from './ticket-load.ts';
@@ -26,11 +26,7 @@ import { TicketLoad } from './ticket-load.ts';
 const UPDATES = 2_000;
 
 describe('fault: kill -9 of the step-context consumer mid-stream', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('2,000 updates, two kill -9 and restarts: every update lands once per subscribed session, in ticket order', async () => {
     const brokers = requireKafka();

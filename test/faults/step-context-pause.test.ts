@@ -14,9 +14,10 @@ import { randomUUID } from 'node:crypto';
 import { type TicketUpdate, TOPICS } from '@ctxflow/contracts';
 import { RedisBatchStore } from '@ctxflow/step-context';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { requireKafka } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
+import { cleanupsAfterAll } from './load-rig.ts';
 import {
   ENTRIES,
   freePort,
@@ -27,7 +28,6 @@ import {
   serviceEnv,
   sleep,
   startGroupsAtEnd,
-  stopAll,
   waitFor,
 } from './processes.ts';
 import { TicketLoad } from './ticket-load.ts';
@@ -44,11 +44,7 @@ interface Applied {
 }
 
 describe('fault: a step-context consumer paused past its session timeout, then resumed', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('SIGSTOP mid-batch, a second instance takes over, SIGCONT: the late writes are refused, every update applied once', async () => {
     const brokers = requireKafka();

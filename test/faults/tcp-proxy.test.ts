@@ -8,24 +8,10 @@
  * about, so writes that did run are sent again. Every input id still lands
  * exactly once, in order.
  */
-import { randomUUID } from 'node:crypto';
-import { TOPICS } from '@ctxflow/contracts';
-import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireKafka } from '../support/services.ts';
-import { ExactlyOnce } from './exactly-once.ts';
-import {
-  PrivateRedis,
-  runnerAndStepContext,
-  SESSION_TIMEOUT_MS,
-  sleep,
-  startGroupsAtEnd,
-  stopAll,
-  waitFor,
-} from './processes.ts';
-import { StepLoad } from './step-load.ts';
+import { describe, expect, it } from 'vitest';
+import { cleanupsAfterAll, privateRedis, roundsUntilStopped, startLoadRig } from './load-rig.ts';
+import { sleep, waitFor } from './processes.ts';
 import { type ProxyMode, TcpProxy } from './tcp-proxy.ts';
-import { TicketLoad } from './ticket-load.ts';
 
 const UPDATES = 900;
 /** Each mode in turn, for `ms`, on both proxies; after a black hole or dropped answers the hung connections are reset. */
@@ -39,66 +25,28 @@ const PHASES: { mode: ProxyMode; ms: number; delayMs?: number }[] = [
 ];
 
 describe('fault: a TCP proxy between the services and Redis that delays, black-holes and drops answers', () => {
-  const cleanups: (() => Promise<unknown>)[] = [];
-  afterAll(async () => {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {});
-    await stopAll();
-  });
+  const cleanups = cleanupsAfterAll();
 
   it('every id once under each mode', async () => {
-    const brokers = requireKafka();
-    const run = `fx-${randomUUID().slice(0, 8)}`;
-    const prefix = `fault:${run}`;
-    const runnerGroup = `fault-runner-${run}`;
-    const stepContextGroup = `fault-step-context-${run}`;
-    const resultsGroup = `fault-results-${run}`;
-    const redisServer = await PrivateRedis.start({ aof: false });
-    cleanups.push(() => redisServer.stop());
-    const redis = new Redis(redisServer.url); // the test's own view, not proxied
-    cleanups.push(async () => redis.disconnect());
+    // The test's own client is not proxied.
+    const { server: redisServer, redis } = await privateRedis(cleanups, { aof: false });
     const target = { host: '127.0.0.1', port: redisServer.port };
     const proxies = [await TcpProxy.start(target), await TcpProxy.start(target)] as const;
     cleanups.push(() => Promise.all(proxies.map((p) => p.close())));
-
-    await startGroupsAtEnd(brokers, [
-      { groupId: runnerGroup, topic: TOPICS.stepRequests },
-      { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
-      { groupId: resultsGroup, topic: TOPICS.stepResults },
-    ]);
-    const common = {
-      KAFKA_BROKERS: brokers.join(','),
-      CTXFLOW_REDIS_PREFIX: prefix,
-      KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-      CTXFLOW_LOG_LEVEL: 'error',
-    };
-    const { runner, stepContext, runnerPort } = await runnerAndStepContext({
-      common,
-      runnerGroup,
-      stepContextGroup,
+    const { checker, steps, tickets } = await startLoadRig({
+      tag: 'fx',
+      label: 'TCP proxy to Redis: delay, black hole, dropped answers',
+      cleanups,
+      redisUrl: redisServer.url,
+      redis,
+      sessions: 6,
       runnerEnv: { REDIS_URL: `redis://127.0.0.1:${proxies[0].port}` },
       stepContextEnv: { REDIS_URL: `redis://127.0.0.1:${proxies[1].port}` },
     });
-    cleanups.push(() => Promise.all([runner.stop(), stepContext.stop()]));
-    await Promise.all([runner.start(), stepContext.start()]);
-
-    const checker = new ExactlyOnce('TCP proxy to Redis: delay, black hole, dropped answers');
-    const steps = new StepLoad({ run, runnerUrl: `http://127.0.0.1:${runnerPort}`, brokers, checker });
-    cleanups.push(() => steps.close());
-    await steps.listen(resultsGroup);
-    const sessions = await steps.createSessions(6);
-    const tickets = new TicketLoad({ run, sessions, tickets: 12, fanout: 2, redis, prefix, brokers, checker });
-    cleanups.push(() => tickets.close());
-    await tickets.subscribe();
 
     const started = Date.now();
-    let loading = true;
     const updates = tickets.publish(UPDATES, { perChunk: 10, everyMs: 100 });
-    const stepping = (async () => {
-      while (loading) {
-        await steps.round();
-        await sleep(100);
-      }
-    })();
+    const stepping = roundsUntilStopped(steps);
 
     for (const phase of PHASES) {
       await sleep(800);
@@ -112,8 +60,7 @@ describe('fault: a TCP proxy between the services and Redis that delays, black-h
       checker.fault(`${phase.mode} for ${phase.ms} ms${phase.delayMs ? ` (${phase.delayMs} ms per chunk)` : ''}`);
     }
     await updates;
-    loading = false;
-    await stepping;
+    await stepping.stop();
 
     const total = UPDATES * 2;
     await waitFor('every ticket entry', async () => (await tickets.landedEntries(redis)) >= total, 60_000, 100);
