@@ -1,3 +1,4 @@
+import type { KeyObject } from 'node:crypto';
 import type { Publisher } from '@ctxflow/bus';
 import {
   CtxflowError,
@@ -23,6 +24,7 @@ import {
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { DeliveryLedger } from './delivery-ledger.ts';
 import { FEEDS } from './feeds.ts';
+import { secretKey } from './verifiers/verifier.ts';
 
 /** Default body limit of a feed request, in bytes (256 KiB). */
 export const DEFAULT_FEED_MAX_BYTES = 256 * 1024;
@@ -100,8 +102,14 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   const leaseMs = deps.leaseMs ?? DEFAULT_LEASE_MS;
   const retainMs = deps.retainMs ?? DEFAULT_RETAIN_MS;
   const retryAfter = String(deps.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_S);
-  const { publisher, ledger, secrets } = deps;
+  const { publisher, ledger } = deps;
   const telemetry = deps.telemetry ?? noopFeedTelemetry;
+  // Each secret becomes its HMAC key once, not on every delivery.
+  const keys: Partial<Record<FeedSource, KeyObject>> = {};
+  for (const source of FEED_SOURCES) {
+    const secret = deps.secrets[source];
+    if (secret) keys[source] = secretKey(secret);
+  }
 
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: maxBodyBytes }, (_request, body, done) =>
@@ -172,15 +180,15 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
         SPAN_WEBHOOK_INGEST,
         { [ATTR_FEED_SOURCE]: source },
         async (span) => {
-          const secret = secrets[source];
-          if (!secret) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
+          const key = keys[source];
+          if (!key) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
           // Only this scope's application/json parser yields a Buffer; another media type was parsed by another parser.
           if (request.body !== undefined && !Buffer.isBuffer(request.body)) {
             throw new CtxflowError('validation_error', 'content-type: expected application/json');
           }
           const rawBody = request.body ?? Buffer.alloc(0);
           const now = clock();
-          feed.verify({ headers: request.headers, rawBody }, secret, now);
+          feed.verify({ headers: request.headers, rawBody }, key, now);
           const body = parseJson(rawBody);
           const outcome = feed.normalize({ headers: request.headers, body, receivedAt: new Date(now).toISOString() });
           if ('ignored' in outcome) {

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, createSecretKey, type KeyObject, timingSafeEqual } from 'node:crypto';
 import { CtxflowError } from '@ctxflow/contracts';
 
 /** Request headers as fastify gives them: lower-case names. */
@@ -11,11 +11,22 @@ export interface SignedRequest {
 }
 
 /**
+ * A feed's HMAC secret: the configured string (UTF-8), or the key made of it
+ * once by `secretKey` (a string is turned into a key on every signature).
+ */
+export type Secret = string | KeyObject;
+
+/**
  * Checks one sender's signature scheme over the raw body. Returns normally when
  * the request is authentic; throws `unauthorized` otherwise. `nowMs` is epoch
  * milliseconds, for schemes that sign a timestamp.
  */
-export type Verifier = (request: SignedRequest, secret: string, nowMs: number) => void;
+export type Verifier = (request: SignedRequest, secret: Secret, nowMs: number) => void;
+
+/** The HMAC key of a configured secret: the same key as the string gives `createHmac`, made once. */
+export function secretKey(secret: string): KeyObject {
+  return createSecretKey(secret, 'utf8');
+}
 
 /** Signed timestamps older or newer than this are refused (replay window), in seconds. */
 export const TIMESTAMP_TOLERANCE_S = 300;
@@ -37,7 +48,7 @@ export function requireHeader(headers: Headers, name: string): string {
   return value;
 }
 
-export function hmacSha256(secret: string, ...parts: (string | Buffer)[]): Buffer {
+export function hmacSha256(secret: Secret, ...parts: (string | Buffer)[]): Buffer {
   const mac = createHmac('sha256', secret);
   for (const part of parts) mac.update(part);
   return mac.digest();
