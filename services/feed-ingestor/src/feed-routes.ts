@@ -20,9 +20,11 @@ import {
   noopFeedTelemetry,
   SPAN_PUBLISH,
   SPAN_WEBHOOK_INGEST,
+  type SpanHandle,
+  type SpanOptions,
 } from '@ctxflow/telemetry';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import type { DeliveryLedger } from './delivery-ledger.ts';
+import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
 import { FEEDS } from './feeds.ts';
 import { secretKey } from './verifiers/verifier.ts';
 
@@ -56,6 +58,10 @@ export interface FeedRoutesDeps {
    */
   telemetry?: FeedTelemetry;
 }
+
+const PRODUCER: SpanOptions = { kind: 'producer' };
+/** The span handle of a delivery when the routes have no telemetry. */
+const UNTRACED: SpanHandle = { traceparent: undefined, link() {}, setAttributes() {} };
 
 /** Fastify's own refusals in this scope, mapped to public codes. */
 function fromFastify(err: FastifyError, maxBodyBytes: number): CtxflowError | undefined {
@@ -104,6 +110,8 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   const retryAfter = String(deps.retryAfterSeconds ?? DEFAULT_RETRY_AFTER_S);
   const { publisher, ledger } = deps;
   const telemetry = deps.telemetry ?? noopFeedTelemetry;
+  // Without telemetry no span is opened at all (no span attributes built, no wrapper around the handler).
+  const traced = deps.telemetry !== undefined;
   // Each secret becomes its HMAC key once, not on every delivery.
   const keys: Partial<Record<FeedSource, KeyObject>> = {};
   for (const source of FEED_SOURCES) {
@@ -133,84 +141,101 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   });
 
   async function publishOnce(update: TicketUpdate, request: FastifyRequest): Promise<'published' | 'duplicate'> {
-    const claim = await ledger.claim(update.id, leaseMs).catch((cause: unknown) => {
+    let claim: ClaimOutcome;
+    try {
+      claim = await ledger.claim(update.id, leaseMs);
+    } catch (cause) {
       if (isCtxflowError(cause)) throw cause;
       throw new CtxflowError('store_unavailable', 'the delivery ledger did not answer', { cause });
-    });
+    }
     if (claim === 'done') return 'duplicate';
     if (claim === 'in_flight') {
       throw new CtxflowError('bus_unavailable', `delivery ${update.id} is being published by another request; retry`);
     }
     try {
-      const attributes = {
-        [ATTR_TOPIC]: TOPICS.ticketUpdates,
-        [ATTR_TICKET]: update.ticket,
-        [ATTR_FEED_EVENT_ID]: update.id,
-      };
-      await telemetry.withSpan(
-        SPAN_PUBLISH,
-        attributes,
-        // The record carries this span's context: step-context continues the trace from it.
-        () =>
-          publisher.publish(TOPICS.ticketUpdates, [
-            {
-              key: ticketKey(update),
-              value: JSON.stringify(update),
-              headers: injectTraceContext({ 'ctxflow-record-id': update.id }),
-            },
-          ]),
-        { kind: 'producer' },
-      );
+      // The record carries the publish span's context: step-context continues the trace from it.
+      const publish = () =>
+        publisher.publish(TOPICS.ticketUpdates, [
+          {
+            key: ticketKey(update),
+            value: JSON.stringify(update),
+            headers: injectTraceContext({ 'ctxflow-record-id': update.id }),
+          },
+        ]);
+      await (traced
+        ? telemetry.withSpan(
+            SPAN_PUBLISH,
+            { [ATTR_TOPIC]: TOPICS.ticketUpdates, [ATTR_TICKET]: update.ticket, [ATTR_FEED_EVENT_ID]: update.id },
+            publish,
+            PRODUCER,
+          )
+        : publish());
     } catch (cause) {
       // If the release fails too, the lease still ends after leaseMs and frees the id.
-      await ledger.release(update.id).catch(() => request.log.warn({ id: update.id }, 'delivery lease not released'));
+      try {
+        await ledger.release(update.id);
+      } catch {
+        request.log.warn({ id: update.id }, 'delivery lease not released');
+      }
       throw new CtxflowError('bus_unavailable', 'the message bus did not acknowledge the update; retry', { cause });
     }
     // Published: a failed confirm only means a later retry may publish again (sinks drop it by record id).
-    await ledger
-      .confirm(update.id, retainMs)
-      .catch(() => request.log.warn({ id: update.id }, 'delivery not confirmed'));
+    try {
+      await ledger.confirm(update.id, retainMs);
+    } catch {
+      request.log.warn({ id: update.id }, 'delivery not confirmed');
+    }
     return 'published';
   }
 
-  for (const source of FEED_SOURCES) {
+  /** One delivery of `source`, inside its ingest span (a no-op one without telemetry). */
+  async function ingest(
+    source: FeedSource,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    span: SpanHandle,
+  ): Promise<FastifyReply> {
+    const key = keys[source];
+    if (!key) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
+    // Only this scope's application/json parser yields a Buffer; another media type was parsed by another parser.
+    if (request.body !== undefined && !Buffer.isBuffer(request.body)) {
+      throw new CtxflowError('validation_error', 'content-type: expected application/json');
+    }
+    const rawBody = request.body ?? Buffer.alloc(0);
+    const now = clock();
     const feed = FEEDS[source];
-    app.post(`/feeds/${source}`, { bodyLimit: maxBodyBytes }, (request: FastifyRequest, reply: FastifyReply) =>
-      telemetry.withSpan(
-        SPAN_WEBHOOK_INGEST,
-        { [ATTR_FEED_SOURCE]: source },
-        async (span) => {
-          const key = keys[source];
-          if (!key) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
-          // Only this scope's application/json parser yields a Buffer; another media type was parsed by another parser.
-          if (request.body !== undefined && !Buffer.isBuffer(request.body)) {
-            throw new CtxflowError('validation_error', 'content-type: expected application/json');
-          }
-          const rawBody = request.body ?? Buffer.alloc(0);
-          const now = clock();
-          feed.verify({ headers: request.headers, rawBody }, key, now);
-          const body = parseJson(rawBody);
-          const outcome = feed.normalize({ headers: request.headers, body, receivedAt: new Date(now).toISOString() });
-          if ('ignored' in outcome) {
-            request.log.info({ source, reason: outcome.ignored }, 'feed event ignored');
-            return reply.status(202).send({ ignored: true });
-          }
-          const { update } = outcome;
-          span.setAttributes({ [ATTR_FEED_EVENT_ID]: update.id, [ATTR_TICKET]: update.ticket });
-          const result = await publishOnce(update, request);
-          telemetry.ingested({ source });
-          request.log.info({ source, id: update.id, ticket: update.ticket, result }, 'feed delivery accepted');
-          return reply
-            .status(202)
-            .send(
-              result === 'duplicate'
-                ? { accepted: true, id: update.id, duplicate: true }
-                : { accepted: true, id: update.id },
-            );
-        },
-        // A sender that traces its webhooks (traceparent header) becomes the parent.
-        { kind: 'server', parentHeaders: request.headers },
-      ),
+    feed.verify({ headers: request.headers, rawBody }, key, now);
+    const body = parseJson(rawBody);
+    const outcome = feed.normalize({ headers: request.headers, body, receivedAt: new Date(now).toISOString() });
+    if ('ignored' in outcome) {
+      request.log.info({ source, reason: outcome.ignored }, 'feed event ignored');
+      return reply.status(202).send({ ignored: true });
+    }
+    const { update } = outcome;
+    if (traced) span.setAttributes({ [ATTR_FEED_EVENT_ID]: update.id, [ATTR_TICKET]: update.ticket });
+    const result = await publishOnce(update, request);
+    telemetry.ingested({ source });
+    request.log.info({ source, id: update.id, ticket: update.ticket, result }, 'feed delivery accepted');
+    return reply
+      .status(202)
+      .send(
+        result === 'duplicate' ? { accepted: true, id: update.id, duplicate: true } : { accepted: true, id: update.id },
+      );
+  }
+
+  for (const source of FEED_SOURCES) {
+    const attributes = { [ATTR_FEED_SOURCE]: source };
+    app.post(
+      `/feeds/${source}`,
+      { bodyLimit: maxBodyBytes },
+      traced
+        ? (request: FastifyRequest, reply: FastifyReply) =>
+            telemetry.withSpan(SPAN_WEBHOOK_INGEST, attributes, (span) => ingest(source, request, reply, span), {
+              kind: 'server',
+              // A sender that traces its webhooks (traceparent header) becomes the parent.
+              parentHeaders: request.headers,
+            })
+        : (request: FastifyRequest, reply: FastifyReply) => ingest(source, request, reply, UNTRACED),
     );
   }
 };
