@@ -4,7 +4,8 @@
  * topics' ends, with step requests and app items over a few sessions
  * (StepLoad) and ticket updates those sessions follow (TicketLoad), all
  * checked by one ExactlyOnce. startRunnerRig: a session-runner alone with its
- * StepLoad. Everything started is registered in `cleanups`.
+ * StepLoad. startIngestRig: webhooks through a feed-ingestor and step-context
+ * into batch streams. Everything started is registered in `cleanups`.
  */
 import { randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';
@@ -12,8 +13,11 @@ import { Redis } from 'ioredis';
 import { afterAll } from 'vitest';
 import { requireKafka } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
+import { TicketUpdatesWatch, WebhookSenders } from './feed-load.ts';
 import {
+  deletePrefix,
   ENTRIES,
+  feedIngestor,
   freePort,
   PrivateRedis,
   runnerAndStepContext,
@@ -22,6 +26,7 @@ import {
   serviceEnv,
   sleep,
   startGroupsAtEnd,
+  stepContextProcess,
   stopAll,
 } from './processes.ts';
 import { StepLoad } from './step-load.ts';
@@ -221,4 +226,93 @@ export async function startRunnerRig(options: {
   await steps.listen(resultsGroup);
   await steps.createSessions(options.sessions);
   return { brokers, run, prefix, checker, runner, runnerUrl, steps };
+}
+
+export interface IngestRig {
+  prefix: string;
+  redis: Redis;
+  checker: ExactlyOnce;
+  feed: ServiceProcess;
+  stepContext: ServiceProcess;
+  tickets: TicketLoad;
+  watch: TicketUpdatesWatch;
+  senders: WebhookSenders;
+}
+
+/**
+ * Webhooks to batch streams on the Kafka of `brokers`: a feed-ingestor and a
+ * step-context process (fresh groups at the topic's end) on the shared Redis
+ * under `fault:<run>` (deleted afterwards), four sessions following `tickets`
+ * tickets two each, a watch of what reaches the topic, and `senders` webhook
+ * senders (one delivery at a time each, retried until 202, 40 ms apart).
+ */
+export async function startIngestRig(options: {
+  run: string;
+  label: string;
+  cleanups: Cleanup[];
+  brokers: string[];
+  redisUrl: string;
+  secret: string;
+  tickets: number;
+  senders: number;
+}): Promise<IngestRig> {
+  const { cleanups, run, brokers } = options;
+  const prefix = `fault:${run}`;
+  const redis = new Redis(options.redisUrl);
+  cleanups.push(async () => {
+    await deletePrefix(redis, prefix);
+    redis.disconnect();
+  });
+  const stepContextGroup = `fault-step-context-${run}`;
+  const watchGroup = `fault-watch-${run}`;
+  await startGroupsAtEnd(brokers, [
+    { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
+    { groupId: watchGroup, topic: TOPICS.ticketUpdates },
+  ]);
+
+  const common = {
+    KAFKA_BROKERS: brokers.join(','),
+    REDIS_URL: options.redisUrl,
+    CTXFLOW_REDIS_PREFIX: prefix,
+    CTXFLOW_LOG_LEVEL: 'error',
+  };
+  const { feed, feedUrl } = await feedIngestor({ common, secret: options.secret });
+  const stepContext = stepContextProcess({
+    common: { ...common, KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS) },
+    group: stepContextGroup,
+    port: await freePort(),
+    runnerUrl: `http://127.0.0.1:${await freePort()}`,
+  });
+  cleanups.push(() => Promise.all([feed.stop(), stepContext.stop()]));
+  await Promise.all([feed.start(), stepContext.start()]);
+
+  const checker = new ExactlyOnce(options.label);
+  const sessions = Array.from({ length: 4 }, (_, i) => `${run}-s${i}`);
+  const tickets = new TicketLoad({
+    run,
+    sessions,
+    tickets: options.tickets,
+    fanout: 2,
+    redis,
+    prefix,
+    brokers,
+    checker,
+  });
+  cleanups.push(() => tickets.close());
+  await tickets.subscribe();
+  const watch = new TicketUpdatesWatch({ run, brokers });
+  cleanups.push(() => watch.close());
+  await watch.listen(watchGroup);
+  const senders = new WebhookSenders({
+    run,
+    feedUrl,
+    secret: options.secret,
+    tickets: tickets.tickets,
+    followers: tickets.followers,
+    checker,
+    senders: options.senders,
+    pauseMs: 40,
+    timeoutMs: 60_000,
+  });
+  return { prefix, redis, checker, feed, stepContext, tickets, watch, senders };
 }

@@ -13,27 +13,11 @@
  * per ticket; every step request committed once, in order per session, and
  * answered with its one step; every app item once in its session's log.
  */
-import { randomInt, randomUUID } from 'node:crypto';
-import { TOPICS } from '@ctxflow/contracts';
-import { Redis } from 'ioredis';
+import { randomInt } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { requireKafka } from '../support/services.ts';
-import { ExactlyOnce } from './exactly-once.ts';
-import { deliverUntilAccepted, genericBody } from './feed-load.ts';
-import { cleanupsAfterAll } from './load-rig.ts';
-import {
-  ENTRIES,
-  freePort,
-  PrivateRedis,
-  SESSION_TIMEOUT_MS,
-  ServiceProcess,
-  serviceEnv,
-  sleep,
-  startGroupsAtEnd,
-  waitFor,
-} from './processes.ts';
-import { StepLoad } from './step-load.ts';
-import { TicketLoad } from './ticket-load.ts';
+import { WebhookSenders } from './feed-load.ts';
+import { cleanupsAfterAll, privateRedis, roundsUntilStopped, startLoadRig } from './load-rig.ts';
+import { feedIngestor, type ServiceProcess, sleep, waitFor } from './processes.ts';
 
 const SECRET = 'fault-random-kills-secret';
 const KILLS = 3;
@@ -78,112 +62,48 @@ async function scenario(cleanups: (() => Promise<unknown>)[]): Promise<void> {
   const step = (what: string) => process.stdout.write(`[random-kills] +${Date.now() - t0} ms ${what}\n`);
   const random = prng(SEED);
   const between = (min: number, max: number) => min + Math.floor(random() * (max - min + 1));
-  const brokers = requireKafka();
-  const run = `fr-${randomUUID().slice(0, 8)}`;
-  const prefix = `fault:${run}`;
-  const redisServer = await PrivateRedis.start({ aof: false });
-  cleanups.push(() => redisServer.stop());
-  const redis = new Redis(redisServer.url);
-  redis.on('error', () => {});
-  cleanups.push(async () => redis.disconnect());
-
-  const runnerGroup = `fault-runner-${run}`;
-  const stepContextGroup = `fault-step-context-${run}`;
-  const resultsGroup = `fault-results-${run}`;
-  await startGroupsAtEnd(brokers, [
-    { groupId: runnerGroup, topic: TOPICS.stepRequests },
-    { groupId: stepContextGroup, topic: TOPICS.ticketUpdates },
-    { groupId: resultsGroup, topic: TOPICS.stepResults },
-  ]);
-
-  const [feedPort, stepContextPort, runnerPort] = [await freePort(), await freePort(), await freePort()];
-  const common = {
-    KAFKA_BROKERS: brokers.join(','),
-    REDIS_URL: redisServer.url,
-    CTXFLOW_REDIS_PREFIX: prefix,
-    KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
-    CTXFLOW_LOG_LEVEL: 'error',
-  };
-  const feed = new ServiceProcess({
-    name: 'feed-ingestor',
-    entry: ENTRIES.feedIngestor,
-    port: feedPort,
-    env: serviceEnv({ ...common, CTXFLOW_FEED_PORT: String(feedPort), CTXFLOW_FEED_SECRET_GENERIC: SECRET }),
+  const { server: redisServer, redis } = await privateRedis(cleanups, { aof: false });
+  const { brokers, run, prefix, checker, runner, stepContext, steps, tickets } = await startLoadRig({
+    tag: 'fr',
+    label: `kill -9 of each service at random points (seed=${SEED})`,
+    cleanups,
+    redisUrl: redisServer.url,
+    redis,
+    sessions: SESSIONS,
+    tickets: TICKETS,
   });
-  const stepContext = new ServiceProcess({
-    name: 'step-context',
-    entry: ENTRIES.stepContext,
-    port: stepContextPort,
-    env: serviceEnv({
-      ...common,
-      CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
-      CTXFLOW_STEP_CONTEXT_GROUP: stepContextGroup,
-      CTXFLOW_RUNNER_URL: `http://127.0.0.1:${runnerPort}`,
-    }),
+  step('runner and step-context up, sessions subscribed');
+  const { feed, feedUrl } = await feedIngestor({
+    common: {
+      KAFKA_BROKERS: brokers.join(','),
+      REDIS_URL: redisServer.url,
+      CTXFLOW_REDIS_PREFIX: prefix,
+      CTXFLOW_LOG_LEVEL: 'error',
+    },
+    secret: SECRET,
   });
-  const runner = new ServiceProcess({
-    name: 'session-runner',
-    entry: ENTRIES.runner,
-    port: runnerPort,
-    env: serviceEnv({
-      ...common,
-      CTXFLOW_PORT: String(runnerPort),
-      CTXFLOW_RUNNER_GROUP: runnerGroup,
-      CTXFLOW_STEP_CONTEXT_URL: `http://127.0.0.1:${stepContextPort}/step-context`,
-    }),
-  });
+  cleanups.push(() => feed.stop());
+  await feed.start();
+  step('feed-ingestor up');
   const services: ServiceProcess[] = [feed, stepContext, runner];
-  cleanups.push(() => Promise.all(services.map((s) => s.stop())));
-  await Promise.all(
-    services.map(async (s) => {
-      await s.start();
-      step(`${s.name} up`);
-    }),
-  );
-  step('services up');
 
-  const checker = new ExactlyOnce(`kill -9 of each service at random points (seed=${SEED})`);
-  const steps = new StepLoad({ run, runnerUrl: `http://127.0.0.1:${runnerPort}`, brokers, checker });
-  cleanups.push(() => steps.close());
-  await steps.listen(resultsGroup);
-  const sessions = await steps.createSessions(SESSIONS);
-  const tickets = new TicketLoad({ run, sessions, tickets: TICKETS, fanout: 2, redis, prefix, brokers, checker });
-  cleanups.push(() => tickets.close());
-  await tickets.subscribe();
-  step('sessions subscribed');
-
-  const feedUrl = `http://127.0.0.1:${feedPort}/feeds/generic`;
   let killing = true;
-  let delivered = 0;
-  let attempts = 0;
-  // Each sender owns some tickets and sends their updates one at a time: order per ticket is its sending order.
-  const sender = async (s: number) => {
-    const own = tickets.tickets.filter((_, j) => j % SENDERS === s);
-    const versions = new Map<string, number>();
-    for (let i = 0; killing || i < 10; i++) {
-      const ticket = own[i % own.length]!;
-      const version = (versions.get(ticket) ?? 0) + 1;
-      versions.set(ticket, version);
-      const eventId = `${run}-w${s}-u${i}`;
-      for (const session of tickets.followers.get(ticket)!) checker.sent(`${session}|${ticket}`, `generic:${eventId}`);
-      const result = await deliverUntilAccepted(feedUrl, SECRET, genericBody(eventId, ticket, { version }), {
-        timeoutMs: 45_000,
-      });
-      delivered += 1;
-      attempts += result.attempts;
-      await sleep(60);
-    }
-  };
-  const stepping = async () => {
-    for (let rounds = 0; killing || rounds < 10; rounds++) {
-      await steps.round();
-      await sleep(100);
-    }
-  };
+  const senders = new WebhookSenders({
+    run,
+    feedUrl,
+    secret: SECRET,
+    tickets: tickets.tickets,
+    followers: tickets.followers,
+    checker,
+    senders: SENDERS,
+    pauseMs: 60,
+    timeoutMs: 45_000,
+  });
   const started = Date.now();
-  const load = Promise.all([...Array.from({ length: SENDERS }, (_, s) => sender(s)), stepping()]);
+  const sending = senders.send((i) => killing || i < 10);
+  const stepping = roundsUntilStopped(steps, 100, 10);
   // A failing load must not leave the kill loop waiting; it is awaited (and thrown) below.
-  load.catch(() => {});
+  sending.catch(() => {});
 
   const kills: string[] = [];
   try {
@@ -203,7 +123,9 @@ async function scenario(cleanups: (() => Promise<unknown>)[]): Promise<void> {
   } finally {
     killing = false;
   }
-  await load;
+  await sending;
+  await stepping.stop();
+  const { accepted: delivered, attempts } = senders;
   step(`load done: ${delivered} deliveries, ${steps.requested.length} step requests`);
   process.stdout.write(`[random-kills] seed=${SEED}: kills ${kills.join('; ')}\n`);
 
