@@ -3,10 +3,11 @@
   request id) and meta, all or nothing. Every check runs before the first write.
 
   A pass computed on a known session version (a state the runner holds) names it:
-  the commit then refuses unless no other write came since. That also proves the log
-  length, and when the drain is the queue's head (a step delivers the whole queue: its
-  first and last ids are checked) one LTRIM drains it; otherwise the log length and
-  every drained item are checked.
+  the commit then refuses unless no other write came since. That also proves that the
+  session exists and the log length, and when the drain is the queue's head (a step
+  delivers the whole queue: its first and last ids are checked, one element when it is
+  one item) one LTRIM drains it; otherwise the log length and every drained item are
+  checked. The version is read once, for the check and for the next version.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
@@ -27,10 +28,6 @@
     -5           the log length is not ARGV[1], or the version is not ARGV[6] (nothing written)
     -6           a drained item is no longer queued (nothing written)
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return -1
-end
-
 local requestId = ARGV[4]
 if requestId ~= '' then
   local known = redis.call('HGET', KEYS[8], requestId)
@@ -40,6 +37,18 @@ if requestId ~= '' then
       return step
     end
   end
+end
+
+-- The version is read once: checked here, and the next one follows it.
+local current = redis.call('HGET', KEYS[9], 'version') or ''
+local expected = ARGV[6]
+if expected ~= '-' and current ~= expected then
+  return -5
+end
+-- A version is only ever written with the meta (create-session.lua) and no script deletes a
+-- meta, so a non-empty version that matches proves the session exists.
+if (expected == '-' or expected == '') and redis.call('EXISTS', KEYS[1]) == 0 then
+  return -1
 end
 
 local nDrain = tonumber(ARGV[7])
@@ -54,21 +63,20 @@ local function endsWithId(element, id)
   return string.sub(element, -#tail) == tail
 end
 
-if ARGV[6] ~= '-' and (redis.call('HGET', KEYS[9], 'version') or '') ~= ARGV[6] then
-  return -5
-end
-
 -- removeDrained(): the drain's write, chosen by the checks below.
 local removeDrained
 -- With the version current, the queue is the one the pass read, and a pass drains a run
 -- of it in order: when its first and last ids are the queue's first and n-th elements,
 -- the drain is the queue's head (a step delivers the whole queue), and the elements in
 -- between need not be fetched.
-local isHead = ARGV[6] ~= '-'
+local isHead = expected ~= '-'
 if isHead and nDrain > 0 then
   local first = redis.call('LINDEX', KEYS[3], 0)
-  local last = redis.call('LINDEX', KEYS[3], nDrain - 1)
-  isHead = first and last and endsWithId(first, ARGV[8]) and endsWithId(last, ARGV[7 + nDrain])
+  isHead = first and endsWithId(first, ARGV[8])
+  if isHead and nDrain > 1 then
+    local last = redis.call('LINDEX', KEYS[3], nDrain - 1)
+    isHead = last and endsWithId(last, ARGV[7 + nDrain])
+  end
 end
 if isHead then
   -- The version proves the log length, and one LTRIM drains.
@@ -119,4 +127,4 @@ if requestId ~= '' then
   redis.call('HSET', KEYS[8], requestId, ARGV[2])
 end
 redis.call('SET', KEYS[1], ARGV[5])
-return { (nextVersion()) }
+return { (versionAfter(current)) }
