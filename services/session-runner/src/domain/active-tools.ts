@@ -18,7 +18,11 @@ function applySwitch(
  * tool starts active; tools rows switch off (anyone) and on (app and hook
  * only); `__finish__` is always active. Returned in declaration order.
  */
-export function foldActiveTools(tools: ToolDeclaration[], log: LogEntry[], queued: QueuedItem[] = []): string[] {
+export function foldActiveTools(
+  tools: ToolDeclaration[],
+  log: readonly LogEntry[],
+  queued: readonly QueuedItem[] = [],
+): string[] {
   const declared = new Set(tools.map((t) => t.name));
   const active = new Set(declared);
   for (const entry of log) {

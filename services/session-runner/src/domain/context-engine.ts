@@ -36,7 +36,15 @@ import type {
   ToolDeclaration,
 } from './model.ts';
 import { RecentMap } from './recent-map.ts';
-import { type ModelRequest, messagesJsonBytes, renderRequest, sharedPrefixBytes } from './render-request.ts';
+import {
+  type LogView,
+  logView,
+  type ModelRequest,
+  renderRequest,
+  requestJsonBytes,
+  sharedPrefixBytes,
+  systemMessageBytes,
+} from './render-request.ts';
 import { SessionCache } from './session-cache.ts';
 
 export const DEFAULT_MAX_BYTES = 32 * 1024;
@@ -624,7 +632,9 @@ export class ContextEngine {
 
       // 2. The stepContext hook from the stored cursor (R22-R27).
       const skipped: { reason: SkipReason; message: string }[] = [];
-      const cursor = foldCursor(state.log);
+      // A held log's view is held with it: a step renders its new entries alone.
+      const baseView = logView(state.log, this.#held.view(sessionId));
+      const cursor = baseView.cursor;
       const hook = this.#deps.stepContextFor(agent);
       if (hook) {
         if (!hookMemo || canonical(hookMemo.cursor) !== canonical(cursor)) {
@@ -661,9 +671,10 @@ export class ContextEngine {
         }
       }
 
-      const log = [...state.log, ...rows];
+      const log = state.log.concat(rows);
+      const view = logView(log, baseView);
       const tools = this.#tools(agent);
-      const activeTools = foldActiveTools(tools, log);
+      const activeTools = foldActiveTools(tools, view.toolRows);
       const newCursor = rows.findLast((r) => r.row.cursor !== undefined)?.row.cursor ?? cursor;
       const step: StepRecord = {
         stepId,
@@ -705,17 +716,21 @@ export class ContextEngine {
         if (result.outcome === 'duplicate') return this.#replay(await this.#load(tenant, sessionId), result.step);
         continue;
       }
-      this.#held.hold(sessionId, {
-        ...state,
-        meta,
-        log,
-        queue: [],
-        requestIds: requestId === undefined ? state.requestIds : [...state.requestIds, requestId],
-        version: result.version,
-      });
+      this.#held.hold(
+        sessionId,
+        {
+          ...state,
+          meta,
+          log,
+          queue: [],
+          requestIds: requestId === undefined ? state.requestIds : [...state.requestIds, requestId],
+          version: result.version,
+        },
+        view,
+      );
 
-      const request = renderRequest(system, log, tools, activeTools);
-      this.#report(sessionId, step, rows, skipped, request, started, previousSystem, previousEnd, state.log, tools);
+      const request = renderRequest(system, view, tools, activeTools);
+      this.#report(sessionId, step, rows, skipped, request, view, started, previousSystem, previousEnd, tools);
       return {
         stepId,
         mode,
@@ -741,7 +756,6 @@ export class ContextEngine {
     started: number,
     previousSystem: string | undefined,
     previousEnd: number | undefined,
-    previousLog: LogEntry[],
     tools: ToolDeclaration[],
   ) {
     const { telemetry, events } = this.#deps;
@@ -756,17 +770,19 @@ export class ContextEngine {
       rowCount: rows.length,
       at: step.at,
     });
-    const requestBytes = messagesJsonBytes(request.messages);
+    const system = systemMessageBytes(step.system);
+    const requestBytes = requestJsonBytes(system, view);
     let reused = 0;
     if (previousSystem !== undefined && previousEnd !== undefined) {
       if (previousSystem === step.system) {
         // The log is append-only up to `previousEnd` (a rewind lowers it), so the previous
         // request is the first messages of this one: its bytes, without the closing bracket.
-        const systemCount = step.system.length > 0 ? 1 : 0;
-        reused = messagesJsonBytes(request.messages, systemCount + previousEnd) - 1;
+        reused = requestJsonBytes(system, view, previousEnd) - 1;
       } else {
-        const previous = renderRequest(previousSystem, previousLog.slice(0, previousEnd), tools, []);
-        reused = sharedPrefixBytes(JSON.stringify(previous.messages).slice(0, -1), JSON.stringify(request.messages));
+        const previous = renderRequest(previousSystem, [], tools, []).messages.concat(
+          view.messages.slice(0, previousEnd),
+        );
+        reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(request.messages));
       }
     }
     telemetry.stepCommitted({
@@ -812,6 +828,7 @@ export class ContextEngine {
   }
 
   #lastUserIndex(log: LogEntry[]): number {
+    view: LogView,
     for (let i = log.length - 1; i >= 0; i--) {
       const e = log[i]!;
       if (e.type === 'message' && e.role === 'user') return i;

@@ -1,5 +1,6 @@
 import type { Written } from '../ports/session-store.ts';
 import type { LogEntry, QueuedItem, SessionState } from './model.ts';
+import type { LogView } from './render-request.ts';
 
 /** What a session holds besides its log's text, per entry and per state (an estimate). */
 const ENTRY_OVERHEAD = 256;
@@ -18,6 +19,8 @@ interface Held {
   logBytes: number;
   queueBytes: number;
   bytes: number;
+  /** The view of `state.log` or of a log it extends, when the holder had one. */
+  view: LogView | undefined;
 }
 
 /**
@@ -55,8 +58,19 @@ export class SessionCache {
     return held?.state;
   }
 
-  /** Holds a state that was current at `state.version` (read, created or committed). */
-  hold(sessionId: string, state: SessionState): void {
+  /**
+   * The log view held with the session: of its held log, or of a log the held log extends
+   * (a message appended since). logView() extends it.
+   */
+  view(sessionId: string): LogView | undefined {
+    return this.#held.get(sessionId)?.view;
+  }
+
+  /**
+   * Holds a state that was current at `state.version` (read, created or committed), with
+   * the view of its log (or of a log it extends) when the holder has one.
+   */
+  hold(sessionId: string, state: SessionState, view?: LogView): void {
     if (this.#limits.sessions <= 0) return;
     const previous = this.#held.get(sessionId);
     this.drop(sessionId);
@@ -64,7 +78,13 @@ export class SessionCache {
     const queueBytes = extended(previous?.state.queue, state.queue, previous?.queueBytes, queuedBytes);
     const bytes = STATE_OVERHEAD + logBytes + queueBytes;
     if (bytes > this.#limits.bytes) return;
-    this.#held.set(sessionId, { state: Object.freeze(state), logBytes, queueBytes, bytes });
+    this.#held.set(sessionId, {
+      state: Object.freeze(state),
+      logBytes,
+      queueBytes,
+      bytes,
+      view,
+    });
     this.#bytes += bytes;
     for (const [oldest, held] of this.#held) {
       if (this.#held.size <= this.#limits.sessions && this.#bytes <= this.#limits.bytes) break;
@@ -84,7 +104,7 @@ export class SessionCache {
       this.drop(sessionId);
       return;
     }
-    this.hold(sessionId, { ...change(held.state), version: written.version });
+    this.hold(sessionId, { ...change(held.state), version: written.version }, held.view);
   }
 
   /** Forgets the session: its next pass reads the store. */
