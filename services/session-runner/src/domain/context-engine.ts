@@ -753,6 +753,7 @@ export class ContextEngine {
     rows: RowEntry[],
     skipped: { reason: SkipReason; message: string }[],
     request: ModelRequest,
+    view: LogView,
     started: number,
     previousSystem: string | undefined,
     previousEnd: number | undefined,
@@ -828,7 +829,6 @@ export class ContextEngine {
   }
 
   #lastUserIndex(log: LogEntry[]): number {
-    view: LogView,
     for (let i = log.length - 1; i >= 0; i--) {
       const e = log[i]!;
       if (e.type === 'message' && e.role === 'user') return i;
