@@ -1,4 +1,4 @@
-import { hash, randomUUID } from 'node:crypto';
+import { hash, randomFillSync } from 'node:crypto';
 import {
   byteLength,
   type ContextRow,
@@ -127,6 +127,27 @@ export function fingerprint(items: SourcedItem[]): string {
   return hash('sha256', canonical(items), 'hex');
 }
 
+/** Random bytes for ids, drawn 10 at a time (one random fill per 409 ids). */
+const idPool = Buffer.alloc(4096);
+let idOffset = idPool.length;
+
+/** 20 random hex digits (80 bits): the part of an id after its prefix. */
+function randomHex20(): string {
+  if (idOffset + 10 > idPool.length) {
+    randomFillSync(idPool);
+    idOffset = 0;
+  }
+  idOffset += 10;
+  return idPool.toString('hex', idOffset - 10, idOffset);
+}
+
+/** The ISO text of a clock reading; steps in the same millisecond share it. */
+let lastIso = { ms: Number.NaN, text: '' };
+function isoTime(ms: number): string {
+  if (ms !== lastIso.ms) lastIso = { ms, text: new Date(ms).toISOString() };
+  return lastIso.text;
+}
+
 function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
   const row: ContextRow = { id, role: 'context', kind: item.kind, source: item.source };
   if (item.kind === 'tools') {
@@ -182,7 +203,7 @@ export class ContextEngine {
       sessions: deps.heldSessions ?? DEFAULT_HELD_SESSIONS,
       bytes: deps.heldBytes ?? DEFAULT_HELD_BYTES,
     });
-    this.#newId = deps.newId ?? ((prefix) => `${prefix}_${randomUUID().replaceAll('-', '').slice(0, 20)}`);
+    this.#newId = deps.newId ?? ((prefix) => `${prefix}_${randomHex20()}`);
   }
 
   // ---------------------------------------------------------------- agents
@@ -587,7 +608,7 @@ export class ContextEngine {
       if ('done' in input) return this.#replay(input.state, input.done);
       const { state, agent } = input;
       const now = this.#deps.clock.now();
-      const at = new Date(now).toISOString();
+      const at = isoTime(now);
       // The pass replaces `run` and `prefix` whole and changes `thread` in place: a copy of
       // the meta and of its thread, the rest shared with the held state (never changed).
       const meta: SessionMeta = { ...state.meta, thread: { ...state.meta.thread } };
