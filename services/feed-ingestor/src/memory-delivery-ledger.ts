@@ -1,28 +1,56 @@
 import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
 
 interface Entry {
-  state: 'pending' | 'done';
+  readonly id: string;
+  readonly state: 'pending' | 'done';
   /** Epoch milliseconds after which the entry no longer counts. */
-  expiresAt: number;
+  readonly expiresAt: number;
 }
 
-/** When one written entry ends. Stale once its id was written again or released. */
-interface End {
-  at: number;
-  id: string;
-  entry: Entry;
+/**
+ * The entries written in one state, oldest first (an array read from `head`,
+ * compacted as it drains). An entry here may be stale: its id was written
+ * again since, or released.
+ */
+class WriteQueue {
+  #entries: Entry[] = [];
+  #head = 0;
+
+  push(entry: Entry): void {
+    this.#entries.push(entry);
+  }
+
+  peek(): Entry | undefined {
+    return this.#entries[this.#head];
+  }
+
+  shift(): void {
+    this.#head += 1;
+    if (this.#head >= 1024 && this.#head * 2 >= this.#entries.length) {
+      this.#entries = this.#entries.slice(this.#head);
+      this.#head = 0;
+    }
+  }
+
+  clear(): void {
+    this.#entries = [];
+    this.#head = 0;
+  }
 }
 
 /**
  * In-process ledger for the embedded mode: the same lease and retention rules
  * as the Redis adapter, lost on restart. Every claim first drops the entries
- * that ended, earliest first (a min-heap of end times), as Redis expires its
- * keys: the work per delivery does not grow with the ids retained.
+ * that ended, as Redis expires its keys, looking only at the oldest writes of
+ * each state: with one lease and one retention, as the feed routes use, the
+ * order of writes is the order of ends, and the work per delivery does not
+ * grow with the ids retained. (With mixed durations a longer one ahead delays
+ * dropping shorter ones behind it; an ended entry never counts either way.)
  */
 export class MemoryDeliveryLedger implements DeliveryLedger {
   readonly #entries = new Map<string, Entry>();
-  /** Binary min-heap by `at` of every write of #entries. */
-  readonly #ends: End[] = [];
+  readonly #pending = new WriteQueue();
+  readonly #done = new WriteQueue();
   readonly #clock: () => number;
 
   constructor(options: { clock?: () => number } = {}) {
@@ -31,66 +59,47 @@ export class MemoryDeliveryLedger implements DeliveryLedger {
 
   async claim(id: string, leaseMs: number): Promise<ClaimOutcome> {
     const now = this.#clock();
-    this.#sweep(now);
+    this.#sweep(this.#pending, now);
+    this.#sweep(this.#done, now);
     const entry = this.#entries.get(id);
     if (entry && entry.expiresAt > now) return entry.state === 'done' ? 'done' : 'in_flight';
-    this.#write(id, { state: 'pending', expiresAt: now + leaseMs });
+    this.#write(this.#pending, { id, state: 'pending', expiresAt: now + leaseMs });
     return 'claimed';
   }
 
   async confirm(id: string, retainMs: number): Promise<void> {
-    this.#write(id, { state: 'done', expiresAt: this.#clock() + retainMs });
+    this.#write(this.#done, { id, state: 'done', expiresAt: this.#clock() + retainMs });
   }
 
   async release(id: string): Promise<void> {
     if (this.#entries.get(id)?.state === 'pending') this.#entries.delete(id);
   }
 
-  /** Ids held: live ones and ended ones not swept yet (a claim sweeps). */
+  /** Ids held: live ones and ended ones not dropped yet (a claim drops them). */
   get size(): number {
     return this.#entries.size;
   }
 
   async close(): Promise<void> {
     this.#entries.clear();
-    this.#ends.length = 0;
+    this.#pending.clear();
+    this.#done.clear();
   }
 
-  #write(id: string, entry: Entry): void {
-    this.#entries.set(id, entry);
-    const ends = this.#ends;
-    // Sift up: a later end (the usual case, the clock moving on) stays where it lands.
-    let i = ends.length;
-    const end: End = { at: entry.expiresAt, id, entry };
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (ends[parent]!.at <= end.at) break;
-      ends[i] = ends[parent]!;
-      i = parent;
-    }
-    ends[i] = end;
+  #write(queue: WriteQueue, entry: Entry): void {
+    this.#entries.set(entry.id, entry);
+    queue.push(entry);
   }
 
-  /** Drops every entry that ended at or before `now`. */
-  #sweep(now: number): void {
-    const ends = this.#ends;
-    while (ends.length > 0 && ends[0]!.at <= now) {
-      const { id, entry } = ends[0]!;
-      if (this.#entries.get(id) === entry) this.#entries.delete(id);
-      const last = ends.pop()!;
-      if (ends.length === 0) break;
-      // Sift down the last end from the root.
-      let i = 0;
-      for (;;) {
-        const left = 2 * i + 1;
-        if (left >= ends.length) break;
-        const right = left + 1;
-        const child = right < ends.length && ends[right]!.at < ends[left]!.at ? right : left;
-        if (ends[child]!.at >= last.at) break;
-        ends[i] = ends[child]!;
-        i = child;
+  /** Drops the ended entries at the front of `queue`, up to the first that still counts. */
+  #sweep(queue: WriteQueue, now: number): void {
+    for (let entry = queue.peek(); entry !== undefined; entry = queue.peek()) {
+      // Stale (written again or released since): the id's own entry is elsewhere or gone.
+      if (this.#entries.get(entry.id) === entry) {
+        if (entry.expiresAt > now) return;
+        this.#entries.delete(entry.id);
       }
-      ends[i] = last;
+      queue.shift();
     }
   }
 }
