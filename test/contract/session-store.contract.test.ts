@@ -7,7 +7,13 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { MemorySessionStore, RedisSessionStore, type SessionMeta } from '@ctxflow/session-runner';
+import {
+  MemorySessionStore,
+  RedisSessionStore,
+  type SessionMeta,
+  type StepCommit,
+  type StepRecord,
+} from '@ctxflow/session-runner';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
@@ -76,6 +82,32 @@ function meta(overrides: Partial<SessionMeta> = {}): SessionMeta {
     forceRefresh: false,
     steps: 0,
     ...overrides,
+  };
+}
+
+/** A step of no rows on a session whose state is `read` (log, version), with system prompt `system`. */
+function promptStep(read: { meta: SessionMeta; log: unknown[]; version: string }, system: string): StepCommit {
+  const ordinal = read.meta.steps + 1;
+  const step: StepRecord = {
+    stepId: `stp_${randomUUID()}`,
+    ordinal,
+    mode: 'first',
+    runId: 'run_1',
+    logStart: read.log.length,
+    logEnd: read.log.length,
+    rowIds: [],
+    system,
+    activeTools: ['__finish__'],
+    cache: { rebuilt: ordinal === 1 },
+    at: '2026-01-01T00:00:00.000Z',
+  };
+  return {
+    step,
+    rows: [],
+    drain: [],
+    expectedLogLength: read.log.length,
+    expectedVersion: read.version,
+    meta: { ...read.meta, steps: ordinal },
   };
 }
 
@@ -196,6 +228,102 @@ describe('RedisSessionStore', () => {
     await client.zadd(`${prefix}:{tenant:${tenant}}:sessions`, Date.parse('2026-01-01T00:00:03.000Z'), 'ses_gone');
     expect(await store.listSessions(tenant, 2)).toEqual([newer, older]);
     expect(await store.listSessions(tenant, 1)).toEqual([newer]);
+  });
+
+  it('stores a system prompt once per session; step records name it by id and read back with its text', async () => {
+    const client = redisClient();
+    const prefix = uniquePrefix();
+    onTestFinished(() => deletePrefix(client, prefix));
+    const store = new RedisSessionStore(client, { prefix });
+    const m = meta();
+    await store.createSession(m, [], [], []);
+    const system = `You resolve support tickets. ${'Be precise. '.repeat(300)}`;
+    const other = 'Another prefix, after a rebuild.';
+    const committed: StepRecord[] = [];
+    for (const text of [system, system, system, other, system]) {
+      const commit = promptStep((await store.load(m.sessionId))!, text);
+      expect(await store.commitStep(m.sessionId, commit)).toEqual({
+        outcome: 'committed',
+        version: expect.any(String),
+      });
+      committed.push(commit.step);
+    }
+
+    const base = `${prefix}:{${m.sessionId}}`;
+    const stored = (await client.hvals(`${base}:steps`)).map((json) => JSON.parse(json));
+    expect(stored).toHaveLength(5);
+    for (const step of stored) {
+      expect(step).not.toHaveProperty('system');
+      expect(step.systemRef).toMatch(/^[\w-]{22}$/);
+    }
+    const prompts = await client.hgetall(`${base}:prompts`);
+    expect(Object.values(prompts).sort()).toEqual([other, system].sort());
+    expect(new Set(stored.map((step) => step.systemRef))).toEqual(new Set(Object.keys(prompts)));
+
+    // Another process (nothing known in memory) reads the texts from the session.
+    const fresh = new RedisSessionStore(client, { prefix });
+    expect(await fresh.listSteps(m.sessionId)).toEqual(committed);
+    expect(await fresh.getStep(m.sessionId, { stepId: committed[3]!.stepId })).toEqual(committed[3]);
+    expect(await store.listSteps(m.sessionId)).toEqual(committed);
+  });
+
+  it('a commit naming a prompt the session does not name is refused and sent again with the text', async () => {
+    const client = new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
+    const prefix = uniquePrefix();
+    onTestFinished(async () => {
+      await deletePrefix(client, prefix);
+      client.disconnect();
+    });
+    const store = new RedisSessionStore(client, { prefix });
+    const sent: string[] = [];
+    const commitScript = (client as unknown as Record<string, (...args: string[]) => Promise<unknown>>).ctxCommitStep!;
+    (client as unknown as Record<string, unknown>).ctxCommitStep = (...args: string[]) => {
+      sent.push(args[18]!); // ARGV[9]: the prompt's text, or '' for its id alone
+      return commitScript.apply(client, args);
+    };
+    const m = meta();
+    await store.createSession(m, [], [], []);
+    await store.commitStep(m.sessionId, promptStep((await store.load(m.sessionId))!, 'prompt A'));
+    const read = (await store.load(m.sessionId))!;
+    // Then another runner stored another prompt (its `seq` names that one), and prompt A is not
+    // stored (as if never written): this store still takes prompt A for the session's.
+    const base = `${prefix}:{${m.sessionId}}`;
+    await client.hset(`${base}:seq`, 'prompt', 'another-prompt-id');
+    await client.del(`${base}:prompts`);
+    const next = promptStep(read, 'prompt A');
+
+    expect(await store.commitStep(m.sessionId, next)).toEqual({ outcome: 'committed', version: expect.any(String) });
+    expect(sent).toEqual(['prompt A', '', 'prompt A']);
+    expect(Object.values(await client.hgetall(`${base}:prompts`))).toEqual(['prompt A']);
+    expect(await new RedisSessionStore(client, { prefix }).getStep(m.sessionId, { stepId: next.step.stepId })).toEqual(
+      next.step,
+    );
+  });
+
+  it('reads step records stored with their system prompt in them, and copies prompts into a branch', async () => {
+    const client = redisClient();
+    const prefix = uniquePrefix();
+    onTestFinished(() => deletePrefix(client, prefix));
+    const store = new RedisSessionStore(client, { prefix });
+    const m = meta();
+    await store.createSession(m, [], [], []);
+    const commit = promptStep((await store.load(m.sessionId))!, 'the prompt');
+    await store.commitStep(m.sessionId, commit);
+    // A record as the store wrote it before prompts were stored apart.
+    const old: StepRecord = { ...commit.step, stepId: `stp_${randomUUID()}`, ordinal: 2, system: 'an older prompt' };
+    await client.hset(`${prefix}:{${m.sessionId}}:steps`, old.stepId, JSON.stringify(old));
+    const steps = await new RedisSessionStore(client, { prefix }).listSteps(m.sessionId);
+    expect(steps).toEqual([commit.step, old]);
+
+    const branch = meta({ tenant: m.tenant });
+    await store.createSession(branch, [], steps, []);
+    const copied = (await client.hvals(`${prefix}:{${branch.sessionId}}:steps`)).map((json) => JSON.parse(json));
+    expect(copied.every((step) => step.system === undefined && typeof step.systemRef === 'string')).toBe(true);
+    expect(Object.values(await client.hgetall(`${prefix}:{${branch.sessionId}}:prompts`)).sort()).toEqual([
+      'an older prompt',
+      'the prompt',
+    ]);
+    expect(await new RedisSessionStore(client, { prefix }).listSteps(branch.sessionId)).toEqual(steps);
   });
 
   it('refuses a key prefix with braces (it would move the hash tag)', () => {

@@ -1,3 +1,4 @@
+import { hash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
@@ -13,6 +14,7 @@ import type {
   SessionState,
   StepRecord,
 } from '../domain/model.ts';
+import { RecentMap } from '../domain/recent-map.ts';
 import type {
   CommitResult,
   EnqueueDedupe,
@@ -29,7 +31,7 @@ function lua(file: string): string {
 }
 
 /**
- * Every session script takes the nine session keys (keys.ts SESSION_KEY_ORDER) and
+ * Every session script takes the ten session keys (keys.ts SESSION_KEY_ORDER) and
  * writes the session's next version through nextVersion() (next-version.lua, prepended).
  */
 const SESSION_SCRIPTS = {
@@ -41,7 +43,7 @@ const SESSION_SCRIPTS = {
   ctxPutMeta: 'put-meta.lua',
   ctxPutCall: 'put-call.lua',
 } as const;
-const SESSION_KEY_COUNT = 9;
+const SESSION_KEY_COUNT = 10;
 const NEXT_VERSION = lua('next-version.lua');
 
 type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
@@ -58,7 +60,8 @@ export type StoreRefusal =
   | 'log_changed'
   | 'item_not_queued'
   | 'version_changed'
-  | 'bad_range';
+  | 'bad_range'
+  | 'prompt_unknown';
 
 const REFUSALS: Record<number, StoreRefusal> = {
   [-1]: 'session_not_found',
@@ -69,6 +72,7 @@ const REFUSALS: Record<number, StoreRefusal> = {
   [-6]: 'item_not_queued',
   [-7]: 'version_changed',
   [-8]: 'bad_range',
+  [-9]: 'prompt_unknown',
 };
 
 /**
@@ -103,6 +107,16 @@ function parse<T>(json: string): T {
   return JSON.parse(json) as T;
 }
 
+/** A step record as stored: its system prompt by id in the session's `prompts` hash (keys.ts). */
+type StoredStep = Omit<StepRecord, 'system'> & { system?: string; systemRef?: string };
+
+/** The stored JSON of a step record whose system prompt has id `promptId` ('' keeps the text in it). */
+function encodeStep(step: StepRecord, promptId: string): string {
+  if (promptId === '') return JSON.stringify(step);
+  const { system: _, ...rest } = step;
+  return JSON.stringify({ ...rest, systemRef: promptId });
+}
+
 /** A calls-hash value is `<order> <CallRecord JSON>` (put-call.lua). */
 function parseCalls(hash: Record<string, string>): CallRecord[] {
   return Object.values(hash)
@@ -133,6 +147,14 @@ export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
   readonly #scripts: ScriptClient;
   readonly #keys: StoreKeys;
+  /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
+  readonly #promptIds = new RecentMap<string, string>(1_000);
+  readonly #promptTexts = new RecentMap<string, string>(1_000);
+  /**
+   * sessionId -> the id of the prompt its `seq` names (the last commit stored or used it):
+   * a commit of that prompt sends its id alone. Only a hint: the commit script checks it.
+   */
+  readonly #sessionPrompts = new RecentMap<string, string>(10_000);
 
   constructor(client: Redis | Cluster, options: RedisSessionStoreOptions = {}) {
     this.#keys = storeKeys(options.prefix);
@@ -184,6 +206,12 @@ export class RedisSessionStore implements SessionStore {
     carry?: SessionCarry,
   ): Promise<string> {
     const sites = carry?.sites ?? [];
+    const prompts = new Map<string, string>();
+    const stored = steps.map((step) => {
+      const promptId = this.#promptId(step.system);
+      if (promptId !== '') prompts.set(promptId, step.system);
+      return encodeStep(step, promptId);
+    });
     const args: string[] = [
       JSON.stringify(meta),
       String(log.length),
@@ -191,11 +219,13 @@ export class RedisSessionStore implements SessionStore {
       String(calls.length),
       String(sites.length),
       String(carry?.itemSeq ?? 0),
+      String(prompts.size),
     ];
     for (const entry of log) args.push(JSON.stringify(entry));
-    for (const step of steps) args.push(step.stepId, step.requestId ?? '', JSON.stringify(step));
+    for (const [i, step] of steps.entries()) args.push(step.stepId, step.requestId ?? '', stored[i]!);
     for (const call of calls) args.push(call.callId, JSON.stringify(call));
     args.push(...sites);
+    for (const [promptId, text] of prompts) args.push(promptId, text);
     const reply = await this.#session('ctxCreateSession', meta.sessionId, args);
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) throw new Error(`session ${meta.sessionId} exists`);
@@ -224,22 +254,17 @@ export class RedisSessionStore implements SessionStore {
         .lrange(keys.queue, 0, -1)
         .hgetall(keys.calls)
         .smembers(keys.sites)
-        .hmget(keys.seq, 'item', 'version')
+        .hmget(keys.seq, 'item', 'version', 'prompt')
         .hkeys(keys.requests)
         .exec(),
     );
     if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
     for (const [err] of replies) if (err) throw this.#wrap(err);
-    const [meta, log, queue, calls, sites, [itemSeq, version], requestIds] = replies.map(([, value]) => value) as [
-      string | null,
-      string[],
-      string[],
-      Record<string, string>,
-      string[],
-      [string | null, string | null],
-      string[],
-    ];
+    const [meta, log, queue, calls, sites, [itemSeq, version, prompt], requestIds] = replies.map(
+      ([, value]) => value,
+    ) as [string | null, string[], string[], Record<string, string>, string[], (string | null)[], string[]];
     if (meta === null) return undefined;
+    this.#sessionPrompts.set(sessionId, prompt ?? '');
     return {
       meta: parse<SessionMeta>(meta),
       log: log.map((entry) => parse<LogEntry>(entry)),
@@ -327,20 +352,32 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
-    const reply = await this.#session('ctxCommitStep', sessionId, [
+    const { step } = commit;
+    const promptId = this.#promptId(step.system);
+    const args = [
       String(commit.expectedLogLength),
-      commit.step.stepId,
-      JSON.stringify(commit.step),
-      commit.step.requestId ?? '',
+      step.stepId,
+      encodeStep(step, promptId),
+      step.requestId ?? '',
       JSON.stringify(commit.meta),
       commit.expectedVersion ?? '-',
       String(commit.drain.length),
+      promptId,
+      // The prompt's text only when the session's last commit did not store or use it.
+      promptId !== '' && this.#sessionPrompts.get(sessionId) === promptId ? '' : step.system,
       ...commit.drain,
       ...commit.rows.map((row) => JSON.stringify(row)),
-    ]);
-    const outcome = scriptOutcome(reply);
+    ];
+    let outcome = scriptOutcome(await this.#session('ctxCommitStep', sessionId, args));
+    if ('refusal' in outcome && outcome.refusal === 'prompt_unknown') {
+      args[8] = step.system;
+      outcome = scriptOutcome(await this.#session('ctxCommitStep', sessionId, args));
+    }
     if ('refusal' in outcome) return { outcome: 'conflict' };
-    if (typeof outcome.ok === 'string') return { outcome: 'duplicate', step: parse<StepRecord>(outcome.ok) };
+    if (typeof outcome.ok === 'string') {
+      return { outcome: 'duplicate', step: (await this.#stepRecords(sessionId, [outcome.ok]))[0]! };
+    }
+    if (promptId !== '') this.#sessionPrompts.set(sessionId, promptId);
     return { outcome: 'committed', version: String((outcome.ok as string[])[0]) };
   }
 
@@ -381,12 +418,60 @@ export class RedisSessionStore implements SessionStore {
     if (stepId === undefined) return undefined;
     const id = stepId;
     const json = await this.#guard(() => this.#client.hget(keys.steps, id));
-    return json === null ? undefined : parse<StepRecord>(json);
+    return json === null ? undefined : (await this.#stepRecords(sessionId, [json]))[0];
   }
 
   async listSteps(sessionId: string): Promise<StepRecord[]> {
     const values = await this.#guard(() => this.#client.hvals(this.#keys.session(sessionId).steps));
-    return values.map((json) => parse<StepRecord>(json)).sort((a, b) => a.ordinal - b.ordinal);
+    return (await this.#stepRecords(sessionId, values)).sort((a, b) => a.ordinal - b.ordinal);
+  }
+
+  // ---------------------------------------------------------------- system prompts of step records
+
+  /** The id of a system prompt: a hash of its text ('' for none, kept in the record). */
+  #promptId(text: string): string {
+    if (text === '') return '';
+    let id = this.#promptIds.get(text);
+    if (id === undefined) {
+      id = hash('sha256', text, 'base64url').slice(0, 22);
+      this.#promptIds.set(text, id);
+      this.#promptTexts.set(id, text);
+    }
+    return id;
+  }
+
+  /**
+   * Step records from their stored JSON, each with its system prompt's text: a record
+   * written before prompts were stored apart has it in itself; the texts this process
+   * does not know are read from the session's `prompts` in one call.
+   */
+  async #stepRecords(sessionId: string, jsons: string[]): Promise<StepRecord[]> {
+    const stored = jsons.map((json) => parse<StoredStep>(json));
+    const texts = new Map<string, string>();
+    const missing: string[] = [];
+    for (const step of stored) {
+      const ref = step.systemRef;
+      if (ref === undefined || texts.has(ref) || missing.includes(ref)) continue;
+      const known = this.#promptTexts.get(ref);
+      if (known === undefined) missing.push(ref);
+      else texts.set(ref, known);
+    }
+    if (missing.length > 0) {
+      const read = await this.#guard(() => this.#client.hmget(this.#keys.session(sessionId).prompts, ...missing));
+      missing.forEach((ref, i) => {
+        const text = read[i];
+        if (text === null || text === undefined) {
+          throw new Error(`session ${sessionId}: a step record names prompt ${ref}, which is not stored`);
+        }
+        texts.set(ref, text);
+        this.#promptTexts.set(ref, text);
+      });
+    }
+    return stored.map((step) => {
+      if (step.systemRef === undefined) return step as StepRecord;
+      const { systemRef, ...rest } = step;
+      return { ...rest, system: texts.get(systemRef)! };
+    });
   }
 
   // ---------------------------------------------------------------- plumbing

@@ -9,24 +9,32 @@
   one item) one LTRIM drains it; otherwise the log length and every drained item are
   checked. The version is read once, for the check and for the next version.
 
+  The step record names its system prompt by id (`systemRef`); the text is stored once per
+  session in `prompts`, and `seq` field `prompt` names the prompt the session's last commit
+  stored or used. A commit sends the text only when the prompt is not that one; a commit
+  that names another prompt without its text is refused (-9) and sent again with it.
+
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
   ARGV:
     1 the log length the pass was computed on
     2 stepId
-    3 StepRecord JSON
+    3 StepRecord JSON (with `systemRef` ARGV[8] when ARGV[8] is not '')
     4 requestId, or '' for none
     5 SessionMeta JSON
     6 the session version the pass was computed on, or '-' for none
     7 nDrain
-    8 .. 7+nDrain   ids of the queued items these rows deliver
-    8+nDrain ..     LogEntry JSON rows, in log order
+    8 the id of the step's system prompt, or '' for none
+    9 the prompt's text, or '' when `seq` field `prompt` is ARGV[8]
+    10 .. 9+nDrain   ids of the queued items these rows deliver
+    10+nDrain ..     LogEntry JSON rows, in log order
   Returns:
     {v}          committed: the session's version after this write
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
     -1           session not found (nothing written)
     -5           the log length is not ARGV[1], or the version is not ARGV[6] (nothing written)
     -6           a drained item is no longer queued (nothing written)
+    -9           the prompt ARGV[8] is not the session's and its text was not sent (nothing written)
 ]]
 local requestId = ARGV[4]
 if requestId ~= '' then
@@ -40,7 +48,8 @@ if requestId ~= '' then
 end
 
 -- The version is read once: checked here, and the next one follows it.
-local current = redis.call('HGET', KEYS[9], 'version') or ''
+local seq = redis.call('HMGET', KEYS[9], 'version', 'prompt')
+local current = seq[1] or ''
 local expected = ARGV[6]
 if expected ~= '-' and current ~= expected then
   return -5
@@ -51,8 +60,14 @@ if (expected == '-' or expected == '') and redis.call('EXISTS', KEYS[1]) == 0 th
   return -1
 end
 
+local promptId, promptText = ARGV[8], ARGV[9]
+if promptId ~= '' and promptText == '' and seq[2] ~= promptId then
+  return -9
+end
+
 local nDrain = tonumber(ARGV[7])
-local firstRow = 8 + nDrain
+local D = 10 -- the first drained id
+local firstRow = D + nDrain
 -- Queue elements end with "itemId":"<id>"} (enqueue.lua, rewind.lua): no decoding needed,
 -- and only the element's tail is looked at (ids are short; the content may be long).
 local function idOf(element)
@@ -72,10 +87,10 @@ local removeDrained
 local isHead = expected ~= '-'
 if isHead and nDrain > 0 then
   local first = redis.call('LINDEX', KEYS[3], 0)
-  isHead = first and endsWithId(first, ARGV[8])
+  isHead = first and endsWithId(first, ARGV[D])
   if isHead and nDrain > 1 then
     local last = redis.call('LINDEX', KEYS[3], nDrain - 1)
-    isHead = last and endsWithId(last, ARGV[7 + nDrain])
+    isHead = last and endsWithId(last, ARGV[D + nDrain - 1])
   end
 end
 if isHead then
@@ -96,13 +111,13 @@ else
       byId[id] = element
     end
   end
-  for j = 8, 7 + nDrain do
+  for j = D, D + nDrain - 1 do
     if not byId[ARGV[j]] then
       return -6
     end
   end
   removeDrained = function()
-    for j = 8, 7 + nDrain do
+    for j = D, D + nDrain - 1 do
       local element = byId[ARGV[j]]
       if element then
         redis.call('LREM', KEYS[3], 1, element)
@@ -127,4 +142,8 @@ if requestId ~= '' then
   redis.call('HSET', KEYS[8], requestId, ARGV[2])
 end
 redis.call('SET', KEYS[1], ARGV[5])
+if promptText ~= '' then
+  redis.call('HSET', KEYS[10], promptId, promptText)
+  return { (versionAfter(current, 'prompt', promptId)) }
+end
 return { (versionAfter(current)) }

@@ -3,14 +3,16 @@
   never a queue. The item counter starts at the source's, so item ids never collide.
 
   KEYS (all under the session's hash tag, in keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
   ARGV:
     1 SessionMeta JSON
     2 nLog    3 nSteps    4 nCalls    5 nSites    6 itemSeq (the last item number already used)
+    7 nPrompts
     then nLog LogEntry JSONs, in log order;
     then nSteps triples: stepId, requestId ('' for none), StepRecord JSON;
     then nCalls pairs: callId, CallRecord JSON (their order is the calls' order);
-    then nSites call-site strings.
+    then nSites call-site strings;
+    then nPrompts pairs: prompt id, system prompt text (the prompts the steps name).
   Returns:
     <string>  created: the session's version
     -2  the session exists (nothing written)
@@ -24,11 +26,12 @@ local nSteps = tonumber(ARGV[3])
 local nCalls = tonumber(ARGV[4])
 local nSites = tonumber(ARGV[5])
 local itemSeq = tonumber(ARGV[6])
+local nPrompts = tonumber(ARGV[7])
 
 -- Keys without a meta are leftovers of nothing valid: start clean.
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
 
-local i = 7
+local i = 8
 -- RPUSH in chunks: unpack() is bounded by the Lua C stack.
 local CHUNK = 1000
 local from = i
@@ -63,6 +66,9 @@ for _ = 1, nSites do
 end
 if itemSeq > 0 then
   redis.call('HSET', KEYS[9], 'item', itemSeq)
+end
+if nPrompts > 0 then
+  redis.call('HSET', KEYS[10], unpack(ARGV, i, i + 2 * nPrompts - 1))
 end
 
 redis.call('SET', KEYS[1], ARGV[1])

@@ -25,12 +25,15 @@ export interface SessionKeys {
   requests: string;
   /**
    * Hash of counters: `item` (last queue item number), `call` (last call order),
-   * `version` (the session's write count: every session script that writes adds one).
+   * `version` (the session's write count: every session script that writes adds one),
+   * and `prompt` (the id of the system prompt the last step commit stored or used).
    */
   seq: string;
+  /** Hash: prompt id -> system prompt text, once per session for all its step records. */
+  prompts: string;
 }
 
-/** The order in which session keys are passed to every session script (KEYS[1..9]). */
+/** The order in which session keys are passed to every session script (KEYS[1..10]). */
 export const SESSION_KEY_ORDER = [
   'meta',
   'log',
@@ -41,6 +44,7 @@ export const SESSION_KEY_ORDER = [
   'steps',
   'requests',
   'seq',
+  'prompts',
 ] as const satisfies readonly (keyof SessionKeys)[];
 
 export interface StoreKeys {
@@ -74,6 +78,7 @@ export function storeKeys(prefix = 'ctx'): StoreKeys {
       steps: `${base}:steps`,
       requests: `${base}:requests`,
       seq: `${base}:seq`,
+      prompts: `${base}:prompts`,
     };
   };
   return {

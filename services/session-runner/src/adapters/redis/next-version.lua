@@ -4,12 +4,13 @@
   previous one ('' for none). A version is the write count, then the server's time, so no
   version is issued twice, even after a restart lost the last writes: a runner that holds
   a session's state of version v holds the current state exactly while the store has v.
-  versionAfter(prev) is the same for a script that has read the current version already.
+  versionAfter(prev, ...) is the same for a script that has read the current version
+  already; `...`: more `seq` fields and values, written in the same call.
 ]]
-local function versionAfter(prev)
+local function versionAfter(prev, ...)
   local t = redis.call('TIME')
   local version = ((tonumber(string.match(prev, '^(%d+)')) or 0) + 1) .. '.' .. t[1] .. string.format('%06d', t[2])
-  redis.call('HSET', KEYS[9], 'version', version)
+  redis.call('HSET', KEYS[9], 'version', version, ...)
   return version, prev
 end
 local function nextVersion()
