@@ -420,6 +420,26 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         );
       });
 
+      it('keyFingerprint: the fingerprint a key was recorded with, a read that writes nothing', async () => {
+        const meta = await newSession();
+        const other = await newSession();
+        expect(await store.keyFingerprint(meta.sessionId, 'k1')).toBeUndefined();
+        expect(await store.keyFingerprint(`ses_missing_${randomUUID()}`, 'k1')).toBeUndefined();
+        await store.enqueue(meta.sessionId, [newItem('a')], { type: 'key', key: 'k1', fingerprint: 'fp1' });
+        await store.enqueue(meta.sessionId, [newItem('s')], { type: 'site', callId: 'k2', site: 'tool:x' });
+        const before = await store.load(meta.sessionId);
+        expect(await store.keyFingerprint(meta.sessionId, 'k1')).toBe('fp1');
+        // A replay and a conflict leave the record as it was; a call site is no request key.
+        await store.enqueue(meta.sessionId, [newItem('a')], { type: 'key', key: 'k1', fingerprint: 'fp1' });
+        await store.enqueue(meta.sessionId, [newItem('b')], { type: 'key', key: 'k1', fingerprint: 'fp2' });
+        expect(await store.keyFingerprint(meta.sessionId, 'k1')).toBe('fp1');
+        expect(await store.keyFingerprint(meta.sessionId, 'k2')).toBeUndefined();
+        expect(await store.keyFingerprint(meta.sessionId, 'k2|tool:x')).toBeUndefined();
+        // Keys are per session.
+        expect(await store.keyFingerprint(other.sessionId, 'k1')).toBeUndefined();
+        expect(await store.load(meta.sessionId)).toEqual(before);
+      });
+
       it('a call site records first and only once; other sites and calls record', async () => {
         const meta = await newSession();
         const site = { type: 'site', callId: 'call_1', site: 'tool:search' } as const;

@@ -150,6 +150,10 @@ export class MemorySessionStore implements SessionStore {
     return { outcome: 'recorded', items: copy(queued), written: written(slot) };
   }
 
+  async keyFingerprint(sessionId: string, key: string): Promise<string | undefined> {
+    return this.#sessions.get(sessionId)?.keys.get(key);
+  }
+
   async appendMessages(
     sessionId: string,
     messages: Omit<MessageEntry, 'seq'>[],

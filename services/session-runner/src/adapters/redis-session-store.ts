@@ -47,6 +47,8 @@ const SESSION_KEY_COUNT = 10;
 const NEXT_VERSION = lua('next-version.lua');
 
 type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
+/** Read-only scripts (each header says its keys). */
+type ReadScripts = { ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null> };
 /** An integer, a string, or an array (see each script's header). */
 type ScriptReply = number | string | (number | string)[];
 type ScriptClient = Record<ScriptName, (...args: (string | number)[]) => Promise<ScriptReply>>;
@@ -146,6 +148,7 @@ export interface RedisSessionStoreOptions {
 export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
   readonly #scripts: ScriptClient;
+  readonly #reads: ReadScripts;
   readonly #keys: StoreKeys;
   /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
   readonly #promptIds = new RecentMap<string, string>(1_000);
@@ -168,8 +171,12 @@ export class RedisSessionStore implements SessionStore {
     if (typeof scripts.ctxReplaceAgent !== 'function') {
       client.defineCommand('ctxReplaceAgent', { numberOfKeys: 1, lua: lua('replace-agent.lua') });
     }
+    if (typeof (client as unknown as Partial<ReadScripts>).ctxKeyFingerprint !== 'function') {
+      client.defineCommand('ctxKeyFingerprint', { numberOfKeys: 2, lua: lua('key-fingerprint.lua') });
+    }
     this.#client = client;
     this.#scripts = client as unknown as ScriptClient;
+    this.#reads = client as unknown as ReadScripts;
   }
 
   // ---------------------------------------------------------------- agents
@@ -331,6 +338,12 @@ export class RedisSessionStore implements SessionStore {
       items: items.map((item, i) => ({ ...structuredClone(item), itemId: `itm_${first + i}` })),
       written: { version, previous },
     };
+  }
+
+  async keyFingerprint(sessionId: string, key: string): Promise<string | undefined> {
+    const keys = this.#keys.session(sessionId);
+    const reply = await this.#guard(() => this.#reads.ctxKeyFingerprint(keys.meta, keys.keys, key));
+    return reply ?? undefined;
   }
 
   async appendMessages(

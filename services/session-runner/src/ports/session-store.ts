@@ -107,6 +107,13 @@ export interface SessionStore {
   enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult>;
 
   /**
+   * The fingerprint an app request key was recorded with by `enqueue` (R13); undefined
+   * when the key or the session is unknown. A read: writes nothing. A key's record
+   * never changes once written and exists only in an existing session.
+   */
+  keyFingerprint(sessionId: string, key: string): Promise<string | undefined>;
+
+  /**
    * Appends messages at the end of the log; returns them with their seq, and the
    * write's versions. Throws when the session is absent.
    */

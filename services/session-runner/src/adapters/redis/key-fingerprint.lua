@@ -1,0 +1,16 @@
+--[[
+  Reads the fingerprint an app request key was recorded with (R13), only while the
+  session exists (its meta). Writes nothing.
+
+  KEYS:
+    1 the session's meta  2 the session's keys hash (keys.ts)
+  ARGV:
+    1 the app key
+  Returns:
+    <string>  the fingerprint
+    nil       the session or the key is unknown
+]]
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  return false
+end
+return redis.call('HGET', KEYS[2], ARGV[1])
