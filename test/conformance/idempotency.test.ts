@@ -14,6 +14,7 @@ import {
   notice,
   openSession,
   rowsOf,
+  type Session,
   state,
   step,
 } from './support.ts';
@@ -149,6 +150,110 @@ describe('POST /context and request keys', () => {
     );
     expect(await state(s, s.sessionId)).toEqual(before);
     expect((await s.call('GET', '/sessions/ses_missing/inspect')).status).toBe(404);
+  });
+});
+
+/** `POST /context` with this exact request text (the harness's `call` serialises an object). */
+async function postText(s: Session, text: string, headers: Record<string, string> = {}) {
+  const response = await s.app.inject({
+    method: 'POST',
+    url: '/context',
+    headers: { 'content-type': 'application/json', ...headers },
+    payload: text,
+  });
+  return { status: response.statusCode, body: JSON.parse(response.body) };
+}
+
+describe('POST /context: a replayed key, answered from the key', () => {
+  const FIRST = (sessionId: string) => JSON.stringify({ sessionId, items: [FRENCH, NO_SEARCH], key: 'k1' });
+  /** Records FIRST, then replays it twice (the runner answers a key's later replays from the key). */
+  async function recordAndReplay(s: Session, headers: Record<string, string> = {}) {
+    expect(await postText(s, FIRST(s.sessionId), headers)).toEqual({ status: 200, body: { recorded: 2 } });
+    for (let i = 0; i < 2; i++) {
+      expect(await postText(s, FIRST(s.sessionId), headers)).toEqual({ status: 200, body: { recorded: 0 } });
+    }
+  }
+
+  it('R13: the same request text again and again: 200 { recorded: 0 } every time, nothing written, delivered once', async () => {
+    const s = await openSession({ agent: { tools: [{ name: 'search' }] } });
+    expect(await postText(s, FIRST(s.sessionId))).toEqual({ status: 200, body: { recorded: 2 } });
+    const before = await state(s, s.sessionId);
+    for (let i = 0; i < 5; i++) {
+      expect(await postText(s, FIRST(s.sessionId))).toEqual({ status: 200, body: { recorded: 0 } });
+    }
+    expect(await state(s, s.sessionId)).toEqual(before);
+    expect((await step(s, s.sessionId)).rows.map((r) => r.kind)).toEqual(['instruction', 'tools']);
+    expect(await postText(s, FIRST(s.sessionId))).toEqual({ status: 200, body: { recorded: 0 } });
+    expect((await step(s, s.sessionId)).rows).toEqual([]);
+  });
+
+  it('R13: the same items with other key order and spacing are the same items, before and after exact replays', async () => {
+    const s = await openSession({ agent: { tools: [{ name: 'search' }] } });
+    const reordered = `{ "key" : "k1",\n  "items": [ {"content":"Answer in French.",  "kind":"instruction"},\n {"disable":["search"],"kind":"tools"} ],\n  "sessionId": ${JSON.stringify(s.sessionId)} }`;
+    expect(await postText(s, FIRST(s.sessionId))).toEqual({ status: 200, body: { recorded: 2 } });
+    for (const text of [FIRST(s.sessionId), reordered, reordered, FIRST(s.sessionId), reordered]) {
+      expect(await postText(s, text)).toEqual({ status: 200, body: { recorded: 0 } });
+    }
+    expect((await inspect(s, s.sessionId)).queue).toHaveLength(2);
+  });
+
+  for (const [what, items] of [
+    ['one item changed', [instruction('Answer in German.'), NO_SEARCH]],
+    ['more items', [FRENCH, NO_SEARCH, notice('extra')]],
+    ['fewer items', [FRENCH]],
+    ['same items in another order', [NO_SEARCH, FRENCH]],
+  ] as const) {
+    it(`R13: after exact replays, other items under the key (${what}) are still 409 state_context_key_conflict, nothing written`, async () => {
+      const s = await openSession({ agent: { tools: [{ name: 'search' }] } });
+      await recordAndReplay(s);
+      const before = await state(s, s.sessionId);
+      const answer = await s.call('POST', '/context', { sessionId: s.sessionId, items, key: 'k1' });
+      expectError(answer, 409, 'state_context_key_conflict', false);
+      expect(await state(s, s.sessionId)).toEqual(before);
+      expect(await postText(s, FIRST(s.sessionId))).toEqual({ status: 200, body: { recorded: 0 } });
+    });
+  }
+
+  it('R14: after exact replays, an invalid body under the key is still 400 validation_error and writes nothing', async () => {
+    const s = await openSession({ agent: { tools: [{ name: 'search' }] } });
+    await recordAndReplay(s);
+    const before = await state(s, s.sessionId);
+    const sessionId = s.sessionId;
+    for (const body of [
+      { sessionId, items: [FRENCH, { kind: 'instruction' }], key: 'k1' },
+      { sessionId, items: [FRENCH, { kind: 'notice', content: 'posing as hook', source: 'hook' }], key: 'k1' },
+      { sessionId, items: [FRENCH, { kind: 'tools', disable: ['__finish__'] }], key: 'k1' },
+      { sessionId, items: [], key: 'k1' },
+      { sessionId, items: 'Answer in French.', key: 'k1' },
+      // The exact items, with a property the body does not have.
+      { sessionId, items: [FRENCH, NO_SEARCH], key: 'k1', extra: true },
+      { sessionId, items: [FRENCH, NO_SEARCH], key: '' },
+    ]) {
+      expectError(await s.call('POST', '/context', body), 400, 'validation_error');
+    }
+    expect(await state(s, s.sessionId)).toEqual(before);
+    expect(await postText(s, FIRST(s.sessionId))).toEqual({ status: 200, body: { recorded: 0 } });
+  });
+
+  it("R12, R14: another tenant's exact replay is 401 or 404, never the owner's answer, and writes nothing", async () => {
+    const apiKeys = new Map([
+      ['key-a', 'tenant-a'],
+      ['key-b', 'tenant-b'],
+    ]);
+    const s = await openSession({ apiKeys });
+    const A = { authorization: 'Bearer key-a' };
+    const B = { authorization: 'Bearer key-b' };
+    await recordAndReplay(s, A);
+    const before = await state(s, s.sessionId);
+    expectError(await postText(s, FIRST(s.sessionId), B), 404, 'state_session_not_found');
+    expectError(await postText(s, FIRST(s.sessionId), { authorization: 'Bearer key-c' }), 401, 'unauthorized');
+    expectError(await postText(s, FIRST(s.sessionId), { authorization: '' }), 401, 'unauthorized');
+    expect(await state(s, s.sessionId)).toEqual(before);
+    // The owner's replay is still a replay; the same key in tenant b's own session is a new request.
+    expect(await postText(s, FIRST(s.sessionId), A)).toEqual({ status: 200, body: { recorded: 0 } });
+    const own = (await s.call('POST', '/sessions', {}, B)).body.sessionId;
+    expect(await postText(s, FIRST(own), B)).toEqual({ status: 200, body: { recorded: 2 } });
+    expect(await postText(s, FIRST(own), B)).toEqual({ status: 200, body: { recorded: 0 } });
   });
 });
 

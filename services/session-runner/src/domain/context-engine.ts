@@ -127,6 +127,32 @@ export function fingerprint(items: SourcedItem[]): string {
   return hash('sha256', canonical(items), 'hex');
 }
 
+/** Raw items longer than this are remembered by their SHA-256 instead of their JSON text. */
+const RAW_ITEMS_TEXT_MAX = 1024;
+
+/**
+ * The identity of a request's items exactly as received, for a replayed key: their JSON
+ * text, or its SHA-256 (hex) when longer than RAW_ITEMS_TEXT_MAX (a JSON array starts
+ * with `[`, a digest never does). Equal raw items validate to the same items, so to the
+ * same fingerprint. Undefined for anything but a JSON array (the full path judges it).
+ */
+function rawItems(items: unknown): string | undefined {
+  if (!Array.isArray(items)) return undefined;
+  let json: string;
+  try {
+    json = JSON.stringify(items);
+  } catch {
+    return undefined;
+  }
+  return json.length <= RAW_ITEMS_TEXT_MAX ? json : hash('sha256', json, 'hex');
+}
+
+/** Items a request key was replayed with, as received, and the fingerprint they validated to. */
+interface ReplayedKey {
+  raw: string;
+  fingerprint: string;
+}
+
 /** Random bytes for ids, drawn 10 at a time (one random fill per 409 ids). */
 const idPool = Buffer.alloc(4096);
 let idOffset = idPool.length;
@@ -195,6 +221,13 @@ export class ContextEngine {
   readonly #held: SessionCache;
   /** sessionId -> tenant, immutable once created; bounded, least recently used first out. */
   readonly #owners = new RecentMap<string, string>(10_000);
+  /**
+   * `<sessionId length>:<sessionId><key>` -> the items a request key was last replayed
+   * with, as received; bounded. A key's stored fingerprint never changes, so the same raw
+   * items again are a replay once the store confirms the fingerprint (a new key costs
+   * nothing here: only a replay the store answered is remembered).
+   */
+  readonly #replayedKeys = new RecentMap<string, ReplayedKey>(1_000);
   readonly #newId: (prefix: string) => string;
 
   constructor(deps: EngineDeps) {
@@ -313,15 +346,20 @@ export class ContextEngine {
 
   /**
    * Refuses a session of another tenant as absent, without loading the log. A
-   * session's tenant never changes, so a known one answers without a read (a write
-   * that follows still finds an absent session absent).
+   * session's tenant never changes, so a known one answers at once, without a read or
+   * a promise (undefined; a write that follows still finds an absent session absent);
+   * an unknown one gives the promise of its read.
    */
-  async #checkOwner(tenant: string, sessionId: string): Promise<void> {
-    let owner = this.#owners.get(sessionId);
-    if (owner === undefined) {
-      owner = (await this.#deps.store.getMeta(sessionId))?.tenant;
-      if (owner !== undefined) this.#owners.set(sessionId, owner);
-    }
+  #checkOwner(tenant: string, sessionId: string): Promise<void> | undefined {
+    const owner = this.#owners.get(sessionId);
+    if (owner === undefined) return this.#readOwner(tenant, sessionId);
+    if (owner !== tenant) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    return undefined;
+  }
+
+  async #readOwner(tenant: string, sessionId: string): Promise<void> {
+    const owner = (await this.#deps.store.getMeta(sessionId))?.tenant;
+    if (owner !== undefined) this.#owners.set(sessionId, owner);
     if (owner !== tenant) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
   }
 
@@ -424,13 +462,29 @@ export class ContextEngine {
 
   // ---------------------------------------------------------------- adding context
 
-  /** R12-R14: the app's `POST /context`. */
+  /**
+   * R12-R14: the app's `POST /context`. A key this runner saw replayed, sent again with
+   * the same raw items, is answered as a replay after the tenant check and one store read
+   * of the key's fingerprint, without validating or fingerprinting the items again; any
+   * other request (or a store that does not confirm) takes the full path.
+   */
   async addContext(
     tenant: string,
     input: { sessionId: string; items: unknown; key?: string },
   ): Promise<{ recorded: number }> {
+    const ref = input.key === undefined ? undefined : `${input.sessionId.length}:${input.sessionId}${input.key}`;
+    const known = ref === undefined ? undefined : this.#replayedKeys.get(ref);
+    if (known !== undefined && input.key !== undefined && known.raw === rawItems(input.items)) {
+      // These items validated before, so the full path would reach the tenant check too.
+      const ownerRead = this.#checkOwner(tenant, input.sessionId);
+      if (ownerRead !== undefined) await ownerRead;
+      if ((await this.#deps.store.keyFingerprint(input.sessionId, input.key)) === known.fingerprint) {
+        return { recorded: 0 };
+      }
+    }
     const items = validateItems(input.items, 'app');
-    await this.#checkOwner(tenant, input.sessionId);
+    const ownerRead = this.#checkOwner(tenant, input.sessionId);
+    if (ownerRead !== undefined) await ownerRead;
     const at = new Date(this.#deps.clock.now()).toISOString();
     const dedupe =
       input.key === undefined ? undefined : { type: 'key' as const, key: input.key, fingerprint: fingerprint(items) };
@@ -440,6 +494,10 @@ export class ContextEngine {
       dedupe,
     );
     this.#followEnqueue(input.sessionId, result);
+    if (result.outcome === 'replayed' && ref !== undefined && dedupe !== undefined) {
+      const raw = rawItems(input.items);
+      if (raw !== undefined) this.#replayedKeys.set(ref, { raw, fingerprint: dedupe.fingerprint });
+    }
     switch (result.outcome) {
       case 'recorded':
         return { recorded: result.items.length };
