@@ -5,8 +5,6 @@ import { OTLPLogExporter as JsonLogExporter } from '@opentelemetry/exporter-logs
 import { OTLPLogExporter as ProtoLogExporter } from '@opentelemetry/exporter-logs-otlp-proto';
 import { OTLPMetricExporter as JsonMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { OTLPMetricExporter as ProtoMetricExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
-import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { OTLPTraceExporter as ProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
 import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
 import { BatchLogRecordProcessor, LoggerProvider, type LogRecordExporter } from '@opentelemetry/sdk-logs';
 import {
@@ -18,14 +16,13 @@ import {
 import {
   AlwaysOffSampler,
   AlwaysOnSampler,
-  BatchSpanProcessor,
   ParentBasedSampler,
   type Sampler,
-  type SpanExporter,
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
 import { PullMetricReader, toPrometheusText } from './pull-metric-reader.ts';
+import { WorkerBatchSpanProcessor } from './worker-span-processor.ts';
 
 export type OtlpProtocol = 'http/protobuf' | 'http/json';
 
@@ -189,12 +186,6 @@ function makeSampler(name: SamplerName, ratio: number): Sampler {
   }
 }
 
-function spanExporter(target: OtlpTarget): SpanExporter {
-  return target.protocol === 'http/json'
-    ? new JsonTraceExporter({ url: target.url })
-    : new ProtoTraceExporter({ url: target.url });
-}
-
 function logExporter(target: OtlpTarget): LogRecordExporter {
   return target.protocol === 'http/json'
     ? new JsonLogExporter({ url: target.url })
@@ -250,7 +241,9 @@ function start(options: StartTelemetryOptions): Shared {
   const tracerProvider = new TracerProvider({
     resource,
     sampler: makeSampler(config.sampler, config.samplerRatio),
-    spanProcessors: config.traces ? [new BatchSpanProcessor({ exporter: spanExporter(config.traces) })] : [],
+    // The SDK's BatchSpanProcessor and OTLP exporter, run in a worker thread: a consumer making one span
+    // per record would otherwise spend most of its telemetry time encoding them on its own thread.
+    spanProcessors: config.traces ? [new WorkerBatchSpanProcessor(config.traces)] : [],
   });
 
   const pull = options.prometheus === false ? undefined : new PullMetricReader();
