@@ -2,12 +2,15 @@ import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
+  createConsumerTelemetry,
   createContextTelemetry,
   createFeedTelemetry,
   readTelemetryConfig,
   SPAN_CONTEXT_PASS,
+  SPAN_STEP_CONTEXT_APPLY,
   SPAN_STORE_COMMIT,
   startTelemetry,
+  TRACEPARENT_HEADER,
 } from '@ctxflow/telemetry';
 import { metrics, trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -222,5 +225,70 @@ describe('startTelemetry', () => {
     expect(bodyOf(received, '/v1/traces')).toContain('ctxflow.context_pass');
     expect(bodyOf(received, '/v1/logs')).toContain('core.context.skipped');
     expect(bodyOf(received, '/v1/metrics')).toContain('ctxflow.context.skipped');
+  });
+
+  it('a consumer span of a record whose trace was not sampled: nothing with a parent-based sampler, a span with always_on', async () => {
+    const sampledParent = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const unsampledParent = '00-1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331-00';
+    const applied = (received: Received[]) =>
+      JSON.parse(bodyOf(received, '/v1/traces'))
+        .resourceSpans.flatMap((r: { scopeSpans: { spans: unknown[] }[] }) => r.scopeSpans.flatMap((s) => s.spans))
+        .map((span: { name: string; traceId: string; parentSpanId: string; spanId: string }) => ({
+          name: span.name,
+          parent: `${span.traceId}-${span.parentSpanId}`,
+          spanId: span.spanId,
+        }));
+
+    for (const sampler of ['parentbased_traceidratio', 'always_on']) {
+      const { endpoint, received } = await collector();
+      const running = startTelemetry({
+        serviceName: 'ctxflow-test-consumer',
+        env: {
+          OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+          OTEL_TRACES_SAMPLER: sampler,
+          OTEL_TRACES_SAMPLER_ARG: '0',
+        },
+      });
+      const consumer = createConsumerTelemetry();
+      let attributesBuilt = 0;
+      const start = (traceparent: string) =>
+        consumer.startSpan(
+          SPAN_STEP_CONTEXT_APPLY,
+          () => {
+            attributesBuilt++;
+            return { 'ctxflow.ticket': 'T-1' };
+          },
+          { kind: 'consumer', parentHeaders: { [TRACEPARENT_HEADER]: traceparent } },
+        );
+      const sampled = start(sampledParent);
+      const unsampled = start(unsampledParent);
+      sampled.end();
+      unsampled.end();
+      await running.shutdown();
+
+      const spans = applied(received);
+      expect(sampled.traceparent).toBe(`00-0af7651916cd43dd8448eb211c80319c-${spans[0].spanId}-01`);
+      if (sampler === 'always_on') {
+        // This sampler ignores the parent's flag: the record's span is recorded and exported.
+        expect(spans.map((s: { parent: string }) => s.parent)).toEqual([
+          '0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331',
+          '1af7651916cd43dd8448eb211c80319c-c7ad6b7169203331',
+        ]);
+        expect(unsampled.traceparent).toBe(`00-1af7651916cd43dd8448eb211c80319c-${spans[1].spanId}-01`);
+        expect(attributesBuilt).toBe(2);
+      } else {
+        expect(spans).toEqual([
+          {
+            name: SPAN_STEP_CONTEXT_APPLY,
+            parent: '0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331',
+            spanId: spans[0].spanId,
+          },
+        ]);
+        expect(unsampled.traceparent).toBeUndefined();
+        expect(unsampled.logFields()).toEqual({});
+        expect(attributesBuilt).toBe(1);
+      }
+    }
   });
 });

@@ -44,7 +44,14 @@ import {
   SPAN_CONTEXT_PASS,
   SPAN_STORE_COMMIT,
 } from './names.ts';
-import { extractTraceContext, type HeaderBag, linksTo, TRACEPARENT_HEADER } from './trace-context.ts';
+import { globalTracerSkipsUnsampledRemoteChildren } from './start-telemetry.ts';
+import {
+  extractTraceContext,
+  type HeaderBag,
+  linksTo,
+  TRACEPARENT_HEADER,
+  unsampledRemoteParent,
+} from './trace-context.ts';
 
 /** Attribute values a span accepts. */
 export type SpanAttributes = Record<string, string | number | boolean>;
@@ -181,6 +188,9 @@ export interface ConsumerTelemetry extends SpanRunner {
    * records together: one span per record, all ended once the run's write is
    * done. `attributes` may be a function: it is called only for a span that
    * records (a sampled one), so an unsampled record costs no attribute object.
+   * On the global tracer of startTelemetry with a parent-based sampler (the
+   * default), a record whose `traceparent` was not sampled starts nothing at
+   * all: the SDK would only return a non-recording span for it.
    */
   startSpan(name: string, attributes: SpanAttributes | (() => SpanAttributes), options?: SpanOptions): StartedSpan;
 }
@@ -351,6 +361,16 @@ function spanRunner(handles: TelemetryHandles): SpanRunner['withSpan'] {
 function spanStarter(handles: Pick<TelemetryHandles, 'tracer'>): ConsumerTelemetry['startSpan'] {
   const tracer = lazy(() => handles.tracer ?? trace.getTracer(INSTRUMENTATION_SCOPE));
   return (name, attributes, options = {}) => {
+    // A record whose trace was not sampled upstream: startTelemetry's parent-based sampler would not
+    // record its span either, so nothing is started for it (no span context, no ids, nothing to collect).
+    if (
+      handles.tracer === undefined &&
+      options.parentHeaders !== undefined &&
+      globalTracerSkipsUnsampledRemoteChildren() &&
+      unsampledRemoteParent(options.parentHeaders)
+    ) {
+      return noopStarted;
+    }
     // Samplers here decide on the parent and the trace id alone: attributes are set after.
     const span = tracer().startSpan(name, startOptions(undefined, options), parentOf(options));
     if (span.isRecording()) span.setAttributes(typeof attributes === 'function' ? attributes() : attributes);

@@ -232,6 +232,20 @@ interface Shared {
 
 let shared: Shared | undefined;
 
+/** See globalTracerSkipsUnsampledRemoteChildren. */
+let skipsUnsampledRemoteChildren = false;
+
+/**
+ * True while the global tracer provider is the one startTelemetry registered
+ * with a parent-based sampler (`parentbased_*`, the default): a span whose
+ * parent is a remote span that was not sampled is then never recorded (the
+ * sampler's default for that case is always off), so a caller may skip
+ * starting it and treat it as the non-recording span the SDK would return.
+ */
+export function globalTracerSkipsUnsampledRemoteChildren(): boolean {
+  return skipsUnsampledRemoteChildren;
+}
+
 function start(options: StartTelemetryOptions): Shared {
   const config = readTelemetryConfig(options.serviceName, options.env ?? process.env);
   const resource = defaultResource().merge(
@@ -280,6 +294,7 @@ function start(options: StartTelemetryOptions): Shared {
     if (!ok) diag.warn(`ctxflow telemetry: a global ${api} provider was already registered; keeping it`);
   }
   if (!registered.context) contextManager.disable();
+  if (registered.trace) skipsUnsampledRemoteChildren = config.sampler.startsWith('parentbased_');
 
   return {
     config,
@@ -293,7 +308,10 @@ function start(options: StartTelemetryOptions): Shared {
         meterProvider.shutdown(),
         loggerProvider.shutdown(),
       ]);
-      if (registered.trace) trace.disable();
+      if (registered.trace) {
+        skipsUnsampledRemoteChildren = false;
+        trace.disable();
+      }
       if (registered.metrics) metrics.disable();
       if (registered.logs) logs.disable();
       if (registered.propagation) propagation.disable();

@@ -87,6 +87,24 @@ export function extractTraceContext(headers: HeaderBag): Context {
 }
 
 /**
+ * Whether `headers` name a remote parent that was not sampled: a valid plain
+ * version-00 `traceparent` (as extractTraceContext reads it directly) whose
+ * sampled flag is off. False for anything else, a `tracestate` included.
+ */
+export function unsampledRemoteParent(headers: HeaderBag): boolean {
+  const traceparent = headers[TRACEPARENT_HEADER];
+  if (
+    typeof traceparent !== 'string' ||
+    headers[TRACESTATE_HEADER] !== undefined ||
+    !PLAIN_TRACEPARENT.test(traceparent) ||
+    (Number.parseInt(traceparent.slice(53), 16) & 1) !== 0
+  ) {
+    return false;
+  }
+  return traceparent.slice(3, 35) !== ZERO_TRACE_ID && traceparent.slice(36, 52) !== ZERO_SPAN_ID;
+}
+
+/**
  * Runs `fn` with the remote parent named by `headers` as the active context
  * (spans started inside become its children); with no valid `traceparent`
  * there, `fn` runs in the current context.
