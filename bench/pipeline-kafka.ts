@@ -99,7 +99,8 @@ const SUMMARY =
 interface Consumer {
   child: ChildProcess;
   expect(total: number): Promise<void>;
-  cpuMs(): Promise<number>;
+  /** CPU ms of the whole process (every thread) and of its main thread, since it started. */
+  cpuMs(): Promise<{ process: number; main: number }>;
   /** Exports the child's ended spans now (a no-op without telemetry). */
   flush(): Promise<void>;
   stop(): Promise<void>;
@@ -134,7 +135,7 @@ async function startConsumer(env: Record<string, string>, execArgv: string[] = [
   return {
     child,
     expect: (total) => ask({ type: 'expect', total }, 'reached', () => undefined),
-    cpuMs: () => ask({ type: 'cpu' }, 'cpu', (m) => m.ms as number),
+    cpuMs: () => ask({ type: 'cpu' }, 'cpu', (m) => ({ process: m.ms as number, main: m.mainMs as number })),
     async flush() {
       const error = await ask({ type: 'flush' }, 'flushed', (m) => m.error as string | undefined);
       if (error) throw new Error(`${env.BENCH_MODE} consumer: span export failed: ${error}`);
@@ -349,10 +350,11 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       await reached;
       const elapsed = performance.now() - start;
       if (side.traced) await side.consumer.flush();
-      const consumerMs = (await side.consumer.cpuMs()) - childCpu;
+      const childCpuAfter = await side.consumer.cpuMs();
       return {
         rate: count / (elapsed / 1000),
-        consumerCpuPer1k: perThousand(consumerMs, count),
+        consumerCpuPer1k: perThousand(childCpuAfter.process - childCpu.process, count),
+        consumerMainCpuPer1k: perThousand(childCpuAfter.main - childCpu.main, count),
         producerCpuPer1k: perThousand(producerMs, count),
       };
     };
@@ -360,9 +362,10 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
     // Warm-up: JIT, connections, partition leaders, Redis scripts.
     for (const side of sides) await throughput(side, Math.min(1000, options.records));
 
-    const rates = new Map<string, { rate: number; consumerCpuPer1k: number; producerCpuPer1k: number }[]>(
-      sides.map((s) => [s.name, []]),
-    );
+    const rates = new Map<
+      string,
+      { rate: number; consumerCpuPer1k: number; consumerMainCpuPer1k: number; producerCpuPer1k: number }[]
+    >(sides.map((s) => [s.name, []]));
     for (let trial = 0; trial < options.trials; trial++) {
       const order = trial % 2 === 0 ? sides : [...sides].reverse();
       for (const side of order) {
@@ -370,7 +373,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
         rates.get(side.name)!.push(r);
         progress(
           `S1 ${client} trial ${trial + 1}/${options.trials} ${side.name}: ${Math.round(r.rate)} updates/s, ` +
-            `consumer ${r.consumerCpuPer1k.toFixed(0)} CPU ms/1k, producer ${r.producerCpuPer1k.toFixed(0)} CPU ms/1k`,
+            `consumer ${r.consumerCpuPer1k.toFixed(0)} CPU ms/1k (main thread ${r.consumerMainCpuPer1k.toFixed(0)}), producer ${r.producerCpuPer1k.toFixed(0)} CPU ms/1k`,
         );
       }
     }
@@ -445,6 +448,8 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
         cpuMsPer1k: {
           'step-context consumer on': round(median(o.map((x) => x.consumerCpuPer1k)), 1),
           'step-context consumer off': cpu['step-context consumer'],
+          'step-context main thread on': round(median(o.map((x) => x.consumerMainCpuPer1k)), 1),
+          'step-context main thread off': round(median(p.map((x) => x.consumerMainCpuPer1k)), 1),
           'producer on': round(median(o.map((x) => x.producerCpuPer1k)), 1),
           'producer off': cpu.producer,
         },
@@ -465,7 +470,8 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
           'on: startTelemetry + createConsumerTelemetry as in services/step-context main (no instrumentation hook, as in production), ' +
             `${sampler ? `parentbased_traceidratio ${HEAD_SAMPLING_RATIO}` : 'parentbased_always_on'}, OTLP ${DEPLOYED_OTLP_PROTOCOL} (the deployment's protocol) to a local sink answering 200, metrics every 5 s; ` +
             traceparentNote(side),
-          'on CPU includes a span flush after each trial (outside the rate timing), so it covers exporting every span; ' +
+          'consumer CPU is the whole process (its worker and V8/libuv threads too), main thread its event loop; ' +
+            'on CPU includes a span flush after each trial (outside the rate timing), so it covers exporting every span; ' +
             'producer on includes the local OTLP sink, which runs in the producer process',
         ],
       });

@@ -10,7 +10,7 @@
  * IPC (parent -> child): `{ type: 'expect', total }` answers
  * `{ type: 'reached', count }` once `total` records were counted (cumulative);
  * `{ type: 'trace', on }` turns on `{ type: 'seen', id }` per record;
- * `{ type: 'cpu' }` answers `{ type: 'cpu', ms }`; `{ type: 'flush' }` exports
+ * `{ type: 'cpu' }` answers `{ type: 'cpu', ms, mainMs }` (the process, its main thread); `{ type: 'flush' }` exports
  * every ended span now and answers `{ type: 'flushed', error? }` (nothing to
  * export without telemetry); `{ type: 'stop' }` exits.
  * On start it sends `{ type: 'ready' }` once the group assignment is in place.
@@ -137,7 +137,10 @@ process.on('message', async (message: { type: string; total?: number; on?: boole
     }
   }
   if (message.type === 'trace') trace = message.on === true;
-  if (message.type === 'cpu') process.send?.({ type: 'cpu', ms: cpuMs() });
+  if (message.type === 'cpu') {
+    const main = process.threadCpuUsage();
+    process.send?.({ type: 'cpu', ms: cpuMs(), mainMs: (main.user + main.system) / 1000 });
+  }
   if (message.type === 'flush') {
     try {
       if (telemetry) await flushSpans();
