@@ -326,6 +326,48 @@ describe('RedisSessionStore', () => {
     expect(await new RedisSessionStore(client, { prefix }).listSteps(branch.sessionId)).toEqual(steps);
   });
 
+  it('a commit that changes only the meta counters writes them apart; every read gives the whole meta', async () => {
+    const client = redisClient();
+    const prefix = uniquePrefix();
+    onTestFinished(() => deletePrefix(client, prefix));
+    const store = new RedisSessionStore(client, { prefix });
+    const m = meta();
+    await store.createSession(m, [], [], []);
+    const first = promptStep((await store.load(m.sessionId))!, 'the prompt');
+    first.meta = { ...first.meta, lastStepAt: 1_000, lastRequestEnd: 0 };
+    await store.commitStep(m.sessionId, first);
+    const base = `${prefix}:{${m.sessionId}}`;
+    const metaJson = await client.get(`${base}:meta`);
+
+    const read = (await store.load(m.sessionId))!;
+    const next = promptStep(read, 'the prompt');
+    next.meta = { ...next.meta, lastStepAt: 2_000, lastRequestEnd: 0 };
+    next.countersOnly = true;
+    expect(await store.commitStep(m.sessionId, next)).toEqual({ outcome: 'committed', version: expect.any(String) });
+    expect(await client.get(`${base}:meta`)).toBe(metaJson);
+    expect(await client.hmget(`${base}:seq`, 'steps', 'stepAt', 'requestEnd')).toEqual(['2', '2000', '0']);
+    expect((await store.load(m.sessionId))?.meta).toEqual(next.meta);
+    expect(await store.getMeta(m.sessionId)).toEqual(next.meta);
+    expect(await store.listSessions(m.tenant, 10)).toEqual([next.meta]);
+
+    // A whole meta again (a thread edit): the counters apart are dropped.
+    const edited = { ...next.meta, forceRefresh: true };
+    expect(await store.putMeta(edited)).toBe(true);
+    expect(await client.hmget(`${base}:seq`, 'steps', 'stepAt', 'requestEnd')).toEqual([null, null, null]);
+    expect((await store.load(m.sessionId))?.meta).toEqual(edited);
+
+    // Without a version to name, countersOnly writes the whole meta.
+    const unversioned = { ...promptStep((await store.load(m.sessionId))!, 'the prompt'), countersOnly: true };
+    unversioned.meta = { ...unversioned.meta, lastStepAt: 3_000, lastRequestEnd: 0 };
+    delete unversioned.expectedVersion;
+    expect(await store.commitStep(m.sessionId, unversioned)).toEqual({
+      outcome: 'committed',
+      version: expect.any(String),
+    });
+    expect(JSON.parse((await client.get(`${base}:meta`))!)).toEqual(unversioned.meta);
+    expect((await store.load(m.sessionId))?.meta).toEqual(unversioned.meta);
+  });
+
   it('refuses a key prefix with braces (it would move the hash tag)', () => {
     expect(() => new RedisSessionStore(redisClient(), { prefix: 'a{b}' })).toThrow(/braces/);
   });

@@ -109,6 +109,19 @@ function parse<T>(json: string): T {
   return JSON.parse(json) as T;
 }
 
+/** The `seq` fields of the meta's counters a step commit writes apart (commit-step.lua). */
+const COUNTERS = ['steps', 'stepAt', 'requestEnd'] as const;
+
+/** The meta as stored: its JSON, with the counters `seq` holds (values of COUNTERS) over it. */
+function storedMeta(json: string, counters: (string | null | undefined)[]): SessionMeta {
+  const meta = parse<SessionMeta>(json);
+  const [steps, stepAt, requestEnd] = counters;
+  if (steps !== null && steps !== undefined) meta.steps = Number(steps);
+  if (stepAt !== null && stepAt !== undefined) meta.lastStepAt = Number(stepAt);
+  if (requestEnd !== null && requestEnd !== undefined) meta.lastRequestEnd = Number(requestEnd);
+  return meta;
+}
+
 /** A step record as stored: its system prompt by id in the session's `prompts` hash (keys.ts). */
 type StoredStep = Omit<StepRecord, 'system'> & { system?: string; systemRef?: string };
 
@@ -246,8 +259,23 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async getMeta(sessionId: string): Promise<SessionMeta | undefined> {
-    const meta = await this.#guard(() => this.#client.get(this.#keys.session(sessionId).meta));
-    return meta === null ? undefined : parse<SessionMeta>(meta);
+    return this.#readMeta(sessionId);
+  }
+
+  /** The meta with its counters (one MULTI: the meta and `seq` are read together). */
+  async #readMeta(sessionId: string): Promise<SessionMeta | undefined> {
+    const keys = this.#keys.session(sessionId);
+    const replies = await this.#guard(() =>
+      this.#client
+        .multi()
+        .get(keys.meta)
+        .hmget(keys.seq, ...COUNTERS)
+        .exec(),
+    );
+    if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
+    for (const [err] of replies) if (err) throw this.#wrap(err);
+    const [[, json], [, counters]] = replies as [[null, string | null], [null, (string | null)[]]];
+    return json === null ? undefined : storedMeta(json, counters);
   }
 
   async load(sessionId: string): Promise<SessionState | undefined> {
@@ -261,19 +289,19 @@ export class RedisSessionStore implements SessionStore {
         .lrange(keys.queue, 0, -1)
         .hgetall(keys.calls)
         .smembers(keys.sites)
-        .hmget(keys.seq, 'item', 'version', 'prompt')
+        .hmget(keys.seq, 'item', 'version', 'prompt', ...COUNTERS)
         .hkeys(keys.requests)
         .exec(),
     );
     if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
     for (const [err] of replies) if (err) throw this.#wrap(err);
-    const [meta, log, queue, calls, sites, [itemSeq, version, prompt], requestIds] = replies.map(
+    const [meta, log, queue, calls, sites, [itemSeq, version, prompt, ...counters], requestIds] = replies.map(
       ([, value]) => value,
     ) as [string | null, string[], string[], Record<string, string>, string[], (string | null)[], string[]];
     if (meta === null) return undefined;
     this.#sessionPrompts.set(sessionId, prompt ?? '');
     return {
-      meta: parse<SessionMeta>(meta),
+      meta: storedMeta(meta, counters),
       log: log.map((entry) => parse<LogEntry>(entry)),
       queue: queue.map((item) => parse<QueuedItem>(item)),
       calls: parseCalls(calls),
@@ -292,12 +320,9 @@ export class RedisSessionStore implements SessionStore {
     for (let offset = 0; found.length < limit; offset += limit) {
       const ids = await this.#guard(() => this.#client.zrevrange(index, offset, offset + limit - 1));
       if (ids.length === 0) break;
-      const metas = await this.#guard(() =>
-        Promise.all(ids.map((id) => this.#client.get(this.#keys.session(id).meta))),
-      );
-      for (const json of metas) {
-        if (json === null) continue;
-        const meta = parse<SessionMeta>(json);
+      const metas = await Promise.all(ids.map((id) => this.#readMeta(id)));
+      for (const meta of metas) {
+        if (meta === undefined) continue;
         if (meta.tenant === tenant && found.length < limit) found.push(meta);
       }
       if (ids.length < limit) break;
@@ -365,19 +390,29 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
-    const { step } = commit;
+    const { step, meta } = commit;
     const promptId = this.#promptId(step.system);
+    // Only the counters changed since the version the commit names: they alone are written.
+    const countersOnly =
+      commit.countersOnly === true &&
+      commit.expectedVersion !== undefined &&
+      commit.expectedVersion !== '' &&
+      meta.lastStepAt !== undefined &&
+      meta.lastRequestEnd !== undefined;
     const args = [
       String(commit.expectedLogLength),
       step.stepId,
       encodeStep(step, promptId),
       step.requestId ?? '',
-      JSON.stringify(commit.meta),
+      countersOnly ? '' : JSON.stringify(meta),
       commit.expectedVersion ?? '-',
       String(commit.drain.length),
       promptId,
       // The prompt's text only when the session's last commit did not store or use it.
       promptId !== '' && this.#sessionPrompts.get(sessionId) === promptId ? '' : step.system,
+      String(meta.steps),
+      String(meta.lastStepAt ?? ''),
+      String(meta.lastRequestEnd ?? ''),
       ...commit.drain,
       ...commit.rows.map((row) => JSON.stringify(row)),
     ];

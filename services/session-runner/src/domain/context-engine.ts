@@ -784,6 +784,8 @@ export class ContextEngine {
           expectedLogLength: state.log.length,
           expectedVersion: state.version,
           meta,
+          // A step that neither starts a run nor rebuilds the prefix changes only the counters.
+          countersOnly: !freshRun && !rebuild,
         });
       const { telemetry } = this.#deps;
       const result = telemetry.storeCommit

@@ -43,6 +43,12 @@ export interface StepCommit {
    */
   expectedVersion?: string;
   meta: SessionMeta;
+  /**
+   * `meta` differs from the meta of the state at `expectedVersion` only in `steps`,
+   * `lastStepAt` and `lastRequestEnd` (a step inside a run that kept its prefix): a
+   * store may write those three alone.
+   */
+  countersOnly?: boolean;
 }
 
 export type CommitResult =

@@ -29,6 +29,8 @@ for j = 2, #ARGV do
 end
 if ARGV[1] ~= '' then
   redis.call('SET', KEYS[1], ARGV[1])
+  -- The meta is whole again: counters a step commit wrote apart (commit-step.lua) no longer apply.
+  redis.call('HDEL', KEYS[9], 'steps', 'stepAt', 'requestEnd')
 end
 local version, prev = nextVersion()
 return { start, version, prev }

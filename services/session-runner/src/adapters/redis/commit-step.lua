@@ -14,6 +14,11 @@
   stored or used. A commit sends the text only when the prompt is not that one; a commit
   that names another prompt without its text is refused (-9) and sent again with it.
 
+  A step inside a run that kept its prefix changes only the meta's counters (steps,
+  lastStepAt, lastRequestEnd): such a commit names its version and sends no meta, and the
+  counters go to `seq` (fields `steps`, `stepAt`, `requestEnd`, read over the meta's) in the
+  write that issues the version. A commit with a meta writes it whole and drops them.
+
   KEYS (keys.ts SESSION_KEY_ORDER):
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
   ARGV:
@@ -21,18 +26,20 @@
     2 stepId
     3 StepRecord JSON (with `systemRef` ARGV[8] when ARGV[8] is not '')
     4 requestId, or '' for none
-    5 SessionMeta JSON
+    5 SessionMeta JSON, or '' when only its counters change (ARGV[10..12]; ARGV[6] names a version)
     6 the session version the pass was computed on, or '-' for none
     7 nDrain
     8 the id of the step's system prompt, or '' for none
     9 the prompt's text, or '' when `seq` field `prompt` is ARGV[8]
-    10 .. 9+nDrain   ids of the queued items these rows deliver
-    10+nDrain ..     LogEntry JSON rows, in log order
+    10 11 12 the meta's steps, lastStepAt and lastRequestEnd (used when ARGV[5] is '')
+    13 .. 12+nDrain   ids of the queued items these rows deliver
+    13+nDrain ..      LogEntry JSON rows, in log order
   Returns:
     {v}          committed: the session's version after this write
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
     -1           session not found (nothing written)
-    -5           the log length is not ARGV[1], or the version is not ARGV[6] (nothing written)
+    -5           the log length is not ARGV[1], or the version is not ARGV[6], or ARGV[5] is ''
+                 and ARGV[6] names no version (nothing written)
     -6           a drained item is no longer queued (nothing written)
     -9           the prompt ARGV[8] is not the session's and its text was not sent (nothing written)
 ]]
@@ -60,13 +67,17 @@ if (expected == '-' or expected == '') and redis.call('EXISTS', KEYS[1]) == 0 th
   return -1
 end
 
+local countersOnly = ARGV[5] == ''
+if countersOnly and (expected == '-' or expected == '') then
+  return -5
+end
 local promptId, promptText = ARGV[8], ARGV[9]
 if promptId ~= '' and promptText == '' and seq[2] ~= promptId then
   return -9
 end
 
 local nDrain = tonumber(ARGV[7])
-local D = 10 -- the first drained id
+local D = 13 -- the first drained id
 local firstRow = D + nDrain
 -- Queue elements end with "itemId":"<id>"} (enqueue.lua, rewind.lua): no decoding needed,
 -- and only the element's tail is looked at (ids are short; the content may be long).
@@ -141,9 +152,17 @@ redis.call('HSET', KEYS[7], ARGV[2], ARGV[3])
 if requestId ~= '' then
   redis.call('HSET', KEYS[8], requestId, ARGV[2])
 end
-redis.call('SET', KEYS[1], ARGV[5])
+-- `seq` fields written with the version, in the same call.
+local fields = {}
+if countersOnly then
+  fields = { 'steps', ARGV[10], 'stepAt', ARGV[11], 'requestEnd', ARGV[12] }
+else
+  redis.call('SET', KEYS[1], ARGV[5])
+  redis.call('HDEL', KEYS[9], 'steps', 'stepAt', 'requestEnd')
+end
 if promptText ~= '' then
   redis.call('HSET', KEYS[10], promptId, promptText)
-  return { (versionAfter(current, 'prompt', promptId)) }
+  fields[#fields + 1] = 'prompt'
+  fields[#fields + 1] = promptId
 end
-return { (versionAfter(current)) }
+return { (versionAfter(current, unpack(fields))) }

@@ -7,7 +7,10 @@
  * (`{tenant:<tenant>}`): neither is ever written in the same script as a session.
  */
 export interface SessionKeys {
-  /** String: the SessionMeta as JSON. Its presence is the session's existence. */
+  /**
+   * String: the SessionMeta as JSON (its counters may be older than `seq`'s). Its presence
+   * is the session's existence.
+   */
   meta: string;
   /** List: one LogEntry as JSON per element; element i has `seq` i. */
   log: string;
@@ -26,7 +29,9 @@ export interface SessionKeys {
   /**
    * Hash of counters: `item` (last queue item number), `call` (last call order),
    * `version` (the session's write count: every session script that writes adds one),
-   * and `prompt` (the id of the system prompt the last step commit stored or used).
+   * `prompt` (the id of the system prompt the last step commit stored or used), and
+   * `steps`, `stepAt`, `requestEnd`: the meta's steps, lastStepAt and lastRequestEnd when
+   * the last write was a step commit that changed nothing else (read over the meta's).
    */
   seq: string;
   /** Hash: prompt id -> system prompt text, once per session for all its step records. */

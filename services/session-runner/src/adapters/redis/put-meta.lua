@@ -13,4 +13,6 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
 redis.call('SET', KEYS[1], ARGV[1])
+-- The meta is whole again: counters a step commit wrote apart (commit-step.lua) no longer apply.
+redis.call('HDEL', KEYS[9], 'steps', 'stepAt', 'requestEnd')
 return (nextVersion())

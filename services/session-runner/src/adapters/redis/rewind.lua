@@ -91,4 +91,6 @@ for j = dropStepsFrom, dropStepsFrom + nDropSteps - 1 do
 end
 
 redis.call('SET', KEYS[1], ARGV[3])
+-- The meta is whole again: counters a step commit wrote apart (commit-step.lua) no longer apply.
+redis.call('HDEL', KEYS[9], 'steps', 'stepAt', 'requestEnd')
 return (nextVersion())
