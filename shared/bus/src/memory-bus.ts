@@ -4,8 +4,13 @@
  * partition Kafka would pick), offsets as decimal strings, consumer groups that
  * split partitions between their members and keep committed offsets,
  * `resumeFrom` on every assignment, redelivery after a handler rejection, and
- * asynchronous delivery. Records are kept for the life of the process (no
- * retention), nothing survives a restart.
+ * asynchronous delivery. Nothing survives a restart.
+ *
+ * Retention: a record every consumer group of its topic has committed is
+ * dropped (in chunks, so a long-running process holds only what some group has
+ * still to read); a topic no group reads keeps its last `retainRecords` per
+ * partition. A group that starts later reads from the oldest record kept, as a
+ * Kafka consumer with `auto.offset.reset=earliest` does after retention.
  */
 import { CtxflowError } from '@ctxflow/contracts';
 import type {
@@ -26,12 +31,16 @@ export interface MemoryBusOptions {
   maxBatchRecords?: number;
   /** Delay before redelivering after a handler rejection, in ms. Default 100. */
   retryBackoffMs?: number;
+  /** Records kept per partition of a topic no consumer group reads. Default 10,000. */
+  retainRecords?: number;
 }
 
 export interface MemoryBus {
   publisher: Publisher;
   subscriber: Subscriber;
   admin: TopicAdmin;
+  /** Records of `topic` still held, over all its partitions (0 for a topic never seen). */
+  retainedRecords(topic: string): number;
 }
 
 interface StoredRecord {
@@ -39,6 +48,15 @@ interface StoredRecord {
   value: string;
   headers: Record<string, string>;
 }
+
+/** One partition's records from offset `base` on (what came before was dropped). */
+interface PartitionLog {
+  base: number;
+  readonly records: StoredRecord[];
+}
+
+/** Committed records are dropped once this many can go at once (or half the log): splice stays amortised. */
+const TRIM_CHUNK = 256;
 
 interface Member {
   readonly options: SubscribeOptions;
@@ -67,28 +85,30 @@ interface GroupTopic {
 }
 
 class MemoryBroker {
-  readonly #topics = new Map<string, StoredRecord[][]>();
+  readonly #topics = new Map<string, PartitionLog[]>();
   /** Keyed by `${groupId}\u0000${topic}`. */
   readonly #groups = new Map<string, GroupTopic>();
   readonly #defaultPartitions: number;
   readonly maxBatchRecords: number;
   readonly retryBackoffMs: number;
+  readonly #retainRecords: number;
 
   constructor(options: MemoryBusOptions) {
     this.#defaultPartitions = options.defaultPartitions ?? 1;
     this.maxBatchRecords = options.maxBatchRecords ?? 500;
     this.retryBackoffMs = options.retryBackoffMs ?? 100;
+    this.#retainRecords = options.retainRecords ?? 10_000;
   }
 
   ensureTopic(name: string, partitions: number): void {
     if (this.#topics.has(name)) return;
     this.#topics.set(
       name,
-      Array.from({ length: partitions }, () => []),
+      Array.from({ length: partitions }, () => ({ base: 0, records: [] })),
     );
   }
 
-  topic(name: string): StoredRecord[][] {
+  topic(name: string): PartitionLog[] {
     this.ensureTopic(name, this.#defaultPartitions);
     const logs = this.#topics.get(name);
     if (logs === undefined) throw new Error(`topic ${name} missing after creation`);
@@ -100,16 +120,54 @@ class MemoryBroker {
     const touched = new Set<number>();
     for (const record of records) {
       const partition = partitionForKey(record.key, logs.length);
-      logs[partition]?.push({ key: record.key, value: record.value, headers: { ...(record.headers ?? {}) } });
+      logs[partition]?.records.push({ key: record.key, value: record.value, headers: { ...(record.headers ?? {}) } });
       touched.add(partition);
     }
-    for (const [groupKey, group] of this.#groups) {
-      if (!groupKey.endsWith(`\u0000${topicName}`)) continue;
+    const groups = this.#groupsOf(topicName);
+    for (const group of groups) {
       for (const partition of touched) {
         const state = group.partitions[partition];
         if (state !== undefined) this.#schedule(topicName, state);
       }
     }
+    if (groups.length === 0) {
+      // Nobody reads it: keep the last retainRecords per partition.
+      for (const partition of touched) {
+        const log = logs[partition];
+        if (log !== undefined) this.#drop(log, log.records.length - this.#retainRecords);
+      }
+    }
+  }
+
+  retained(topicName: string): number {
+    let n = 0;
+    for (const log of this.#topics.get(topicName) ?? []) n += log.records.length;
+    return n;
+  }
+
+  #groupsOf(topicName: string): GroupTopic[] {
+    const groups: GroupTopic[] = [];
+    for (const [groupKey, group] of this.#groups) if (groupKey.endsWith(`\u0000${topicName}`)) groups.push(group);
+    return groups;
+  }
+
+  /** Drops what every group of the topic committed on `partition`. */
+  #trim(topicName: string, partition: number): void {
+    const log = this.topic(topicName)[partition];
+    if (log === undefined) return;
+    let committed = Number.POSITIVE_INFINITY;
+    for (const group of this.#groupsOf(topicName)) {
+      committed = Math.min(committed, group.partitions[partition]?.committed ?? 0);
+    }
+    this.#drop(log, committed - log.base);
+  }
+
+  /** Drops the first `n` records once that is a chunk's worth or half the log. */
+  #drop(log: PartitionLog, n: number): void {
+    if (n <= 0 || (n < TRIM_CHUNK && n * 2 < log.records.length)) return;
+    const count = Math.min(n, log.records.length);
+    log.records.splice(0, count);
+    log.base += count;
   }
 
   join(member: Member): void {
@@ -167,7 +225,8 @@ class MemoryBroker {
    * in-flight call settled, from the committed offset or its own resumeFrom.
    */
   async #deliver(topic: string, state: GroupPartition): Promise<void> {
-    const log = this.topic(topic)[state.partition] ?? [];
+    const log = this.topic(topic)[state.partition] ?? { base: 0, records: [] };
+    const end = () => log.base + log.records.length;
     try {
       for (;;) {
         const owner = state.owner;
@@ -178,20 +237,23 @@ class MemoryBroker {
             await sleep(this.retryBackoffMs);
             continue;
           }
-          state.position = resumed ?? state.committed ?? 0;
+          // Records before the log's start were dropped: read from the oldest one kept.
+          state.position = Math.max(resumed ?? state.committed ?? 0, log.base);
           state.positionedFor = owner;
           continue;
         }
-        if (state.position >= log.length) return;
+        if (state.position < log.base) state.position = log.base;
+        if (state.position >= end()) return;
         const first = state.position;
-        const batch: IncomingRecord[] = log.slice(first, first + this.maxBatchRecords).map((record, index) => ({
+        const from = first - log.base;
+        const batch: IncomingRecord[] = log.records.slice(from, from + this.maxBatchRecords).map((record, index) => ({
           topic,
           partition: state.partition,
           offset: String(first + index),
           key: record.key,
           value: record.value,
           headers: { ...record.headers },
-          highWatermark: String(log.length),
+          highWatermark: String(end()),
         }));
         const handled = await this.#track(
           owner,
@@ -204,6 +266,7 @@ class MemoryBroker {
           // Commit even when the owner changed meanwhile: the records were handled.
           if (state.position === first) state.position = first + batch.length;
           state.committed = Math.max(state.committed ?? 0, first + batch.length);
+          this.#trim(topic, state.partition);
         } else {
           await sleep(this.retryBackoffMs);
         }
@@ -212,7 +275,7 @@ class MemoryBroker {
       state.running = false;
       // An owner change or a publish that arrived while the loop was finishing.
       if (state.owner !== undefined && !state.owner.closing) {
-        const pending = state.positionedFor !== state.owner || state.position < log.length;
+        const pending = state.positionedFor !== state.owner || state.position < end();
         if (pending) this.#schedule(topic, state);
       }
     }
@@ -287,5 +350,5 @@ export function createMemoryBus(options: MemoryBusOptions = {}): MemoryBus {
     async close() {},
   };
 
-  return { publisher, subscriber, admin };
+  return { publisher, subscriber, admin, retainedRecords: (topic) => broker.retained(topic) };
 }
