@@ -1,6 +1,11 @@
 import { context, diag, logs, metrics, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { CompositePropagator, W3CBaggagePropagator, W3CTraceContextPropagator } from '@opentelemetry/core';
+import {
+  CompositePropagator,
+  type InstrumentationScope,
+  W3CBaggagePropagator,
+  W3CTraceContextPropagator,
+} from '@opentelemetry/core';
 import { OTLPLogExporter as JsonLogExporter } from '@opentelemetry/exporter-logs-otlp-http';
 import { OTLPLogExporter as ProtoLogExporter } from '@opentelemetry/exporter-logs-otlp-proto';
 import { OTLPMetricExporter as JsonMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
@@ -21,6 +26,8 @@ import {
   TraceIdRatioBasedSampler,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
+import type { DirectSpanTarget } from './direct-span.ts';
+import { INSTRUMENTATION_SCOPE } from './names.ts';
 import { PullMetricReader, toPrometheusText } from './pull-metric-reader.ts';
 import { WorkerBatchSpanProcessor } from './worker-span-processor.ts';
 
@@ -232,18 +239,20 @@ interface Shared {
 
 let shared: Shared | undefined;
 
-/** See globalTracerSkipsUnsampledRemoteChildren. */
-let skipsUnsampledRemoteChildren = false;
+/** See globalDirectSpans. */
+let directSpans: DirectSpanTarget | undefined;
 
 /**
- * True while the global tracer provider is the one startTelemetry registered
- * with a parent-based sampler (`parentbased_*`, the default): a span whose
- * parent is a remote span that was not sampled is then never recorded (the
- * sampler's default for that case is always off), so a caller may skip
- * starting it and treat it as the non-recording span the SDK would return.
+ * Set while the global tracer provider is the one startTelemetry registered
+ * with a parent-based sampler (`parentbased_*`, the default). That sampler
+ * decides a span whose parent is remote by the parent's sampled flag alone:
+ * never recorded when it is off, recorded and sampled when it is on. So a
+ * caller may skip the first (the SDK would return a non-recording span) and
+ * make the second as a DirectSpan, which the provider's processor exports as
+ * it exports the SDK's spans.
  */
-export function globalTracerSkipsUnsampledRemoteChildren(): boolean {
-  return skipsUnsampledRemoteChildren;
+export function globalDirectSpans(): DirectSpanTarget | undefined {
+  return directSpans;
 }
 
 function start(options: StartTelemetryOptions): Shared {
@@ -252,12 +261,13 @@ function start(options: StartTelemetryOptions): Shared {
     resourceFromAttributes({ ...config.resourceAttributes, 'service.name': config.serviceName }),
   );
 
+  // The SDK's BatchSpanProcessor and OTLP exporter, run in a worker thread: a consumer making one span
+  // per record would otherwise spend most of its telemetry time encoding them on its own thread.
+  const spanProcessor = config.traces ? new WorkerBatchSpanProcessor(config.traces) : undefined;
   const tracerProvider = new TracerProvider({
     resource,
     sampler: makeSampler(config.sampler, config.samplerRatio),
-    // The SDK's BatchSpanProcessor and OTLP exporter, run in a worker thread: a consumer making one span
-    // per record would otherwise spend most of its telemetry time encoding them on its own thread.
-    spanProcessors: config.traces ? [new WorkerBatchSpanProcessor(config.traces)] : [],
+    spanProcessors: spanProcessor ? [spanProcessor] : [],
   });
 
   const pull = options.prometheus === false ? undefined : new PullMetricReader();
@@ -294,7 +304,15 @@ function start(options: StartTelemetryOptions): Shared {
     if (!ok) diag.warn(`ctxflow telemetry: a global ${api} provider was already registered; keeping it`);
   }
   if (!registered.context) contextManager.disable();
-  if (registered.trace) skipsUnsampledRemoteChildren = config.sampler.startsWith('parentbased_');
+  if (registered.trace && config.sampler.startsWith('parentbased_')) {
+    // The scope object of the SDK's `ctxflow` tracer, so its spans and direct ones are exported as one scope.
+    const tracer = tracerProvider.getTracer(INSTRUMENTATION_SCOPE) as { instrumentationScope?: InstrumentationScope };
+    directSpans = {
+      resource,
+      scope: tracer.instrumentationScope ?? { name: INSTRUMENTATION_SCOPE },
+      processor: spanProcessor,
+    };
+  }
 
   return {
     config,
@@ -309,7 +327,7 @@ function start(options: StartTelemetryOptions): Shared {
         loggerProvider.shutdown(),
       ]);
       if (registered.trace) {
-        skipsUnsampledRemoteChildren = false;
+        directSpans = undefined;
         trace.disable();
       }
       if (registered.metrics) metrics.disable();

@@ -87,21 +87,24 @@ export function extractTraceContext(headers: HeaderBag): Context {
 }
 
 /**
- * Whether `headers` name a remote parent that was not sampled: a valid plain
- * version-00 `traceparent` (as extractTraceContext reads it directly) whose
- * sampled flag is off. False for anything else, a `tracestate` included.
+ * The remote parent a plain version-00 `traceparent` in `headers` names (no
+ * `tracestate`, ids not all zero), as extractTraceContext reads it directly;
+ * undefined for anything else, which extractTraceContext hands to the
+ * propagator.
  */
-export function unsampledRemoteParent(headers: HeaderBag): boolean {
+export function plainRemoteParent(headers: HeaderBag): SpanContext | undefined {
   const traceparent = headers[TRACEPARENT_HEADER];
   if (
     typeof traceparent !== 'string' ||
     headers[TRACESTATE_HEADER] !== undefined ||
-    !PLAIN_TRACEPARENT.test(traceparent) ||
-    (Number.parseInt(traceparent.slice(53), 16) & 1) !== 0
+    !PLAIN_TRACEPARENT.test(traceparent)
   ) {
-    return false;
+    return undefined;
   }
-  return traceparent.slice(3, 35) !== ZERO_TRACE_ID && traceparent.slice(36, 52) !== ZERO_SPAN_ID;
+  const traceId = traceparent.slice(3, 35);
+  const spanId = traceparent.slice(36, 52);
+  if (traceId === ZERO_TRACE_ID || spanId === ZERO_SPAN_ID) return undefined;
+  return { traceId, spanId, traceFlags: Number.parseInt(traceparent.slice(53), 16), isRemote: true };
 }
 
 /**
