@@ -82,7 +82,10 @@ export interface PipelineOptions {
   latencySamples: number;
   /** Also measure the pipeline with OpenTelemetry on (S6), interleaved with the same trials. */
   telemetry?: boolean;
-  /** Extra node flags for the consumer processes (e.g. --cpu-prof; each profile is named after its side). */
+  /**
+   * Extra node flags for the consumer processes (e.g. --cpu-prof: each side's profiles, one per thread,
+   * go to a folder of its own under the --cpu-prof-dir given).
+   */
   consumerExecArgv?: string[];
 }
 
@@ -252,11 +255,11 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       REDIS_URL: options.redisUrl,
       BENCH_PREFIX: prefix,
     };
-    /** The consumer flags, a CPU profile named `s1-<client>-<run>-<side>.cpuprofile` when profiling. */
+    /** The consumer flags; when profiling, each side's profiles (main thread, worker) in `<dir>/s1-<client>-<run>-<side>`. */
     const execArgv = (side: string) =>
-      options.consumerExecArgv?.some((a) => a === '--cpu-prof')
-        ? [...options.consumerExecArgv, `--cpu-prof-name=s1-${client}-${run}-${side}.cpuprofile`]
-        : (options.consumerExecArgv ?? []);
+      (options.consumerExecArgv ?? []).map((a) =>
+        a.startsWith('--cpu-prof-dir=') ? `${a}/s1-${client}-${run}-${side}` : a,
+      );
     progress(
       `S1 ${client}: starting the step-context${options.telemetry ? ', step-context with OpenTelemetry (all sampled; head-sampled)' : ''} and raw consumers (group joins, not timed)`,
     );
