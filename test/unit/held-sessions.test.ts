@@ -136,3 +136,62 @@ describe.each(stores)('held sessions on the %s store', (_name, newStore) => {
     expect(calls).toEqual(['load', 'commitStep']);
   });
 });
+
+describe('a held step on Redis', () => {
+  it('inside a run is one EVALSHA whose script makes five calls: no reads of the queue or meta, no meta write', async () => {
+    const client = new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
+    const monitor = await new Redis(requireRedis()).monitor();
+    const prefix = `ctxtest-held-${randomUUID().slice(0, 8)}`;
+    try {
+      const engine = createEngine({ store: new RedisSessionStore(client, { prefix }) });
+      const agent = await engine.createAgent(TENANT, { context: 'You resolve tickets.', tools: [{ name: 'search' }] });
+      const { sessionId } = await engine.createSession(TENANT, { agentId: agent.agentId });
+      await engine.step(TENANT, sessionId); // starts the run, builds the prefix
+      await engine.addContext(TENANT, { sessionId, items: [notice('one')] });
+
+      // What Redis ran between two markers this client sends around the step.
+      const seen: { source: string; command: string; key: string }[] = [];
+      const [start, end] = [`${prefix}-start`, `${prefix}-end`];
+      let recording = false;
+      const ended = new Promise<void>((done) => {
+        monitor.on('monitor', (_time: string, args: string[], source: string) => {
+          if (args[0] === 'echo') {
+            if (args[1] === start) recording = true;
+            if (args[1] === end) done();
+            return;
+          }
+          const key = args.find((arg) => arg.startsWith(`${prefix}:`));
+          if (recording && key !== undefined) {
+            seen.push({ source: source === 'lua' ? 'lua' : 'client', command: args[0]!.toLowerCase(), key });
+          }
+        });
+      });
+      await client.echo(start);
+      const step = await engine.step(TENANT, sessionId);
+      await client.echo(end);
+      await ended;
+
+      expect(step.rows.map((r) => r.content)).toEqual(['one']);
+      const base = `${prefix}:{${sessionId}}`;
+      expect(seen).toEqual([
+        { source: 'client', command: 'evalsha', key: `${base}:meta` },
+        { source: 'lua', command: 'hmget', key: `${base}:seq` },
+        { source: 'lua', command: 'rpush', key: `${base}:log` },
+        { source: 'lua', command: 'ltrim', key: `${base}:queue` },
+        { source: 'lua', command: 'hset', key: `${base}:steps` },
+        { source: 'lua', command: 'hset', key: `${base}:seq` },
+      ]);
+      // The version this commit issued: the write count, then the client's random nonce.
+      expect(await client.hget(`${base}:seq`, 'version')).toMatch(/^\d+\.[0-9a-f]{16}$/);
+    } finally {
+      monitor.disconnect();
+      let cursor = '0';
+      do {
+        const [next, keys] = await client.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 500);
+        cursor = next;
+        if (keys.length > 0) await client.del(...keys);
+      } while (cursor !== '0');
+      client.disconnect();
+    }
+  });
+});

@@ -1,4 +1,4 @@
-import { hash } from 'node:crypto';
+import { hash, randomFillSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
@@ -107,6 +107,20 @@ function encodeQueued(item: QueuedItem): string {
 
 function parse<T>(json: string): T {
   return JSON.parse(json) as T;
+}
+
+/** Random bytes for version nonces, drawn 8 at a time (one random fill per 512 commits). */
+const noncePool = Buffer.alloc(4096);
+let nonceOffset = noncePool.length;
+
+/** 16 random hex digits: the second part of the version a step commit issues (commit-step.lua). */
+function versionNonce(): string {
+  if (nonceOffset + 8 > noncePool.length) {
+    randomFillSync(noncePool);
+    nonceOffset = 0;
+  }
+  nonceOffset += 8;
+  return noncePool.toString('hex', nonceOffset - 8, nonceOffset);
 }
 
 /** The `seq` fields of the meta's counters a step commit writes apart (commit-step.lua). */
@@ -413,6 +427,8 @@ export class RedisSessionStore implements SessionStore {
       String(meta.steps),
       String(meta.lastStepAt ?? ''),
       String(meta.lastRequestEnd ?? ''),
+      commit.wholeQueue === true ? 'all' : '',
+      versionNonce(),
       ...commit.drain,
       ...commit.rows.map((row) => JSON.stringify(row)),
     ];

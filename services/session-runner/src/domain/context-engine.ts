@@ -786,6 +786,7 @@ export class ContextEngine {
           meta,
           // A step that neither starts a run nor rebuilds the prefix changes only the counters.
           countersOnly: !freshRun && !rebuild,
+          wholeQueue: true,
         });
       const { telemetry } = this.#deps;
       const result = telemetry.storeCommit

@@ -49,6 +49,11 @@ export interface StepCommit {
    * store may write those three alone.
    */
   countersOnly?: boolean;
+  /**
+   * `drain` is the whole queue of the state at `expectedVersion` (the pass delivers all
+   * of it): a store that checks the version need not look at the queued items.
+   */
+  wholeQueue?: boolean;
 }
 
 export type CommitResult =

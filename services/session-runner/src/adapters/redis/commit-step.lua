@@ -4,10 +4,12 @@
 
   A pass computed on a known session version (a state the runner holds) names it:
   the commit then refuses unless no other write came since. That also proves that the
-  session exists and the log length, and when the drain is the queue's head (a step
-  delivers the whole queue: its first and last ids are checked, one element when it is
-  one item) one LTRIM drains it; otherwise the log length and every drained item are
-  checked. The version is read once, for the check and for the next version.
+  session exists, the log length and the queue: a pass that drains the whole queue it
+  read says so (ARGV[13]) and one LTRIM drains it. Otherwise, when the drain is the
+  queue's head (its first and last ids are checked, one element when it is one item) one
+  LTRIM drains it; else the log length and every drained item are checked. The version
+  is read once, for the check and for the next version, whose second part is the
+  client's random nonce (ARGV[14]) instead of the server's time.
 
   The step record names its system prompt by id (`systemRef`); the text is stored once per
   session in `prompts`, and `seq` field `prompt` names the prompt the session's last commit
@@ -32,8 +34,10 @@
     8 the id of the step's system prompt, or '' for none
     9 the prompt's text, or '' when `seq` field `prompt` is ARGV[8]
     10 11 12 the meta's steps, lastStepAt and lastRequestEnd (used when ARGV[5] is '')
-    13 .. 12+nDrain   ids of the queued items these rows deliver
-    13+nDrain ..      LogEntry JSON rows, in log order
+    13 'all': the drain is the whole queue of the state at version ARGV[6]; '' otherwise
+    14 a random nonce for the next version (never the same twice), or '' for the server's time
+    15 .. 14+nDrain   ids of the queued items these rows deliver
+    15+nDrain ..      LogEntry JSON rows, in log order
   Returns:
     {v}          committed: the session's version after this write
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
@@ -77,7 +81,7 @@ if promptId ~= '' and promptText == '' and seq[2] ~= promptId then
 end
 
 local nDrain = tonumber(ARGV[7])
-local D = 13 -- the first drained id
+local D = 15 -- the first drained id
 local firstRow = D + nDrain
 -- Queue elements end with "itemId":"<id>"} (enqueue.lua, rewind.lua): no decoding needed,
 -- and only the element's tail is looked at (ids are short; the content may be long).
@@ -96,7 +100,10 @@ local removeDrained
 -- the drain is the queue's head (a step delivers the whole queue), and the elements in
 -- between need not be fetched.
 local isHead = expected ~= '-'
-if isHead and nDrain > 0 then
+if ARGV[13] == 'all' and expected ~= '-' and expected ~= '' then
+  -- The version proves the queue is the one the pass read, all of which it drains.
+  isHead = true
+elseif isHead and nDrain > 0 then
   local first = redis.call('LINDEX', KEYS[3], 0)
   isHead = first and endsWithId(first, ARGV[D])
   if isHead and nDrain > 1 then
@@ -165,4 +172,7 @@ if promptText ~= '' then
   fields[#fields + 1] = 'prompt'
   fields[#fields + 1] = promptId
 end
-return { (versionAfter(current, unpack(fields))) }
+if ARGV[14] == '' then
+  return { (versionAfter(current, unpack(fields))) }
+end
+return { (versionWith(current, ARGV[14], unpack(fields))) }
