@@ -789,9 +789,14 @@ export class ContextEngine {
           wholeQueue: true,
         });
       const { telemetry } = this.#deps;
-      const result = telemetry.storeCommit
-        ? await telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
-        : await commit();
+      const committing = telemetry.storeCommit
+        ? telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
+        : commit();
+      // While the commit's round trip runs: the answer's request and its byte figures (used
+      // only if it commits).
+      const request = renderRequest(system, view, tools, activeTools);
+      const figures = this.#requestFigures(step, request, view, previousSystem, previousEnd, tools);
+      const result = await committing;
       if (result.outcome !== 'committed') {
         // Another write came between the read (or the held state) and this commit.
         this.#held.drop(sessionId);
@@ -811,8 +816,7 @@ export class ContextEngine {
         view,
       );
 
-      const request = renderRequest(system, view, tools, activeTools);
-      this.#report(sessionId, step, rows, skipped, request, view, started, previousSystem, previousEnd, tools);
+      this.#report(sessionId, step, rows, skipped, started, figures);
       return {
         stepId,
         mode,
@@ -834,12 +838,8 @@ export class ContextEngine {
     step: StepRecord,
     rows: RowEntry[],
     skipped: { reason: SkipReason; message: string }[],
-    request: ModelRequest,
-    view: LogView,
     started: number,
-    previousSystem: string | undefined,
-    previousEnd: number | undefined,
-    tools: ToolDeclaration[],
+    figures: { requestBytes: number; prefixReusedBytes: number },
   ) {
     const { telemetry, events } = this.#deps;
     for (const skip of skipped) {
@@ -853,6 +853,25 @@ export class ContextEngine {
       rowCount: rows.length,
       at: step.at,
     });
+    telemetry.stepCommitted({
+      sessionId,
+      stepId: step.stepId,
+      mode: step.mode,
+      rows: rows.map((r) => ({ kind: r.row.kind, source: r.row.source })),
+      durationMs: performance.now() - started,
+      ...figures,
+    });
+  }
+
+  /** The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix reuse). */
+  #requestFigures(
+    step: StepRecord,
+    request: ModelRequest,
+    view: LogView,
+    previousSystem: string | undefined,
+    previousEnd: number | undefined,
+    tools: ToolDeclaration[],
+  ): { requestBytes: number; prefixReusedBytes: number } {
     const system = systemMessageBytes(step.system);
     const requestBytes = requestJsonBytes(system, view);
     let reused = 0;
@@ -868,15 +887,7 @@ export class ContextEngine {
         reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(request.messages));
       }
     }
-    telemetry.stepCommitted({
-      sessionId,
-      stepId: step.stepId,
-      mode: step.mode,
-      rows: rows.map((r) => ({ kind: r.row.kind, source: r.row.source })),
-      durationMs: performance.now() - started,
-      requestBytes,
-      prefixReusedBytes: reused,
-    });
+    return { requestBytes, prefixReusedBytes: reused };
   }
 
   /** A step committed before: the same answer, nothing committed again. */
