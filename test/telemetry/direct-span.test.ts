@@ -7,7 +7,13 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createConsumerTelemetry, type StartedSpan, startTelemetry, TRACEPARENT_HEADER } from '@ctxflow/telemetry';
+import {
+  createConsumerTelemetry,
+  type SpanAttributes,
+  type StartedSpan,
+  startTelemetry,
+  TRACEPARENT_HEADER,
+} from '@ctxflow/telemetry';
 import { trace } from '@opentelemetry/api';
 import { afterEach, describe, expect, it } from 'vitest';
 
@@ -57,6 +63,7 @@ describe('DirectSpan', () => {
     const failure = Object.assign(new Error('redis went away'), { code: 'ECONNRESET' });
     const cases: [string, (span: StartedSpan) => void][] = [
       ['plain', (span) => span.end()],
+      ['odd-attributes', (span) => span.end()],
       ['failed', (span) => span.end(failure)],
       ['failed-with-a-string', (span) => span.end('not an error')],
       [
@@ -78,7 +85,16 @@ describe('DirectSpan', () => {
       ] as const) {
         const span = telemetry.startSpan(
           'ctxflow.step_context.apply',
-          () => ({ 'ctxflow.case': name, 'ctxflow.path': path, 'messaging.destination.partition.id': 2 }),
+          () =>
+            ({
+              'ctxflow.case': name,
+              'ctxflow.path': path,
+              'messaging.destination.partition.id': 2,
+              // Through the SDK's validation: an empty key and an undefined value dropped, an object kept as a map.
+              ...(name === 'odd-attributes'
+                ? { '': 'x', 'ctxflow.none': undefined as never, 'ctxflow.object': {} as never }
+                : {}),
+            }) as unknown as SpanAttributes,
           { kind: 'consumer', parentHeaders: { [TRACEPARENT_HEADER]: PARENT } },
         );
         handles[`${name}/${path}`] = span;

@@ -375,7 +375,8 @@ function spanStarter(handles: Pick<TelemetryHandles, 'tracer'>): ConsumerTelemet
       // Sampled: the span the SDK would make, without the tracer's per-span work.
       if (!options.links) {
         const span = new DirectSpan(direct, name, KINDS[options.kind ?? 'internal'], parent);
-        span.setAttributes(typeof attributes === 'function' ? attributes() : attributes);
+        if (typeof attributes === 'function') span.initAttributes(attributes());
+        else span.setAttributes(attributes);
         return span;
       }
     }

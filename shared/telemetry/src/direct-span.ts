@@ -39,6 +39,8 @@ const EVENT_COUNT_LIMIT = 128;
 const LINK_COUNT_LIMIT = 128;
 const LIMITS = { attributeCountLimit: ATTRIBUTE_COUNT_LIMIT, attributeValueLengthLimit: Number.POSITIVE_INFINITY };
 
+const NONE = Object.freeze([]) as unknown as unknown[];
+
 /** A random span id as the SDK's RandomIdGenerator makes it: 16 hex digits, never all zero. */
 function spanId(): string {
   const high = (Math.random() * 2 ** 32) >>> 0;
@@ -67,9 +69,10 @@ export class DirectSpan implements ReadableSpan, StartedSpan {
   endTime: HrTime = [0, 0];
   duration: HrTime = [-1, -1];
   status: ReadableSpan['status'] = { code: SpanStatusCode.UNSET };
-  readonly attributes: ReadableSpan['attributes'] = {};
-  readonly links: Link[] = [];
-  readonly events: TimedEvent[] = [];
+  attributes: ReadableSpan['attributes'] = {};
+  /** Shared empty lists until a first link or event (most spans have none). */
+  links: Link[] = NONE as Link[];
+  events: TimedEvent[] = NONE as TimedEvent[];
   ended = false;
   readonly resource: Resource;
   readonly instrumentationScope: InstrumentationScope;
@@ -113,6 +116,31 @@ export class DirectSpan implements ReadableSpan, StartedSpan {
     if (links.length > 0) this.addLinks(links);
   }
 
+  /**
+   * The attributes of a new span, from an object nobody else holds (the
+   * caller's attributes function made it): kept as it is when the SDK would
+   * copy it unchanged (string, number and boolean values under non-empty
+   * keys, at most the count limit), else added one by one as setAttributes
+   * does.
+   */
+  initAttributes(attributes: SpanAttributes): void {
+    let count = 0;
+    for (const key in attributes) {
+      const type = typeof attributes[key];
+      if (
+        !Object.hasOwn(attributes, key) ||
+        key.length === 0 ||
+        (type !== 'string' && type !== 'number' && type !== 'boolean') ||
+        ++count > ATTRIBUTE_COUNT_LIMIT
+      ) {
+        this.setAttributes(attributes);
+        return;
+      }
+    }
+    this.attributes = attributes;
+    this.#attributeCount = count;
+  }
+
   setAttributes(attributes: SpanAttributes | ReadableSpan['attributes']): void {
     if (this.#ended()) return;
     for (const key in attributes) {
@@ -134,6 +162,7 @@ export class DirectSpan implements ReadableSpan, StartedSpan {
   addLinks(links: readonly Link[]): void {
     for (const link of links) {
       if (this.#ended()) return;
+      if ((this.links as unknown[]) === NONE) this.links = [];
       if (this.links.length >= LINK_COUNT_LIMIT) {
         this.links.shift();
         this.droppedLinksCount++;
@@ -152,6 +181,7 @@ export class DirectSpan implements ReadableSpan, StartedSpan {
     if (error.message) attributes['exception.message'] = error.message;
     if (error.stack) attributes['exception.stacktrace'] = error.stack;
     if (attributes['exception.type'] || attributes['exception.message']) {
+      if ((this.events as unknown[]) === NONE) this.events = [];
       if (this.events.length >= EVENT_COUNT_LIMIT) {
         this.events.shift();
         this.droppedEventsCount++;
