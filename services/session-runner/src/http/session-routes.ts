@@ -11,9 +11,9 @@ import {
   memoryBody,
   messageBody,
   parseBody,
+  parseContextBody,
   patchAgentBody,
   patchSessionBody,
-  postContextBody,
   restartBody,
   rewindBody,
   stepBody,
@@ -104,10 +104,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     return engine.updateSession(request.tenant, request.params.sessionId, body);
   });
 
-  app.post('/context', async (request) => {
-    const body = parseBody(postContextBody, request.body);
-    return engine.addContext(request.tenant, body);
-  });
+  app.post('/context', async (request) => engine.addContext(request.tenant, parseContextBody(request.body)));
 
   app.post<SessionParams>('/sessions/:sessionId/steps', async (request) => {
     const body = parseBody(stepBody, request.body);
