@@ -235,7 +235,7 @@ describe('POST /context: a replayed key, answered from the key', () => {
     expect(await postText(s, FIRST(s.sessionId))).toEqual({ status: 200, body: { recorded: 0 } });
   });
 
-  it("R12, R14: another tenant's exact replay is 401 or 404, never the owner's answer, and writes nothing", async () => {
+  it("R12: another tenant's exact replay is 401 or 404, never the owner's answer, and writes nothing", async () => {
     const apiKeys = new Map([
       ['key-a', 'tenant-a'],
       ['key-b', 'tenant-b'],
