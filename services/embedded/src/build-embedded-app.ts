@@ -1,6 +1,6 @@
 import { createBus } from '@ctxflow/bus';
 import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
-import { createAuthenticator, type Logger } from '@ctxflow/service-kit';
+import { closeHttp, createAuthenticator, type Logger } from '@ctxflow/service-kit';
 import {
   buildRunnerApp,
   type Clock,
@@ -38,7 +38,11 @@ export interface EmbeddedApp {
   app: FastifyInstance;
   /** The step-context batch streams (tests wait on them for a published update to land). */
   batches: MemoryBatchStore;
-  close(): Promise<void>;
+  /**
+   * Stops HTTP (open streams end with a `shutdown` event; with `forceAfterMs`,
+   * connections still open after it are closed), then the consumer and the bus.
+   */
+  close(options?: { forceAfterMs?: number }): Promise<void>;
 }
 
 /**
@@ -91,8 +95,9 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   return {
     app,
     batches,
-    async close() {
-      await app.close();
+    async close(options = {}) {
+      if (options.forceAfterMs === undefined) await app.close();
+      else await closeHttp(app, options.forceAfterMs);
       await stepContext.stop();
       await bus.publisher.close();
     },

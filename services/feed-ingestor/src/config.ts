@@ -7,6 +7,7 @@ import {
   parseConfig,
   portVar,
   redisUrlVar,
+  shutdownGraceVar,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
 import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
@@ -40,6 +41,7 @@ export const feedConfigSchema = z
     /** Partitions of the ticket-updates topic when this service creates it (keyed by `${source}:${ticket}`). */
     CTXFLOW_TICKET_UPDATE_PARTITIONS: blank(z.coerce.number().int().min(1).max(1024).default(12)),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
+    CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
     REDIS_URL: redisUrlVar(),
   })
   .transform((env) => {
@@ -59,6 +61,7 @@ export const feedConfigSchema = z
       kafkaClient: env.KAFKA_CLIENT,
       ticketUpdatePartitions: env.CTXFLOW_TICKET_UPDATE_PARTITIONS,
       logLevel: env.CTXFLOW_LOG_LEVEL,
+      shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
       redisUrl: env.REDIS_URL,
     };
   });

@@ -34,6 +34,7 @@ export const runnerConfigSchema = z
     heldSessions: env.CTXFLOW_HELD_SESSIONS,
     heldBytes: env.CTXFLOW_HELD_BYTES,
     logLevel: env.CTXFLOW_LOG_LEVEL,
+    shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,
     kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,

@@ -27,6 +27,7 @@ export const stepContextConfigSchema = z
     groupId: env.CTXFLOW_STEP_CONTEXT_GROUP,
     directoryCacheMs: env.CTXFLOW_DIRECTORY_CACHE_MS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
+    shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,
     kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
