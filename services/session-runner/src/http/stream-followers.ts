@@ -6,9 +6,11 @@ export const STREAM_REPLAY_BYTES = 256 * 1024;
 /**
  * Bytes written to a follower and not yet taken by its client (the response's
  * and the socket's buffers) above which the next chunk drops the follower:
- * its connection is destroyed instead of buffering without bound.
+ * its connection is destroyed instead of buffering without bound. Four
+ * full-size messages (1 MiB each) of slack for a client that reads; a
+ * follower holds at most this plus one event.
  */
-export const STREAM_BUFFER_BYTES = 1024 * 1024;
+export const STREAM_BUFFER_BYTES = 4 * 1024 * 1024;
 
 export interface StreamLimits {
   replayBytes: number;
