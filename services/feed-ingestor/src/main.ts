@@ -28,6 +28,7 @@ async function main() {
   const bus = createBus({
     brokers: config.kafkaBrokers,
     client: config.kafkaClient,
+    topicPrefix: config.kafkaTopicPrefix,
     clientId: 'ctxflow-feed-ingestor',
     log: logger,
   });

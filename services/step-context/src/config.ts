@@ -30,6 +30,7 @@ export const stepContextConfigSchema = z
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,
+    kafkaTopicPrefix: env.KAFKA_TOPIC_PREFIX,
     kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,

@@ -41,6 +41,7 @@ async function main() {
 
   const bus = createBus({
     client: config.kafkaClient,
+    topicPrefix: config.kafkaTopicPrefix,
     clientId: 'ctxflow-step-context',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
     ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),

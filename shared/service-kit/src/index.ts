@@ -10,6 +10,7 @@ export {
   sessionTimeoutVar,
   shutdownGraceVar,
   stackVars,
+  topicPrefixVar,
 } from './env.ts';
 export { installErrorHandler } from './error-handler.ts';
 export {
