@@ -4,7 +4,9 @@
  * would otherwise hold `app.close()` forever), and every service reads its
  * grace period from `CTXFLOW_SHUTDOWN_GRACE_MS`.
  */
+import { spawn } from 'node:child_process';
 import { request } from 'node:http';
+import { fileURLToPath } from 'node:url';
 import { loadEmbeddedConfig } from '@ctxflow/embedded';
 import { loadFeedConfig } from '@ctxflow/feed-ingestor';
 import { type ConfigError, closeHttp, createServer, DEFAULT_SHUTDOWN_GRACE_MS } from '@ctxflow/service-kit';
@@ -44,6 +46,49 @@ describe('D3: bounded HTTP close', () => {
     if (result !== 'closed') app.server.closeAllConnections();
     expect(result).toBe('closed');
     expect(await outcome).toBe('error: ECONNRESET');
+  });
+
+  it('D3: handleShutdown exits 1 with the pending step named when its steps outlast the grace', async () => {
+    const lifecycle = fileURLToPath(new URL('../../shared/service-kit/src/lifecycle.ts', import.meta.url));
+    const script = `
+      import { handleShutdown } from ${JSON.stringify(lifecycle)};
+      const log = { info: (f, m) => console.log(JSON.stringify({ ...f, msg: m })), error: (f, m) => console.log(JSON.stringify({ ...f, msg: m })) };
+      handleShutdown('probe', log, () => [
+        { name: 'quick', run: async () => {} },
+        { name: 'stuck', run: () => new Promise(() => {}) },
+      ], { graceMs: 300 });
+      setInterval(() => {}, 1000);
+      console.log(JSON.stringify({ msg: 'ready' }));
+    `;
+    const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      out += chunk.toString('utf8');
+    });
+    child.stderr.on('data', (chunk: Buffer) => {
+      out += chunk.toString('utf8');
+    });
+    const exit = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    while (!out.includes('"ready"')) {
+      if (child.exitCode !== null) throw new Error(out);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    child.kill('SIGTERM');
+    let timer: NodeJS.Timeout | undefined;
+    const code = await Promise.race([
+      exit,
+      new Promise<'running'>((resolve) => {
+        timer = setTimeout(() => resolve('running'), 10_000);
+      }),
+    ]);
+    clearTimeout(timer);
+    if (code === 'running') child.kill('SIGKILL');
+    expect(code, out).toBe(1);
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(lines.find((l) => l.msg === 'probe: shutdown grace elapsed')).toMatchObject({ step: 'stuck', graceMs: 300 });
   });
 
   it('D3: every service parses CTXFLOW_SHUTDOWN_GRACE_MS (default 30000 ms) and names it when invalid', () => {
