@@ -1,6 +1,12 @@
 import { createBus } from '@ctxflow/bus';
 import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
-import { closeHttp, createAuthenticator, type Logger } from '@ctxflow/service-kit';
+import {
+  closeHttp,
+  createAuthenticator,
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  HTTP_GRACE_SHARE,
+  type Logger,
+} from '@ctxflow/service-kit';
 import {
   buildRunnerApp,
   type Clock,
@@ -39,8 +45,9 @@ export interface EmbeddedApp {
   /** The step-context batch streams (tests wait on them for a published update to land). */
   batches: MemoryBatchStore;
   /**
-   * Stops HTTP (open streams end with a `shutdown` event; with `forceAfterMs`,
-   * connections still open after it are closed), then the consumer and the bus.
+   * Stops HTTP (open streams end with a `shutdown` event; connections still
+   * open after `forceAfterMs`, default half of DEFAULT_SHUTDOWN_GRACE_MS, are
+   * closed), then the consumer and the bus.
    */
   close(options?: { forceAfterMs?: number }): Promise<void>;
 }
@@ -96,8 +103,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     app,
     batches,
     async close(options = {}) {
-      if (options.forceAfterMs === undefined) await app.close();
-      else await closeHttp(app, options.forceAfterMs);
+      await closeHttp(app, options.forceAfterMs ?? DEFAULT_SHUTDOWN_GRACE_MS * HTTP_GRACE_SHARE);
       await stepContext.stop();
       await bus.publisher.close();
     },
