@@ -57,7 +57,8 @@ describe('D3: bounded HTTP close', () => {
         { name: 'quick', run: async () => {} },
         { name: 'stuck', run: () => new Promise(() => {}) },
       ], { graceMs: 300 });
-      setInterval(() => {}, 1000);
+      const alive = setInterval(() => {}, 1000);
+      process.on('SIGTERM', () => clearInterval(alive));
       console.log(JSON.stringify({ msg: 'ready' }));
     `;
     const child = spawn(process.execPath, ['--input-type=module', '-e', script], { stdio: ['ignore', 'pipe', 'pipe'] });
