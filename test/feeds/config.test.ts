@@ -14,8 +14,10 @@ describe('feed-ingestor configuration', () => {
       redisPrefix: 'ctxflow',
       kafkaBrokers: undefined,
       kafkaClient: 'platformatic',
+      kafkaTopicPrefix: '',
       ticketUpdatePartitions: 12,
       logLevel: 'info',
+      shutdownGraceMs: 30_000,
       redisUrl: undefined,
     });
     expect(Object.isFrozen(config)).toBe(true);

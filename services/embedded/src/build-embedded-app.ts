@@ -1,6 +1,12 @@
 import { createBus } from '@ctxflow/bus';
 import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
-import { createAuthenticator, type Logger } from '@ctxflow/service-kit';
+import {
+  closeHttp,
+  createAuthenticator,
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  HTTP_GRACE_SHARE,
+  type Logger,
+} from '@ctxflow/service-kit';
 import {
   buildRunnerApp,
   type Clock,
@@ -38,7 +44,12 @@ export interface EmbeddedApp {
   app: FastifyInstance;
   /** The step-context batch streams (tests wait on them for a published update to land). */
   batches: MemoryBatchStore;
-  close(): Promise<void>;
+  /**
+   * Stops HTTP (open streams end with a `shutdown` event; connections still
+   * open after `forceAfterMs`, default half of DEFAULT_SHUTDOWN_GRACE_MS, are
+   * closed), then the consumer and the bus.
+   */
+  close(options?: { forceAfterMs?: number }): Promise<void>;
 }
 
 /**
@@ -91,8 +102,8 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   return {
     app,
     batches,
-    async close() {
-      await app.close();
+    async close(options = {}) {
+      await closeHttp(app, options.forceAfterMs ?? DEFAULT_SHUTDOWN_GRACE_MS * HTTP_GRACE_SHARE);
       await stepContext.stop();
       await bus.publisher.close();
     },

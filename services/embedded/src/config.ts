@@ -1,5 +1,13 @@
 import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
-import { blank, isLoopback, logLevelVar, parseApiKeys, parseConfigWithAuth, portVar } from '@ctxflow/service-kit';
+import {
+  blank,
+  isLoopback,
+  logLevelVar,
+  parseApiKeys,
+  parseConfigWithAuth,
+  portVar,
+  shutdownGraceVar,
+} from '@ctxflow/service-kit';
 import { z } from 'zod';
 
 /**
@@ -15,6 +23,7 @@ export const embeddedConfigSchema = z
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_ZENDESK: blank(z.string().min(1).optional()),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
+    CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
   })
   .transform((env) => {
     const secrets: Partial<Record<FeedSource, string>> = {};
@@ -22,7 +31,13 @@ export const embeddedConfigSchema = z
       const value = env[`CTXFLOW_FEED_SECRET_${source.toUpperCase()}` as keyof typeof env];
       if (typeof value === 'string') secrets[source] = value;
     }
-    return { host: env.CTXFLOW_HOST, port: env.CTXFLOW_PORT, secrets, logLevel: env.CTXFLOW_LOG_LEVEL };
+    return {
+      host: env.CTXFLOW_HOST,
+      port: env.CTXFLOW_PORT,
+      secrets,
+      logLevel: env.CTXFLOW_LOG_LEVEL,
+      shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
+    };
   });
 
 export type EmbeddedConfig = Readonly<z.output<typeof embeddedConfigSchema> & { apiKeys: Map<string, string> }>;

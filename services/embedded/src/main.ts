@@ -1,4 +1,4 @@
-import { configOrExit, createLogger } from '@ctxflow/service-kit';
+import { configOrExit, createLogger, HTTP_GRACE_SHARE, handleShutdown } from '@ctxflow/service-kit';
 import {
   createConsumerTelemetry,
   createContextTelemetry,
@@ -28,17 +28,16 @@ async function main() {
   const feeds = Object.keys(config.secrets);
   logger.info({ host: config.host, port: config.port, feeds }, 'ctxflow embedded: listening');
 
-  let stopping = false;
-  const stop = async (signal: string) => {
-    if (stopping) return;
-    stopping = true;
-    logger.info({ signal }, 'stopping: finishing in-flight requests');
-    await embedded.close();
-    await telemetry.shutdown();
-    process.exit(0);
-  };
-  process.on('SIGTERM', () => void stop('SIGTERM'));
-  process.on('SIGINT', () => void stop('SIGINT'));
+  handleShutdown(
+    'ctxflow embedded',
+    logger,
+    () => [
+      // Streams end with a `shutdown` event, in-flight requests finish, connections close by half the grace.
+      { name: 'http', run: () => embedded.close({ forceAfterMs: config.shutdownGraceMs * HTTP_GRACE_SHARE }) },
+      { name: 'telemetry', run: () => telemetry.shutdown() },
+    ],
+    { graceMs: config.shutdownGraceMs },
+  );
 }
 
 await main();

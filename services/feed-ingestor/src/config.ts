@@ -7,6 +7,8 @@ import {
   parseConfig,
   portVar,
   redisUrlVar,
+  shutdownGraceVar,
+  topicPrefixVar,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
 import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
@@ -37,9 +39,11 @@ export const feedConfigSchema = z
     CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
     KAFKA_BROKERS: hostListVar(),
     KAFKA_CLIENT: kafkaClientVar(),
+    KAFKA_TOPIC_PREFIX: topicPrefixVar(),
     /** Partitions of the ticket-updates topic when this service creates it (keyed by `${source}:${ticket}`). */
     CTXFLOW_TICKET_UPDATE_PARTITIONS: blank(z.coerce.number().int().min(1).max(1024).default(12)),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
+    CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
     REDIS_URL: redisUrlVar(),
   })
   .transform((env) => {
@@ -57,8 +61,10 @@ export const feedConfigSchema = z
       redisPrefix: env.CTXFLOW_REDIS_PREFIX,
       kafkaBrokers: env.KAFKA_BROKERS,
       kafkaClient: env.KAFKA_CLIENT,
+      kafkaTopicPrefix: env.KAFKA_TOPIC_PREFIX,
       ticketUpdatePartitions: env.CTXFLOW_TICKET_UPDATE_PARTITIONS,
       logLevel: env.CTXFLOW_LOG_LEVEL,
+      shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
       redisUrl: env.REDIS_URL,
     };
   });

@@ -1,6 +1,13 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
-import { configOrExit, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
+import {
+  closeHttp,
+  configOrExit,
+  createLogger,
+  HTTP_GRACE_SHARE,
+  handleShutdown,
+  withinMs,
+} from '@ctxflow/service-kit';
 import { createFeedTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { Redis } from 'ioredis';
 import { buildFeedApp } from './build-app.ts';
@@ -21,6 +28,7 @@ async function main() {
   const bus = createBus({
     brokers: config.kafkaBrokers,
     client: config.kafkaClient,
+    topicPrefix: config.kafkaTopicPrefix,
     clientId: 'ctxflow-feed-ingestor',
     log: logger,
   });
@@ -30,13 +38,18 @@ async function main() {
     ? new RedisDeliveryLedger({ redis, prefix: config.redisPrefix, ownsClient: true })
     : new MemoryDeliveryLedger();
   if (!config.kafkaBrokers) logger.warn('no KAFKA_BROKERS: ticket updates go to an in-memory bus in this process only');
-  const lifecycle = handleShutdown('feed-ingestor', logger, () => [
-    { name: 'http', run: () => app.close() }, // new requests refused, in-flight deliveries finish (published or not)
-    { name: 'publisher', run: () => bus.publisher.close() },
-    { name: 'admin', run: () => bus.admin.close() },
-    { name: 'ledger', run: () => ledger.close() },
-    { name: 'telemetry', run: () => telemetry.shutdown() },
-  ]);
+  const lifecycle = handleShutdown(
+    'feed-ingestor',
+    logger,
+    () => [
+      { name: 'http', run: () => closeHttp(app, config.shutdownGraceMs * HTTP_GRACE_SHARE) }, // new requests refused, in-flight deliveries finish (published or not)
+      { name: 'publisher', run: () => bus.publisher.close() },
+      { name: 'admin', run: () => bus.admin.close() },
+      { name: 'ledger', run: () => ledger.close() },
+      { name: 'telemetry', run: () => telemetry.shutdown() },
+    ],
+    { graceMs: config.shutdownGraceMs },
+  );
   const app = await buildFeedApp({
     publisher: bus.publisher,
     ledger,

@@ -2,6 +2,7 @@ import { createServer, type ServerOptions, tenantHook } from '@ctxflow/service-k
 import type { FastifyInstance } from 'fastify';
 import type { ContextEngine } from './domain/context-engine.ts';
 import { sessionRoutes } from './http/session-routes.ts';
+import type { StreamFollowers } from './http/stream-followers.ts';
 
 export interface RunnerAppDeps extends ServerOptions {
   engine: ContextEngine;
@@ -10,6 +11,8 @@ export interface RunnerAppDeps extends ServerOptions {
   protectedRoutes?: ((app: FastifyInstance) => Promise<void>)[];
   /** Route plugins without credentials (the embedded default adds the feeds). */
   openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
+  /** `GET /sessions/:id/stream` followers and their limits (default: stream-followers.ts limits). */
+  streams?: StreamFollowers;
 }
 
 /** The session-runner's HTTP app; never listens. */
@@ -17,7 +20,7 @@ export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
   const app = createServer(deps);
   app.register(async (scope) => {
     scope.addHook('onRequest', tenantHook(deps.authenticate));
-    await sessionRoutes(scope, { engine: deps.engine });
+    await sessionRoutes(scope, { engine: deps.engine, ...(deps.streams ? { streams: deps.streams } : {}) });
     for (const routes of deps.protectedRoutes ?? []) await routes(scope);
   });
   for (const routes of deps.openRoutes ?? []) app.register(routes);

@@ -17,6 +17,17 @@ export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
 export { SessionCache, type SessionCacheLimits } from './domain/session-cache.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
+export {
+  boundedReplay,
+  DEFAULT_STREAM_LIMITS,
+  SHUTDOWN_FRAME,
+  STREAM_BUFFER_BYTES,
+  STREAM_REPLAY_BYTES,
+  StreamFollowers,
+  type StreamLimits,
+  sseFrame,
+  truncatedFrame,
+} from './http/stream-followers.ts';
 export type { Clock } from './ports/clock.ts';
 export { systemClock } from './ports/clock.ts';
 export type { MemoryRecall } from './ports/memory-recall.ts';

@@ -1,10 +1,12 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
 import {
+  closeHttp,
   configOrExit,
   connectRedis,
   createAuthenticator,
   createLogger,
+  HTTP_GRACE_SHARE,
   handleShutdown,
   sessionTimeoutOptions,
   withinMs,
@@ -46,6 +48,7 @@ async function main() {
 
   const bus = createBus({
     client: config.kafkaClient,
+    topicPrefix: config.kafkaTopicPrefix,
     clientId: 'ctxflow-session-runner',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
     ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
@@ -67,14 +70,19 @@ async function main() {
     });
   }
 
-  const lifecycle = handleShutdown('session-runner', logger, () => [
-    { name: 'http', run: () => app.close() }, // new requests refused; in-flight HTTP steps commit and answer
-    { name: 'consumer', run: async () => consumer?.close() }, // the in-flight step request finishes, offsets commit
-    { name: 'publisher', run: () => bus.publisher.close() },
-    { name: 'admin', run: () => bus.admin.close() },
-    { name: 'redis', run: async () => redis?.disconnect() },
-    { name: 'telemetry', run: () => telemetry.shutdown() },
-  ]);
+  const lifecycle = handleShutdown(
+    'session-runner',
+    logger,
+    () => [
+      { name: 'http', run: () => closeHttp(app, config.shutdownGraceMs * HTTP_GRACE_SHARE) }, // new requests refused; in-flight HTTP steps commit and answer
+      { name: 'consumer', run: async () => consumer?.close() }, // the in-flight step request finishes, offsets commit
+      { name: 'publisher', run: () => bus.publisher.close() },
+      { name: 'admin', run: () => bus.admin.close() },
+      { name: 'redis', run: async () => redis?.disconnect() },
+      { name: 'telemetry', run: () => telemetry.shutdown() },
+    ],
+    { graceMs: config.shutdownGraceMs },
+  );
   const app = buildRunnerApp({
     engine,
     authenticate: createAuthenticator(config.apiKeys),

@@ -1,10 +1,12 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
 import {
+  closeHttp,
   configOrExit,
   connectRedis,
   createAuthenticator,
   createLogger,
+  HTTP_GRACE_SHARE,
   handleShutdown,
   sessionTimeoutOptions,
   withinMs,
@@ -39,6 +41,7 @@ async function main() {
 
   const bus = createBus({
     client: config.kafkaClient,
+    topicPrefix: config.kafkaTopicPrefix,
     clientId: 'ctxflow-step-context',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
     ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
@@ -54,14 +57,19 @@ async function main() {
   });
   await service.start();
 
-  const lifecycle = handleShutdown('step-context', logger, () => [
-    { name: 'http', run: () => app.close() }, // new requests refused, in-flight hook reads finish
-    { name: 'consumer', run: () => service.stop() }, // the in-flight batch finishes; its offsets are already in Redis
-    { name: 'publisher', run: () => bus.publisher.close() },
-    { name: 'admin', run: () => bus.admin.close() },
-    { name: 'redis', run: async () => redis?.disconnect() },
-    { name: 'telemetry', run: () => telemetry.shutdown() },
-  ]);
+  const lifecycle = handleShutdown(
+    'step-context',
+    logger,
+    () => [
+      { name: 'http', run: () => closeHttp(app, config.shutdownGraceMs * HTTP_GRACE_SHARE) }, // new requests refused, in-flight hook reads finish
+      { name: 'consumer', run: () => service.stop() }, // the in-flight batch finishes; its offsets are already in Redis
+      { name: 'publisher', run: () => bus.publisher.close() },
+      { name: 'admin', run: () => bus.admin.close() },
+      { name: 'redis', run: async () => redis?.disconnect() },
+      { name: 'telemetry', run: () => telemetry.shutdown() },
+    ],
+    { graceMs: config.shutdownGraceMs },
+  );
 
   const app = buildStepContextApp({
     subscriptions,

@@ -8,6 +8,7 @@ import { createKafkajsBus } from './kafkajs-bus.ts';
 import type { MemoryBusOptions } from './memory-bus.ts';
 import { createMemoryBus } from './memory-bus.ts';
 import { createPlatformaticBus } from './platformatic-bus.ts';
+import { withTopicPrefix } from './topic-prefix.ts';
 
 export type KafkaClientName = 'kafkajs' | 'platformatic';
 
@@ -19,6 +20,8 @@ export interface CreateBusOptions extends Omit<KafkaBusOptions, 'brokers'> {
   log?: BusLog;
   /** Options of the in-memory bus, used only when there are no brokers. */
   memory?: MemoryBusOptions;
+  /** Prefix of every topic name on this bus (`KAFKA_TOPIC_PREFIX`); default none. */
+  topicPrefix?: string;
 }
 
 export interface Bus {
@@ -28,8 +31,9 @@ export interface Bus {
 }
 
 export function createBus(options: CreateBusOptions): Bus {
-  const { brokers, client, memory, ...kafka } = options;
+  const { brokers, client, memory, topicPrefix, ...kafka } = options;
   if (brokers === undefined || brokers.length === 0) return createMemoryBus(memory);
   const kafkaOptions: KafkaBusOptions = { ...kafka, brokers };
-  return client === 'kafkajs' ? createKafkajsBus(kafkaOptions) : createPlatformaticBus(kafkaOptions);
+  const bus: Bus = client === 'kafkajs' ? createKafkajsBus(kafkaOptions) : createPlatformaticBus(kafkaOptions);
+  return withTopicPrefix(bus, topicPrefix ?? '');
 }

@@ -17,3 +17,4 @@ export { createMemoryBus } from './memory-bus.ts';
 export { murmur2, partitionForKey } from './partition-for-key.ts';
 export type { PlatformaticBus } from './platformatic-bus.ts';
 export { createPlatformaticBus } from './platformatic-bus.ts';
+export { withTopicPrefix } from './topic-prefix.ts';

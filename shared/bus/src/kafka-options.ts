@@ -62,6 +62,28 @@ export function busUnavailable(what: string, cause: unknown): CtxflowError {
   return new CtxflowError('bus_unavailable', `${what}: ${reason}`, { cause });
 }
 
+/** Kafka's protocol error code TOPIC_ALREADY_EXISTS. */
+export const TOPIC_ALREADY_EXISTS = 36;
+
+/**
+ * True when every error inside `err` is Kafka's TOPIC_ALREADY_EXISTS (code 36):
+ * a concurrent creator won the race, which is success for `ensureTopics`.
+ * Both clients wrap the broker's per-topic errors: kafkajs throws a
+ * KafkaJSAggregateError whose `errors` are KafkaJSCreateTopicError
+ * `{ type: 'TOPIC_ALREADY_EXISTS', code: 36 }`; @platformatic/kafka throws
+ * MultipleErrors > ResponseError > ProtocolError `{ apiId: 'TOPIC_ALREADY_EXISTS',
+ * apiCode: 36 }`. Wrappers are followed through `errors` and `cause`.
+ */
+export function onlyTopicAlreadyExists(err: unknown, depth = 0): boolean {
+  if (typeof err !== 'object' || err === null || depth > 8) return false;
+  const e = err as { errors?: unknown; cause?: unknown; code?: unknown; apiCode?: unknown };
+  if (Array.isArray(e.errors) && e.errors.length > 0) {
+    return e.errors.every((inner) => onlyTopicAlreadyExists(inner, depth + 1));
+  }
+  if (e.code === TOPIC_ALREADY_EXISTS || e.apiCode === TOPIC_ALREADY_EXISTS) return true;
+  return e.cause !== undefined && onlyTopicAlreadyExists(e.cause, depth + 1);
+}
+
 /** A sleep that ends early when `signal` aborts. */
 export function pause(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {

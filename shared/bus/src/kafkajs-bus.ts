@@ -30,7 +30,7 @@ import type {
   TopicAdmin,
 } from './bus.ts';
 import type { KafkaBusOptions, ResolvedKafkaBusOptions } from './kafka-options.ts';
-import { busUnavailable, parseOffset, pause, resolveKafkaBusOptions } from './kafka-options.ts';
+import { busUnavailable, onlyTopicAlreadyExists, parseOffset, pause, resolveKafkaBusOptions } from './kafka-options.ts';
 
 const { Kafka: KafkaClient, logLevel } = kafkajs;
 
@@ -268,10 +268,7 @@ class KafkajsTopicAdmin implements TopicAdmin {
         });
       } catch (err) {
         // A concurrent creator can win the race; that is success too.
-        const errors = (err as { errors?: { type?: string }[] }).errors;
-        if (!(Array.isArray(errors) && errors.length > 0 && errors.every((e) => e.type === 'TOPIC_ALREADY_EXISTS'))) {
-          throw err;
-        }
+        if (!onlyTopicAlreadyExists(err)) throw err;
       }
       await this.#waitForLeaders(topics.map((t) => t.name));
     } catch (err) {

@@ -30,7 +30,7 @@ import type {
   TopicAdmin,
 } from './bus.ts';
 import type { KafkaBusOptions, ResolvedKafkaBusOptions } from './kafka-options.ts';
-import { busUnavailable, parseOffset, pause, resolveKafkaBusOptions } from './kafka-options.ts';
+import { busUnavailable, onlyTopicAlreadyExists, parseOffset, pause, resolveKafkaBusOptions } from './kafka-options.ts';
 
 /** Most bytes one fetch returns per partition (Kafka's own default, 1 MiB). */
 const PARTITION_MAX_BYTES = 1_048_576;
@@ -115,8 +115,9 @@ class PlatformaticTopicAdmin implements TopicAdmin {
             replicas: this.#options.replicationFactor,
           });
         } catch (err) {
-          // A concurrent creator can win the race; that is success too.
-          if (!(await this.#admin.listTopics()).includes(topic.name)) throw err;
+          // A concurrent creator can win the race; that is success too (decided by the error code: a
+          // topic just created elsewhere may not be listed yet).
+          if (!onlyTopicAlreadyExists(err)) throw err;
         }
       }
       if (missing.length > 0) await this.#waitForLeaders(missing.map((t) => t.name));
@@ -125,15 +126,24 @@ class PlatformaticTopicAdmin implements TopicAdmin {
     }
   }
 
-  /** A new topic answers produce and fetch only once each partition has a leader. */
+  /**
+   * A new topic answers produce and fetch only once each partition has a leader.
+   * A topic another client has just created may be unknown to the broker that
+   * answers metadata for a moment: that is retried until the deadline too.
+   */
   async #waitForLeaders(names: string[]): Promise<void> {
     const deadline = Date.now() + this.#options.requestTimeoutMs;
     for (;;) {
-      const metadata = await this.#admin.metadata({ topics: names, forceUpdate: true });
-      const ready = names.every((name) => {
-        const topic = metadata.topics.get(name);
-        return topic !== undefined && topic.partitions.length > 0 && topic.partitions.every((p) => p.leader >= 0);
-      });
+      let ready = false;
+      try {
+        const metadata = await this.#admin.metadata({ topics: names, forceUpdate: true });
+        ready = names.every((name) => {
+          const topic = metadata.topics.get(name);
+          return topic !== undefined && topic.partitions.length > 0 && topic.partitions.every((p) => p.leader >= 0);
+        });
+      } catch (err) {
+        if (Date.now() > deadline) throw err;
+      }
       if (ready) return;
       if (Date.now() > deadline) throw new Error(`no leader for ${names.join(', ')}`);
       await pause(100);

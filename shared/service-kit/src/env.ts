@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { DEFAULT_SHUTDOWN_GRACE_MS } from './lifecycle.ts';
 
 /** An unset or empty variable is absent. */
 export const blank = <S extends z.ZodType>(schema: S) => z.preprocess((v) => (v === '' ? undefined : v), schema);
@@ -32,16 +33,40 @@ export const kafkaClientVar = () => blank(z.enum(['kafkajs', 'platformatic']).de
 export const sessionTimeoutVar = () => blank(z.coerce.number().int().min(1_000).max(1_800_000).optional());
 
 /**
+ * `KAFKA_TOPIC_PREFIX`: prepended to every Kafka topic name (default none), so
+ * deployments or tests can share a broker. Kafka topic names are at most 249
+ * characters of `[a-zA-Z0-9._-]`.
+ */
+export const topicPrefixVar = () =>
+  blank(
+    z
+      .string()
+      .max(100)
+      .regex(/^[a-zA-Z0-9._-]*$/, 'letters, digits, ".", "_" and "-" only')
+      .default(''),
+  );
+
+/**
+ * `CTXFLOW_SHUTDOWN_GRACE_MS`: ms from SIGTERM to exit at most (streams end at
+ * once, HTTP connections are closed by half of it). Default 30000, which with
+ * the manifests' 5 s preStop fits their 45 s termination grace.
+ */
+export const shutdownGraceVar = () =>
+  blank(z.coerce.number().int().min(100).max(600_000).default(DEFAULT_SHUTDOWN_GRACE_MS));
+
+/**
  * The variables every stack process reads for Kafka and Redis, spread into
  * its schema: `KAFKA_BROKERS` (else the in-memory bus), `KAFKA_CLIENT`,
  * `KAFKA_SESSION_TIMEOUT_MS`, `REDIS_URL` or `REDIS_CLUSTER_NODES` (else memory),
- * `CTXFLOW_REDIS_PREFIX`, `CTXFLOW_LOG_LEVEL`.
+ * `KAFKA_TOPIC_PREFIX`, `CTXFLOW_REDIS_PREFIX`, `CTXFLOW_LOG_LEVEL`, `CTXFLOW_SHUTDOWN_GRACE_MS`.
  */
 export const stackVars = () => ({
+  CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
   CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
   CTXFLOW_LOG_LEVEL: logLevelVar(),
   KAFKA_BROKERS: hostListVar(),
   KAFKA_CLIENT: kafkaClientVar(),
+  KAFKA_TOPIC_PREFIX: topicPrefixVar(),
   KAFKA_SESSION_TIMEOUT_MS: sessionTimeoutVar(),
   REDIS_URL: redisUrlVar(),
   REDIS_CLUSTER_NODES: hostListVar(),

@@ -8,10 +8,21 @@ export {
   portVar,
   redisUrlVar,
   sessionTimeoutVar,
+  shutdownGraceVar,
   stackVars,
+  topicPrefixVar,
 } from './env.ts';
 export { installErrorHandler } from './error-handler.ts';
-export { handleShutdown, type Lifecycle, type ShutdownStep, withinMs } from './lifecycle.ts';
+export {
+  closeHttp,
+  DEFAULT_SHUTDOWN_GRACE_MS,
+  HTTP_GRACE_SHARE,
+  handleShutdown,
+  type Lifecycle,
+  type ShutdownOptions,
+  type ShutdownStep,
+  withinMs,
+} from './lifecycle.ts';
 export type { Logger } from './logger.ts';
 export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
 export { connectRedis, sessionTimeoutOptions } from './redis.ts';

@@ -1,3 +1,5 @@
+import type { FastifyInstance } from 'fastify';
+
 /** One step of an orderly shutdown, run in the order given. */
 export interface ShutdownStep {
   name: string;
@@ -19,22 +21,50 @@ interface ShutdownLog {
   error(fields: object, message: string): void;
 }
 
+/** Default of `CTXFLOW_SHUTDOWN_GRACE_MS`: how long a stopping process may take, SIGTERM to exit. */
+export const DEFAULT_SHUTDOWN_GRACE_MS = 30_000;
+
+/** The share of the grace that HTTP connections get before they are closed (the rest is for consumers, clients, telemetry). */
+export const HTTP_GRACE_SHARE = 0.5;
+
+export interface ShutdownOptions {
+  /**
+   * The process exits within this many ms of the signal: when steps are still
+   * running then, it logs which one and exits 1.
+   */
+  graceMs: number;
+}
+
 /**
  * On the first SIGTERM or SIGINT: marks the process stopping (readiness turns
  * 503 at once), runs `steps()` in order (each awaited; a failing step is logged
- * and the next still runs), then exits 0, or 1 when a step failed. Typical
- * order: stop taking HTTP work (fastify close drains in-flight requests),
- * stop consumers (the in-flight batch finishes, offsets commit), close clients,
- * flush telemetry. A second signal while stopping is ignored.
+ * and the next still runs), then exits 0, or 1 when a step failed or the
+ * grace period (`options.graceMs`) ran out first. Typical order: stop taking
+ * HTTP work (`closeHttp`: streams end, in-flight requests finish, connections
+ * close by their share of the grace), stop consumers (the in-flight batch
+ * finishes, offsets commit), close clients, flush telemetry. A second signal
+ * while stopping is ignored.
  */
-export function handleShutdown(service: string, log: ShutdownLog, steps: () => ShutdownStep[]): Lifecycle {
+export function handleShutdown(
+  service: string,
+  log: ShutdownLog,
+  steps: () => ShutdownStep[],
+  options: ShutdownOptions,
+): Lifecycle {
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, `${service}: stopping`);
+    log.info({ signal, graceMs: options.graceMs }, `${service}: stopping`);
+    let current = '';
+    // Kept referenced: a step stuck on nothing the event loop tracks still ends in exit 1 at the deadline.
+    setTimeout(() => {
+      log.error({ signal, step: current, graceMs: options.graceMs }, `${service}: shutdown grace elapsed`);
+      process.exit(1);
+    }, options.graceMs);
     let failed = false;
     for (const step of steps()) {
+      current = step.name;
       try {
         await step.run();
       } catch (err) {
@@ -55,6 +85,26 @@ export function handleShutdown(service: string, log: ShutdownLog, steps: () => S
       if (stopping) throw new Error('stopping');
     },
   };
+}
+
+/**
+ * Closes a listening fastify app by `forceAfterMs`: it stops accepting
+ * connections and answers new requests on open ones 503, its `preClose` hooks
+ * end open streams, idle keep-alive sockets close at once and, while closing,
+ * every 100 ms (a socket whose last response just finished stays open as
+ * keep-alive otherwise), and the connections still open after `forceAfterMs`
+ * (a request still running, a client not reading) are destroyed.
+ */
+export async function closeHttp(app: FastifyInstance, forceAfterMs: number): Promise<void> {
+  const server = app.server;
+  const reap = setInterval(() => server.closeIdleConnections(), 100);
+  const force = setTimeout(() => server.closeAllConnections(), forceAfterMs);
+  try {
+    await app.close();
+  } finally {
+    clearInterval(reap);
+    clearTimeout(force);
+  }
 }
 
 /** `probe` limited to `ms` milliseconds: a readiness check must answer quickly even when a server hangs. */

@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ContextEngine } from '../domain/context-engine.ts';
 import type { AgentRecord } from '../domain/model.ts';
 import {
@@ -19,9 +19,12 @@ import {
   stepBody,
   toolCallBody,
 } from './schemas.ts';
+import { boundedReplay, StreamFollowers } from './stream-followers.ts';
 
 export interface SessionRoutesDeps {
   engine: ContextEngine;
+  /** The server's stream followers (their limits; ended at close). Default: one per registration, default limits. */
+  streams?: StreamFollowers;
 }
 
 type SessionParams = { Params: { sessionId: string } };
@@ -40,11 +43,6 @@ function publicAgent(agent: AgentRecord) {
   };
 }
 
-/** Writes one server-sent event. */
-function sse(reply: FastifyReply, event: string, data: unknown) {
-  reply.raw.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-}
-
 /**
  * The session-runner's HTTP contract (DESIGN.md "Public HTTP contract") and the
  * tool-side routes documented in the README. Register inside a scope that sets
@@ -52,6 +50,10 @@ function sse(reply: FastifyReply, event: string, data: unknown) {
  */
 export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDeps) {
   const { engine } = deps;
+  const streams = deps.streams ?? new StreamFollowers(undefined, app.log);
+  // Before the server stops listening: open streams end (a `shutdown` event, then the response ends),
+  // so closing waits for no follower.
+  app.addHook('preClose', async () => streams.endAll());
 
   app.post('/agents', async (request, reply) => {
     const body = parseBody(createAgentBody, request.body);
@@ -160,7 +162,11 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   /**
    * Server-sent events: `message`, `step`, `rewind` and `context_skipped`
    * chunks, never a context row (R4, R26). `?follow=false` replays the recent
-   * chunks and ends.
+   * chunks and ends. The replay holds the newest chunks within
+   * `STREAM_REPLAY_BYTES`, after one `replay_truncated` event counting the
+   * older ones left out; a follower whose client leaves more than
+   * `STREAM_BUFFER_BYTES` unread is dropped; at shutdown every follower gets a
+   * `shutdown` event and its response ends.
    */
   app.get<SessionParams & { Querystring: { follow?: string } }>(
     '/sessions/:sessionId/stream',
@@ -172,13 +178,17 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
         'cache-control': 'no-cache',
         connection: 'keep-alive',
       });
-      for (const chunk of engine.recentChunks(request.params.sessionId)) sse(reply, chunk.type, chunk);
+      // The client sees the stream open even before its first event.
+      reply.raw.flushHeaders();
+      const { sessionId } = request.params;
+      for (const frame of boundedReplay(engine.recentChunks(sessionId), streams.limits.replayBytes)) {
+        reply.raw.write(frame);
+      }
       if (request.query.follow === 'false') {
         reply.raw.end();
         return;
       }
-      const stop = engine.subscribe(request.params.sessionId, (chunk) => sse(reply, chunk.type, chunk));
-      request.raw.on('close', stop);
+      streams.follow(reply.raw, sessionId, (send) => engine.subscribe(sessionId, send));
     },
   );
 }
