@@ -50,15 +50,55 @@ afterAll(() => {
   server?.kill('SIGTERM');
 });
 
+/**
+ * The shown output as a pattern, line by line: `<name>` stands for one value of the run
+ * (no quote, no space), the same value wherever the name appears in that run.
+ */
+function normalize(template: string, actual: string): { text: string; values: Map<string, string> } {
+  const values = new Map<string, string>();
+  const want = template.split('\n');
+  const lines = actual.split('\n').map((line, i) => {
+    const shown = want[i];
+    if (shown === undefined) return line;
+    const names: string[] = [];
+    const source = shown
+      .split(/(<[a-z]+>)/)
+      .map((part) => {
+        const name = /^<([a-z]+)>$/.exec(part)?.[1];
+        if (!name) return part.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+        names.push(name);
+        return '([^"\\s]+)';
+      })
+      .join('');
+    const match = new RegExp(`^${source}$`).exec(line);
+    if (!match) return line;
+    const bound = names.map((name, k) => [name, match[k + 1]!] as const);
+    if (bound.some(([name, value]) => (values.get(name) ?? value) !== value)) return line;
+    for (const [name, value] of bound) values.set(name, value);
+    return shown;
+  });
+  return { text: lines.join('\n'), values };
+}
+
+function runWalkthrough(): { text: string; values: Map<string, string> } {
+  const run = spawnSync('bash', ['-euo', 'pipefail', '-c', readmeBlock('walkthrough')], {
+    env: { ...process.env, CTXFLOW: base },
+    encoding: 'utf8',
+    timeout: 30_000,
+  });
+  expect(run.stderr).toBe('');
+  expect(run.status).toBe(0);
+  return normalize(readmeBlock('walkthrough-output').trim(), run.stdout.trim());
+}
+
 describe('README walkthrough', () => {
-  it('npm start, then the walkthrough prints exactly the output the README shows', () => {
-    const run = spawnSync('bash', ['-euo', 'pipefail', '-c', readmeBlock('walkthrough')], {
-      env: { ...process.env, CTXFLOW: base },
-      encoding: 'utf8',
-      timeout: 30_000,
-    });
-    expect(run.stderr).toBe('');
-    expect(run.status).toBe(0);
-    expect(run.stdout.trim()).toBe(readmeBlock('walkthrough-output').trim());
+  it('npm start, then the walkthrough prints exactly the output the README shows, twice on one server, with new ids each run', () => {
+    const shown = readmeBlock('walkthrough-output').trim();
+    const first = runWalkthrough();
+    expect(first.text).toBe(shown);
+    const second = runWalkthrough();
+    expect(second.text).toBe(shown);
+    expect([...first.values.keys()].sort()).toEqual(['event', 'session']);
+    for (const [name, value] of first.values) expect(second.values.get(name), name).not.toBe(value);
   });
 });
