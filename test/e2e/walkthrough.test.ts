@@ -3,11 +3,11 @@ import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-/** The README's fenced block tagged `name`. */
-function readmeBlock(name: string): string {
-  const readme = readFileSync('README.md', 'utf8');
-  const match = new RegExp(`\`\`\`[a-z]+ ${name}\\n([\\s\\S]*?)\\n\`\`\``).exec(readme);
-  if (!match) throw new Error(`README has no block tagged ${name}`);
+/** The walkthrough's fenced block tagged `name` (docs/walkthrough.md, linked from the README). */
+function walkthroughBlock(name: string): string {
+  const doc = readFileSync('docs/walkthrough.md', 'utf8');
+  const match = new RegExp(`\`\`\`[a-z]+ ${name}\\n([\\s\\S]*?)\\n\`\`\``).exec(doc);
+  if (!match) throw new Error(`docs/walkthrough.md has no block tagged ${name}`);
   return match[1]!;
 }
 
@@ -81,19 +81,19 @@ function normalize(template: string, actual: string): { text: string; values: Ma
 }
 
 function runWalkthrough(): { text: string; values: Map<string, string> } {
-  const run = spawnSync('bash', ['-euo', 'pipefail', '-c', readmeBlock('walkthrough')], {
+  const run = spawnSync('bash', ['-euo', 'pipefail', '-c', walkthroughBlock('walkthrough')], {
     env: { ...process.env, CTXFLOW: base },
     encoding: 'utf8',
     timeout: 30_000,
   });
   expect(run.stderr).toBe('');
   expect(run.status).toBe(0);
-  return normalize(readmeBlock('walkthrough-output').trim(), run.stdout.trim());
+  return normalize(walkthroughBlock('walkthrough-output').trim(), run.stdout.trim());
 }
 
-describe('README walkthrough', () => {
-  it('npm start, then the walkthrough prints exactly the output the README shows, twice on one server, with new ids each run', () => {
-    const shown = readmeBlock('walkthrough-output').trim();
+describe('walkthrough (docs/walkthrough.md)', () => {
+  it('npm start, then the walkthrough prints exactly the output shown, twice on one server, with new ids each run', () => {
+    const shown = walkthroughBlock('walkthrough-output').trim();
     const first = runWalkthrough();
     expect(first.text).toBe(shown);
     const second = runWalkthrough();
