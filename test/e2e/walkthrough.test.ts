@@ -81,7 +81,10 @@ function normalize(template: string, actual: string): { text: string; values: Ma
 }
 
 function runWalkthrough(): { text: string; values: Map<string, string> } {
+  // stdin from /dev/null: on a socket (node's default pipe) with SHLVL unset, Debian's bash
+  // sources /etc/bash.bashrc as for a remote shell, and `-u` fails on its PS1.
   const run = spawnSync('bash', ['-euo', 'pipefail', '-c', walkthroughBlock('walkthrough')], {
+    stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, CTXFLOW: base },
     encoding: 'utf8',
     timeout: 30_000,
