@@ -1,11 +1,10 @@
 /**
- * Writes docs/conformance.md and the README's conformance table: for every
- * requirement id (R1-R35, N1-N6), the conformance tests that prove it, read from
- * the test names in test/conformance/*.test.ts (a test's name starts with the id
- * it proves).
+ * Writes docs/conformance.md, the one conformance table: for every requirement id
+ * (R1-R35, N1-N6), the conformance tests that prove it, read from the test names in
+ * test/conformance/*.test.ts (a test's name starts with the id it proves).
  *
- *   node scripts/conformance-table.ts          rewrite both
- *   node scripts/conformance-table.ts --check  exit 1 when either is stale or an id has no test
+ *   node scripts/conformance-table.ts          rewrite it
+ *   node scripts/conformance-table.ts --check  exit 1 when it is stale or an id has no test
  */
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -14,9 +13,6 @@ import { fileURLToPath } from 'node:url';
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const TESTS = join(ROOT, 'test', 'conformance');
 const OUTPUT = join(ROOT, 'docs', 'conformance.md');
-const README = join(ROOT, 'README.md');
-const START = '<!-- conformance-table:start -->';
-const END = '<!-- conformance-table:end -->';
 
 /** The requirement table of DESIGN.md, one line each. */
 const REQUIREMENTS: [string, string][] = [
@@ -167,31 +163,8 @@ function render(byId: Map<string, Found[]>): string {
   return lines.join('\n');
 }
 
-/** The README's table: each id, its test files and its tests' names. */
-function renderReadme(byId: Map<string, Found[]>): string {
-  const lines = ['| id | test file | tests |', '|---|---|---|'];
-  for (const [id] of REQUIREMENTS) {
-    const found = byId.get(id) ?? [];
-    const files =
-      [...new Set(found.map((f) => `\`${f.file.replace('test/conformance/', '')}\``))].join(', ') || '**none**';
-    lines.push(
-      `| ${id} | ${files} | ${found.map((f) => cell(f.name.replace(/^[RN]\d+: /, ''))).join('; ') || '**no test**'} |`,
-    );
-  }
-  return lines.join('\n');
-}
-
-function withReadmeTable(readme: string, table: string): string {
-  const from = readme.indexOf(START);
-  const to = readme.indexOf(END);
-  if (from < 0 || to < from) throw new Error(`README.md has no ${START} ... ${END} section`);
-  return `${readme.slice(0, from + START.length)}\n${table}\n${readme.slice(to)}`;
-}
-
 const byId = collect();
 const text = render(byId);
-const readme = readFileSync(README, 'utf8');
-const readmeText = withReadmeTable(readme, renderReadme(byId));
 const missing = REQUIREMENTS.filter(([id]) => (byId.get(id) ?? []).length === 0).map(([id]) => id);
 
 if (process.argv.includes('--check')) {
@@ -202,12 +175,10 @@ if (process.argv.includes('--check')) {
   const problems = [
     ...(missing.length ? [`ids without a test: ${missing.join(', ')}`] : []),
     ...(current === text ? [] : ['docs/conformance.md is stale: run node scripts/conformance-table.ts']),
-    ...(readme === readmeText ? [] : ['the README conformance table is stale: run node scripts/conformance-table.ts']),
   ];
   for (const problem of problems) console.error(problem);
   process.exit(problems.length ? 1 : 0);
 }
 
 writeFileSync(OUTPUT, text);
-writeFileSync(README, readmeText);
 console.log(`wrote ${relative(ROOT, OUTPUT)}${missing.length ? `; ids without a test: ${missing.join(', ')}` : ''}`);

@@ -2,7 +2,7 @@
  * The session inspector end to end: a real server on 127.0.0.1 (the embedded
  * app with the inspector mounted), Debian's chromium driven by playwright-core.
  * Writes `test-results/inspector.png`; with `UPDATE_DOCS_SCREENSHOT=1` also
- * refreshes the README's copy at `docs/inspector.png`.
+ * refreshes the copy at `docs/inspector.png` that docs/operations.md shows.
  */
 import { createHmac, randomUUID } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
