@@ -1,4 +1,4 @@
-import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
+import { readFeedSecrets } from '@ctxflow/feed-ingestor';
 import { blank, isLoopback, logLevelVar, parseApiKeys, parseConfigWithAuth, portVar } from '@ctxflow/service-kit';
 import { z } from 'zod';
 
@@ -10,17 +10,18 @@ export const embeddedConfigSchema = z
   .object({
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_PORT: portVar(8080),
+    /** Parsed by parseConfigWithAuth; here it decides how the feed secrets read (feed-secrets.ts). */
+    CTXFLOW_API_KEYS: blank(z.string().optional()),
     CTXFLOW_FEED_SECRET_GENERIC: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_ZENDESK: blank(z.string().min(1).optional()),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
   })
-  .transform((env) => {
-    const secrets: Partial<Record<FeedSource, string>> = {};
-    for (const source of FEED_SOURCES) {
-      const value = env[`CTXFLOW_FEED_SECRET_${source.toUpperCase()}` as keyof typeof env];
-      if (typeof value === 'string') secrets[source] = value;
+  .transform((env, ctx) => {
+    const { secrets, problems } = readFeedSecrets(env);
+    for (const { variable, message } of problems) {
+      ctx.issues.push({ code: 'custom', input: undefined, path: [variable], message });
     }
     return { host: env.CTXFLOW_HOST, port: env.CTXFLOW_PORT, secrets, logLevel: env.CTXFLOW_LOG_LEVEL };
   });

@@ -1,26 +1,31 @@
-import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
 import {
   blank,
   hostListVar,
   kafkaClientVar,
   logLevelVar,
+  parseApiKeys,
   parseConfig,
   portVar,
   redisUrlVar,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
 import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
+import { readFeedSecrets } from './feed-secrets.ts';
 
 const secret = blank(z.string().min(1).optional());
 
 /**
  * The feed-ingestor's environment. Units live in the names (`_BYTES`, `_MS`).
  * `KAFKA_BROKERS` / `REDIS_URL` set: the real bus and ledger; unset: in-memory.
+ * `CTXFLOW_API_KEYS` set (the same value as the API's): every feed secret is a
+ * list of `tenant:secret` pairs naming tenants of those keys (feed-secrets.ts);
+ * the feed-ingestor itself takes no bearer keys.
  */
 export const feedConfigSchema = z
   .object({
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_FEED_PORT: portVar(8081),
+    CTXFLOW_API_KEYS: blank(z.string().optional()),
     CTXFLOW_FEED_SECRET_GENERIC: secret,
     CTXFLOW_FEED_SECRET_GITHUB: secret,
     CTXFLOW_FEED_SECRET_JIRA: secret,
@@ -42,11 +47,15 @@ export const feedConfigSchema = z
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     REDIS_URL: redisUrlVar(),
   })
-  .transform((env) => {
-    const secrets: Partial<Record<FeedSource, string>> = {};
-    for (const source of FEED_SOURCES) {
-      const value = env[`CTXFLOW_FEED_SECRET_${source.toUpperCase()}` as keyof typeof env];
-      if (typeof value === 'string') secrets[source] = value;
+  .transform((env, ctx) => {
+    try {
+      parseApiKeys(env.CTXFLOW_API_KEYS);
+    } catch (err) {
+      ctx.issues.push({ code: 'custom', input: undefined, path: ['CTXFLOW_API_KEYS'], message: (err as Error).message });
+    }
+    const { secrets, problems } = readFeedSecrets(env);
+    for (const { variable, message } of problems) {
+      ctx.issues.push({ code: 'custom', input: undefined, path: [variable], message });
     }
     return {
       host: env.CTXFLOW_HOST,

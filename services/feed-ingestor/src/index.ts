@@ -12,6 +12,8 @@ export {
   feedRoutes,
 } from './feed-routes.ts';
 export type { Feed } from './feeds.ts';
+export type { FeedSecrets, SecretProblem, TenantSecret } from './feed-secrets.ts';
+export { feedSecretVar, readFeedSecrets, tenantSecrets } from './feed-secrets.ts';
 export { FEEDS } from './feeds.ts';
 export { MemoryDeliveryLedger } from './memory-delivery-ledger.ts';
 export { RedisDeliveryLedger } from './redis-delivery-ledger.ts';
