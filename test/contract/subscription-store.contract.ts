@@ -31,7 +31,9 @@ export function subscriptionStoreContract(fixture: SubscriptionStoreFixture): vo
       const s = session('list');
       expect(await store.subscribe(DEFAULT_TENANT, s, { source: 'jira', ticket: `PROJ-1-${run}` })).toBe(true);
       expect(await store.subscribe(DEFAULT_TENANT, s, { source: 'jira', ticket: `PROJ-1-${run}` })).toBe(false);
-      expect(await store.subscribe(DEFAULT_TENANT, s, { source: 'github', ticket: '*', scope: `octo/listed-${run}` })).toBe(true);
+      expect(
+        await store.subscribe(DEFAULT_TENANT, s, { source: 'github', ticket: '*', scope: `octo/listed-${run}` }),
+      ).toBe(true);
       expect(await store.subscribe(DEFAULT_TENANT, s, { source: 'generic', ticket: '*' })).toBe(true);
       expect(await store.list(s)).toEqual([
         { source: 'generic', ticket: '*' },
@@ -99,7 +101,7 @@ export function subscriptionStoreContract(fixture: SubscriptionStoreFixture): vo
       await store.unsubscribe(DEFAULT_TENANT, b, { source: 'github', ticket: '*', scope: repo });
       expect(await store.sessionsForMany(updates.slice(0, 2))).toEqual([[a], []]);
     });
-      it('D7: a subscription matches only updates of its own tenant, wildcards included', async () => {
+    it('D7: a subscription matches only updates of its own tenant, wildcards included', async () => {
       const [ta, tb] = [`ta-${run}`, `tb-${run}`];
       const [a, b] = [session('tenant-a'), session('tenant-b')];
       const repo = `octo/tenants-${run}`;
@@ -139,5 +141,5 @@ export function subscriptionStoreContract(fixture: SubscriptionStoreFixture): vo
       expect(await store.sessionsFor({ tenant: DEFAULT_TENANT, source: 'jira', ticket })).toEqual([s]);
       expect(await store.sessionsFor({ tenant: `ta-${run}`, source: 'jira', ticket })).toEqual([]);
     });
-});
+  });
 }

@@ -1,4 +1,4 @@
-import { readFeedSecrets } from '@ctxflow/feed-ingestor';
+import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from '@ctxflow/feed-ingestor';
 import { blank, isLoopback, logLevelVar, parseApiKeys, parseConfigWithAuth, portVar } from '@ctxflow/service-kit';
 import { z } from 'zod';
 
@@ -18,11 +18,9 @@ export const embeddedConfigSchema = z
     CTXFLOW_FEED_SECRET_ZENDESK: blank(z.string().min(1).optional()),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
   })
-  .transform((env, ctx) => {
-    const { secrets, problems } = readFeedSecrets(env);
-    for (const { variable, message } of problems) {
-      ctx.issues.push({ code: 'custom', input: undefined, path: [variable], message });
-    }
+  .superRefine(refineFeedSecrets, REFINE_ALWAYS)
+  .transform((env) => {
+    const { secrets } = readFeedSecrets(env);
     return { host: env.CTXFLOW_HOST, port: env.CTXFLOW_PORT, secrets, logLevel: env.CTXFLOW_LOG_LEVEL };
   });
 

@@ -10,7 +10,7 @@ import {
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
 import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
-import { readFeedSecrets } from './feed-secrets.ts';
+import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from './feed-secrets.ts';
 
 const secret = blank(z.string().min(1).optional());
 
@@ -47,16 +47,20 @@ export const feedConfigSchema = z
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     REDIS_URL: redisUrlVar(),
   })
-  .transform((env, ctx) => {
+  .superRefine((env, ctx) => {
     try {
       parseApiKeys(env.CTXFLOW_API_KEYS);
     } catch (err) {
-      ctx.issues.push({ code: 'custom', input: undefined, path: ['CTXFLOW_API_KEYS'], message: (err as Error).message });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['CTXFLOW_API_KEYS'],
+        message: (err as Error).message.replace(/^CTXFLOW_API_KEYS: /, ''),
+      });
     }
-    const { secrets, problems } = readFeedSecrets(env);
-    for (const { variable, message } of problems) {
-      ctx.issues.push({ code: 'custom', input: undefined, path: [variable], message });
-    }
+    refineFeedSecrets(env, ctx);
+  }, REFINE_ALWAYS)
+  .transform((env) => {
+    const { secrets } = readFeedSecrets(env);
     return {
       host: env.CTXFLOW_HOST,
       port: env.CTXFLOW_FEED_PORT,

@@ -1,5 +1,6 @@
 import { DEFAULT_TENANT, FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
 import { parseApiKeys } from '@ctxflow/service-kit';
+import type { z } from 'zod';
 
 /** One webhook secret of a feed and the tenant whose deliveries it signs. */
 export interface TenantSecret {
@@ -101,3 +102,17 @@ export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
   }
   return { secrets, problems };
 }
+
+/**
+ * A config schema's refinement: every problem of the feed secrets as an issue
+ * naming its variable. Add it with `{ when: () => true }` so it runs even when
+ * other variables failed: every problem is reported at once.
+ */
+export function refineFeedSecrets(env: Readonly<Record<string, unknown>>, ctx: z.RefinementCtx): void {
+  for (const { variable, message } of readFeedSecrets(env).problems) {
+    ctx.addIssue({ code: 'custom', path: [variable], message });
+  }
+}
+
+/** The refinement's options: run whatever else failed. */
+export const REFINE_ALWAYS = { when: () => true } as const;
