@@ -13,7 +13,7 @@ import {
   deletePrefix,
   feedIngestor,
   runnerAndStepContext,
-  ServiceProcess,
+  type ServiceProcess,
   startGroupsAtEnd,
   stopAll,
   waitFor,
@@ -32,7 +32,11 @@ function signed(body: object, secret: string) {
   const signature = createHmac('sha256', secret).update(`${ts}.${raw}`).digest('hex');
   return {
     body: raw,
-    headers: { 'content-type': 'application/json', 'x-ctxflow-timestamp': ts, 'x-ctxflow-signature': `sha256=${signature}` },
+    headers: {
+      'content-type': 'application/json',
+      'x-ctxflow-timestamp': ts,
+      'x-ctxflow-signature': `sha256=${signature}`,
+    },
   };
 }
 
