@@ -77,6 +77,7 @@ describe('feed-ingestor configuration', () => {
         CTXFLOW_API_KEYS: 'ta:key-a,tb:key-b',
         CTXFLOW_FEED_SECRET_GENERIC: 'plain-secret',
         CTXFLOW_FEED_SECRET_GITHUB: 'ta:gh-a,tb:',
+        CTXFLOW_FEED_SECRET_JIRA: `${'t'.repeat(257)}:jira`,
         CTXFLOW_FEED_PORT: 'eighty',
       });
     } catch (err) {
@@ -87,6 +88,7 @@ describe('feed-ingestor configuration', () => {
       'CTXFLOW_FEED_PORT: Invalid input: expected number, received NaN',
       'CTXFLOW_FEED_SECRET_GENERIC: with CTXFLOW_API_KEYS set, expected a list of tenant:secret pairs (e.g. ta:secret-a,tb:secret-b); a plain secret names no tenant',
       'CTXFLOW_FEED_SECRET_GITHUB: each entry must be tenant:secret, with neither part empty',
+      "CTXFLOW_FEED_SECRET_JIRA: a tenant is longer than 256 characters (the TicketUpdate's limit)",
     ]);
     expect((error as ConfigError).message).not.toContain('plain-secret');
   });

@@ -15,6 +15,9 @@ export interface TenantSecret {
  */
 export type FeedSecrets = Partial<Record<FeedSource, string | readonly TenantSecret[]>>;
 
+/** The longest tenant a TicketUpdate carries (ticket-update.ts). */
+export const MAX_TENANT_LENGTH = 256;
+
 /** The variable that holds a source's secrets: `CTXFLOW_FEED_SECRET_<SOURCE>`. */
 export function feedSecretVar(source: FeedSource): string {
   return `CTXFLOW_FEED_SECRET_${source.toUpperCase()}`;
@@ -85,6 +88,10 @@ export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
       const secret = trimmed.slice(colon + 1);
       if (tenant === '' || secret === '') {
         problem('each entry must be tenant:secret, with neither part empty');
+        continue;
+      }
+      if (tenant.length > MAX_TENANT_LENGTH) {
+        problem(`a tenant is longer than ${MAX_TENANT_LENGTH} characters (the TicketUpdate's limit)`);
         continue;
       }
       if (tenants && !tenants.has(tenant)) {
