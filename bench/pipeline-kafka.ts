@@ -59,7 +59,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { type Bus, createBus, type KafkaClientName, type OutgoingRecord } from '@ctxflow/bus';
-import { type TicketUpdate, ticketKey } from '@ctxflow/contracts';
+import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 import { RECORD_ID_HEADER, RedisSubscriptionStore } from '@ctxflow/step-context';
 import { SPAN_STEP_CONTEXT_APPLY, TRACEPARENT_HEADER } from '@ctxflow/telemetry';
 import { ROOT_CONTEXT, SamplingDecision } from '@opentelemetry/api';
@@ -247,7 +247,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
     // One session per ticket: every update lands in exactly one batch stream.
     const subscriptions = new RedisSubscriptionStore({ redis, prefix });
     for (let t = 0; t < TICKETS; t++) {
-      await subscriptions.subscribe(`ses_bench_${t}`, { source: 'generic', ticket: `PROJ-${t}` });
+      await subscriptions.subscribe(DEFAULT_TENANT, `ses_bench_${t}`, { source: 'generic', ticket: `PROJ-${t}` });
     }
     const common = {
       KAFKA_BROKERS: options.brokers.join(','),

@@ -4,6 +4,8 @@
  * provisions them with scripts/infra.ts (left running; `npm run infra:down`
  * stops them). Ports: session-runner CTXFLOW_PORT (8080), feed-ingestor
  * CTXFLOW_FEED_PORT (8081), step-context CTXFLOW_STEP_CONTEXT_PORT (8082).
+ * The session-runner's port serves the whole public contract (subscriptions,
+ * and the feeds when CTXFLOW_FEED_SECRET_<SOURCE> is set), as `npm start` does.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';

@@ -5,6 +5,7 @@ import {
   RedisBatchStore,
   RedisSubscriptionStore,
   stepContextKeys,
+  subscriptionId,
 } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -80,6 +81,35 @@ subscriptionStoreContract({
     return { store: new RedisSubscriptionStore({ redis, prefix }), cleanup };
   },
 });
+
+// Redis only: the key shapes of the subscription index per tenant.
+for (const [name, open] of [
+  ['redis', onRedis],
+  ['redis cluster', onCluster],
+] as const) {
+  describe(`RedisSubscriptionStore on ${name}: one subscriber set per tenant`, () => {
+    const { redis, prefix, cleanup } = open();
+    afterAll(cleanup);
+
+    it('D7: the default tenant keeps the key of before tenants; another tenant has its own', async () => {
+      const store = new RedisSubscriptionStore({ redis, prefix });
+      const keys = stepContextKeys(prefix);
+      const id = subscriptionId({ source: 'generic', ticket: '*' });
+      // A subscription written before feeds had tenants: only the legacy subscriber set and the session's set.
+      const legacy = `s-${randomUUID()}`;
+      await redis.sadd(`${prefix}:step-context:subscribers:${id}`, legacy);
+      await redis.sadd(keys.session(legacy).subscriptions, id);
+      expect(await store.sessionsFor({ source: 'generic', ticket: 'T-9' })).toEqual([legacy]);
+      expect(await store.sessionsFor({ tenant: 'ta', source: 'generic', ticket: 'T-9' })).toEqual([]);
+      const ofTa = `s-${randomUUID()}`;
+      await store.subscribe('ta', ofTa, { source: 'generic', ticket: '*' });
+      expect(await redis.smembers(`${prefix}:step-context:tenant:ta:subscribers:${id}`)).toEqual([ofTa]);
+      expect(await redis.smembers(keys.session(ofTa).subscriptions)).toEqual([id]);
+      expect(await store.sessionsFor({ tenant: 'ta', source: 'generic', ticket: 'T-9' })).toEqual([ofTa]);
+      expect(await store.sessionsFor({ source: 'generic', ticket: 'T-9' })).toEqual([legacy]);
+    });
+  });
+}
 
 // Redis only: the global offset lost after the sessions were written (on Redis Cluster, a crash between
 // the per-session scripts and the offset record; on a single Redis the write is one script, so this

@@ -10,6 +10,8 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { TOPICS } from '@ctxflow/contracts';
+import { loadEmbeddedConfig } from '@ctxflow/embedded';
+import { loadFeedConfig } from '@ctxflow/feed-ingestor';
 import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
@@ -154,6 +156,9 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     );
     for (const value of Object.values<string>(secret.stringData)) expect(value).toContain('REPLACE-ME');
     expect(secret.data).toBeUndefined();
+    // D7: with API keys every feed secret names a tenant of those keys, or the services refuse to start.
+    expect(() => loadFeedConfig(secret.stringData)).not.toThrow();
+    expect(() => loadEmbeddedConfig(secret.stringData)).not.toThrow();
   });
 
   it('topics: the three contract topics, 12 partitions, 3 replicas, min.insync.replicas 2', () => {
@@ -335,6 +340,9 @@ describe('docker-compose.yml', () => {
       ].sort(),
     );
     expect(entries.CTXFLOW_API_KEYS).toMatch(/^[^:,]+:REPLACE-ME/);
+    // D7: with API keys every feed secret names a tenant of those keys, or the services refuse to start.
+    expect(() => loadFeedConfig(entries)).not.toThrow();
+    expect(() => loadEmbeddedConfig(entries)).not.toThrow();
   });
 
   it('the collector config wires every pipeline to defined components, health check on the probed port', () => {

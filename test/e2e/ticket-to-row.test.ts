@@ -4,6 +4,7 @@ import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { afterEach, describe, expect, it } from 'vitest';
 
 const SECRET = 'e2e-secret';
+const SECRET_B = 'e2e-secret-b';
 const KEYS = new Map([
   ['key-a', 'tenant-a'],
   ['key-b', 'tenant-b'],
@@ -26,7 +27,14 @@ afterEach(async () => {
 });
 
 async function setup() {
-  embedded = await buildEmbeddedApp({ config: { apiKeys: KEYS, secrets: { generic: SECRET } } });
+  // With API keys every feed secret names its tenant (D7).
+  const secrets = {
+    generic: [
+      { tenant: 'tenant-a', secret: SECRET },
+      { tenant: 'tenant-b', secret: SECRET_B },
+    ],
+  };
+  embedded = await buildEmbeddedApp({ config: { apiKeys: KEYS, secrets } });
   const app = embedded.app;
   const as = (key: string) => ({ authorization: `Bearer ${key}` });
   const call = async (method: 'GET' | 'POST', url: string, body?: object, key = 'key-a') => {
@@ -35,8 +43,8 @@ async function setup() {
   };
   let published = 0;
   /** Posts a signed update and waits until step-context applied it (the 202 means published). */
-  const post = async (update: object) => {
-    const res = await app.inject({ method: 'POST', url: '/feeds/generic', ...signed(update) });
+  const post = async (update: object, secret = SECRET) => {
+    const res = await app.inject({ method: 'POST', url: '/feeds/generic', ...signed(update, secret) });
     expect(res.statusCode).toBe(202);
     const duplicate = JSON.parse(res.body).duplicate === true;
     if (!duplicate) published++;
@@ -108,5 +116,49 @@ describe('ticket update to context row, through the HTTP API', () => {
     expect(JSON.parse(res.body).error.code).toBe('unauthorized');
     await new Promise((r) => setTimeout(r, 20));
     expect((await call('POST', `/sessions/${session}/steps`, {})).body.rows).toEqual([]);
+  });
+
+  it("D7: tenant B's wildcard subscription never sees tenant A's update, and the reverse", async () => {
+    const { call, post } = await setup();
+    const ofA = (await call('POST', '/sessions', {})).body.sessionId;
+    const ofB = (await call('POST', '/sessions', {}, 'key-b')).body.sessionId;
+    expect((await call('POST', `/sessions/${ofA}/subscriptions`, { source: 'generic', ticket: '*' })).status).toBe(201);
+    expect(
+      (await call('POST', `/sessions/${ofB}/subscriptions`, { source: 'generic', ticket: '*' }, 'key-b')).status,
+    ).toBe(201);
+
+    await post({ eventId: 'a-1', ticket: 'ACME-1', summary: 'tenant A confidential: refund approved' });
+    const stepB = (await call('POST', `/sessions/${ofB}/steps`, {}, 'key-b')).body;
+    expect(stepB.rows).toEqual([]);
+    expect(JSON.stringify(stepB)).not.toContain('tenant A confidential');
+    const stepA = (await call('POST', `/sessions/${ofA}/steps`, {})).body;
+    expect(stepA.rows).toHaveLength(1);
+    expect(stepA.rows[0].content).toContain('tenant A confidential: refund approved');
+
+    await post({ eventId: 'b-1', ticket: 'GLOBEX-1', summary: 'tenant B private note' }, SECRET_B);
+    expect((await call('POST', `/sessions/${ofA}/steps`, {})).body.rows).toEqual([]);
+    const nextB = (await call('POST', `/sessions/${ofB}/steps`, {}, 'key-b')).body;
+    expect(nextB.rows).toHaveLength(1);
+    expect(nextB.rows[0].content).toContain('tenant B private note');
+  });
+
+  it('D7: the same eventId from both tenants delivers to both', async () => {
+    const { call, post } = await setup();
+    const ofA = (await call('POST', '/sessions', {})).body.sessionId;
+    const ofB = (await call('POST', '/sessions', {}, 'key-b')).body.sessionId;
+    await call('POST', `/sessions/${ofA}/subscriptions`, { source: 'generic', ticket: 'T-7' });
+    await call('POST', `/sessions/${ofB}/subscriptions`, { source: 'generic', ticket: 'T-7' }, 'key-b');
+    const a = await post({ eventId: 'evt-shared', ticket: 'T-7', summary: 'from A' });
+    const b = await post({ eventId: 'evt-shared', ticket: 'T-7', summary: 'from B' }, SECRET_B);
+    expect(JSON.parse(a.body)).toEqual({ accepted: true, id: 'generic:evt-shared' });
+    expect(JSON.parse(b.body)).toEqual({ accepted: true, id: 'generic:evt-shared' });
+    const rowsA = (await call('POST', `/sessions/${ofA}/steps`, {})).body.rows;
+    const rowsB = (await call('POST', `/sessions/${ofB}/steps`, {}, 'key-b')).body.rows;
+    expect(rowsA).toHaveLength(1);
+    expect(rowsA[0].content).toContain('from A');
+    expect(rowsA[0].content).not.toContain('from B');
+    expect(rowsB).toHaveLength(1);
+    expect(rowsB[0].content).toContain('from B');
+    expect(rowsB[0].content).not.toContain('from A');
   });
 });

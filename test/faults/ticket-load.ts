@@ -6,7 +6,7 @@
  * the batch streams read back per session and ticket.
  */
 import { type Bus, createBus } from '@ctxflow/bus';
-import { type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
+import { DEFAULT_TENANT, type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
 import { RECORD_ID_HEADER, RedisBatchStore, RedisSubscriptionStore, stepContextKeys } from '@ctxflow/step-context';
 import type { Redis } from 'ioredis';
 import type { ExactlyOnce } from './exactly-once.ts';
@@ -55,7 +55,7 @@ export class TicketLoad {
   async subscribe(): Promise<void> {
     const store = new RedisSubscriptionStore({ redis: this.#o.redis, prefix: this.#o.prefix });
     for (const [ticket, sessions] of this.followers) {
-      for (const session of sessions) await store.subscribe(session, { source: 'generic', ticket });
+      for (const session of sessions) await store.subscribe(DEFAULT_TENANT, session, { source: 'generic', ticket });
     }
   }
 

@@ -32,7 +32,10 @@ describe('feed-ingestor configuration', () => {
       REDIS_URL: 'redis://10.0.0.3:6379',
       CTXFLOW_FEED_MAX_BYTES: '65536',
     });
-    expect(config.secrets).toEqual({ github: 'gh', zendesk: 'zd' });
+    expect(config.secrets).toEqual({
+      github: [{ tenant: 'default', secret: 'gh' }],
+      zendesk: [{ tenant: 'default', secret: 'zd' }],
+    });
     expect(config.kafkaBrokers).toEqual(['10.0.0.1:9092', '10.0.0.2:9092']);
     expect(config.redisUrl).toBe('redis://10.0.0.3:6379');
     expect(config.maxBodyBytes).toBe(65_536);
@@ -53,5 +56,48 @@ describe('feed-ingestor configuration', () => {
     expect(error).toBeInstanceOf(ConfigError);
     const problems = (error as ConfigError).problems.map((p) => p.split(':')[0]);
     expect(problems.sort()).toEqual(['CTXFLOW_FEED_PORT', 'KAFKA_BROKERS.0', 'KAFKA_CLIENT', 'REDIS_URL']);
+  });
+
+  it('with CTXFLOW_API_KEYS every secret is a list of tenant:secret pairs naming tenants of those keys', () => {
+    const config = loadFeedConfig({
+      CTXFLOW_API_KEYS: 'ta:key-a,tb:key-b',
+      CTXFLOW_FEED_SECRET_GENERIC: 'ta:secret-a,tb:secret-b,ta:secret-a2',
+    });
+    expect(config.secrets).toEqual({
+      generic: [
+        { tenant: 'ta', secret: 'secret-a' },
+        { tenant: 'tb', secret: 'secret-b' },
+        { tenant: 'ta', secret: 'secret-a2' },
+      ],
+    });
+  });
+
+  it('D7: a plain secret with API keys is refused at config parse, naming the variable', () => {
+    let error: unknown;
+    try {
+      loadFeedConfig({
+        CTXFLOW_API_KEYS: 'ta:key-a,tb:key-b',
+        CTXFLOW_FEED_SECRET_GENERIC: 'plain-secret',
+        CTXFLOW_FEED_SECRET_GITHUB: 'ta:gh-a,tb:',
+        CTXFLOW_FEED_SECRET_JIRA: `${'t'.repeat(257)}:jira`,
+        CTXFLOW_FEED_PORT: 'eighty',
+      });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toEqual([
+      'CTXFLOW_FEED_PORT: Invalid input: expected number, received NaN',
+      'CTXFLOW_FEED_SECRET_GENERIC: with CTXFLOW_API_KEYS set, expected a list of tenant:secret pairs (e.g. ta:secret-a,tb:secret-b); a plain secret names no tenant',
+      'CTXFLOW_FEED_SECRET_GITHUB: each entry must be tenant:secret, with neither part empty',
+      "CTXFLOW_FEED_SECRET_JIRA: a tenant is longer than 256 characters (the TicketUpdate's limit)",
+    ]);
+    expect((error as ConfigError).message).not.toContain('plain-secret');
+  });
+
+  it('a malformed CTXFLOW_API_KEYS is reported with the rest', () => {
+    expect(() => loadFeedConfig({ CTXFLOW_API_KEYS: 'nocolon' })).toThrow(
+      'CTXFLOW_API_KEYS: each entry must be tenant:key',
+    );
   });
 });

@@ -29,4 +29,19 @@ describe('feed signature verifiers', () => {
       expect.objectContaining({ code: 'unauthorized' }),
     );
   });
+
+  it('D7: with several secrets the verifier names the one that verified, whichever place it has', () => {
+    const headers = {
+      'x-hub-signature-256': 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17',
+    };
+    const request = { headers, rawBody: Buffer.from('Hello, World!') };
+    const secret = "It's a Secret to Everybody";
+    expect(verifyGithub(request, secret, 0)).toBe(0);
+    expect(verifyGithub(request, [secret, 'other-a', 'other-b'], 0)).toBe(0);
+    expect(verifyGithub(request, ['other-a', 'other-b', secret], 0)).toBe(2);
+    expect(() => verifyGithub(request, ['other-a', 'other-b'], 0)).toThrow(
+      expect.objectContaining({ code: 'unauthorized', status: 401 }),
+    );
+    expect(() => verifyGithub(request, [], 0)).toThrow(expect.objectContaining({ code: 'unauthorized' }));
+  });
 });

@@ -5,8 +5,10 @@
  * context pass to it), all the spans of a run ended once the run's single
  * atomic write is done, never the active span while the stores run.
  */
+
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createMemoryBus, type IncomingRecord } from '@ctxflow/bus';
+import { DEFAULT_TENANT } from '@ctxflow/contracts';
 import {
   type BatchStore,
   MemoryBatchStore,
@@ -102,8 +104,8 @@ describe('StepContextService apply spans', () => {
 
   it('one CONSUMER span per record, child of its traceparent; its traceparent stored with the entries and named in the log line', async () => {
     const { topic, batches, subscriptions, log, service, record } = setup();
-    await subscriptions.subscribe('s1', { source: 'generic', ticket: 'T-1' });
-    await subscriptions.subscribe('s2', { source: 'generic', ticket: 'T-1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's2', { source: 'generic', ticket: 'T-1' });
     const u1 = makeUpdate();
     const u2 = makeUpdate();
     const u3 = makeUpdate();
@@ -158,7 +160,7 @@ describe('StepContextService apply spans', () => {
       return inner.applyBatch(records);
     });
     const { subscriptions, record, service } = setup({ batches: watching });
-    await subscriptions.subscribe('s1', { source: 'generic', ticket: 'T-1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const updates = [makeUpdate(), makeUpdate(), makeUpdate()];
     await service.handle(
       updates.map((u) =>
@@ -174,7 +176,7 @@ describe('StepContextService apply spans', () => {
       throw new Error('store down');
     });
     const { subscriptions, record, service } = setup({ batches: broken });
-    await subscriptions.subscribe('s1', { source: 'generic', ticket: 'T-1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const updates = [makeUpdate(), makeUpdate()];
     await expect(
       service.handle(
@@ -190,7 +192,7 @@ describe('StepContextService apply spans', () => {
 
   it('an unsampled parent yields an unrecorded span: no traceparent stored, nothing exported', async () => {
     const { batches, subscriptions, record, service } = setup();
-    await subscriptions.subscribe('s1', { source: 'generic', ticket: 'T-1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const u = makeUpdate();
     const parent = remoteParent('00');
     await service.handle([record(JSON.stringify(u), { [TRACEPARENT_HEADER]: parent.traceparent })]);
@@ -202,7 +204,7 @@ describe('StepContextService apply spans', () => {
     const quiet = setup({
       log: Object.assign(new RecordingLog(), { isLevelEnabled: (level: string) => level !== 'info' }),
     });
-    await quiet.subscriptions.subscribe('s1', { source: 'generic', ticket: 'T-1' });
+    await quiet.subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const u = makeUpdate();
     await quiet.service.handle([quiet.record(JSON.stringify(u), { [TRACEPARENT_HEADER]: remoteParent().traceparent })]);
     expect(quiet.log.infos).toEqual([]);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createMemoryBus } from '@ctxflow/bus';
-import { byteLength, type Cursor, ticketKey } from '@ctxflow/contracts';
+import { byteLength, type Cursor, DEFAULT_TENANT, ticketKey } from '@ctxflow/contracts';
 import { runHook } from '@ctxflow/session-runner';
 import {
   type BatchStore,
@@ -33,7 +33,7 @@ function markers(content: string): string[] {
 async function drainThousand(stores: { batches: BatchStore; subscriptions: SubscriptionStore }, tickets: number) {
   const topic = `ticket-updates-${randomUUID()}`;
   const sessionId = `s-${randomUUID()}`;
-  await stores.subscriptions.subscribe(sessionId, { source: 'generic', ticket: '*' });
+  await stores.subscriptions.subscribe(DEFAULT_TENANT, sessionId, { source: 'generic', ticket: '*' });
   const bus = createMemoryBus({ retryBackoffMs: 10 });
   const service = new StepContextService({ subscriber: bus.subscriber, topic, ...stores });
   await service.start();

@@ -1,4 +1,4 @@
-import { byteLength, MAX_ITEM_BYTES } from '@ctxflow/contracts';
+import { byteLength, DEFAULT_TENANT, MAX_ITEM_BYTES } from '@ctxflow/contracts';
 import {
   type BatchEntry,
   FeedStepContext,
@@ -125,10 +125,10 @@ describe('FeedStepContext', () => {
     const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
     const feed = new FeedStepContext({ batches, subscriptions });
-    await subscriptions.subscribe('src', { source: 'jira', ticket: 'PROJ-1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 'src', { source: 'jira', ticket: 'PROJ-1' });
     const u1 = makeUpdate({ source: 'jira', ticket: 'PROJ-1' });
     await batches.append('src', u1);
-    await feed.copySession('src', 'branch');
+    await feed.copySession('src', 'branch', DEFAULT_TENANT);
     expect(await subscriptions.list('branch')).toEqual([{ source: 'jira', ticket: 'PROJ-1' }]);
     expect(await subscriptions.sessionsFor({ source: 'jira', ticket: 'PROJ-1' })).toEqual(['branch', 'src']);
     expect(await feed.fetch({ sessionId: 'branch', cursor: 1, maxBytes: 32 * 1024, signal })).toBeUndefined();

@@ -1,4 +1,4 @@
-import { type TicketUpdate, ticketKey } from '@ctxflow/contracts';
+import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 import {
   FeedStepContext,
   MemoryBatchStore,
@@ -54,7 +54,7 @@ describe('ticket feed into sessions through the runner', () => {
   it('one notice row per update, source hook, with a cursor; nothing twice; coalesced; stale dropped; only subscribers', async () => {
     const { subscriptions, deliver, session, step } = await setup();
     const [s, other] = [await session(), await session()];
-    await subscriptions.subscribe(s, { source: 'zendesk', ticket: '*', scope: '1001' });
+    await subscriptions.subscribe(DEFAULT_TENANT, s, { source: 'zendesk', ticket: '*', scope: '1001' });
     await step(s);
 
     const u1 = makeUpdate({
@@ -104,7 +104,7 @@ describe('ticket feed into sessions through the runner', () => {
   it('a branch keeps its source position and follows the same tickets', async () => {
     const { harness, subscriptions, deliver, session, step } = await setup();
     const s = await session();
-    await subscriptions.subscribe(s, { source: 'jira', ticket: 'PROJ-7' });
+    await subscriptions.subscribe(DEFAULT_TENANT, s, { source: 'jira', ticket: 'PROJ-7' });
     const u1 = makeUpdate({ source: 'jira', ticket: 'PROJ-7', scope: 'PROJ' });
     await deliver(u1);
     expect((await step(s)).rows).toHaveLength(1);

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createMemoryBus } from '@ctxflow/bus';
-import { ticketKey } from '@ctxflow/contracts';
+import { DEFAULT_TENANT, ticketKey } from '@ctxflow/contracts';
 import {
   type BatchStore,
   MemoryBatchStore,
@@ -46,8 +46,8 @@ describe('StepContextService', () => {
     const topic = `ticket-updates-${randomUUID()}`;
     const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
-    await subscriptions.subscribe('s1', { source: 'github', ticket: 'octo/app#1' });
-    await subscriptions.subscribe('s2', { source: 'github', ticket: '*', scope: 'octo/app' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'github', ticket: 'octo/app#1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's2', { source: 'github', ticket: '*', scope: 'octo/app' });
     const bus = createMemoryBus({ retryBackoffMs: 10 });
     const log = new RecordingLog();
     const service = new StepContextService({ subscriber: bus.subscriber, batches, subscriptions, log, topic });
@@ -100,7 +100,7 @@ describe('StepContextService', () => {
     const topic = `ticket-updates-${randomUUID()}`;
     const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
-    await subscriptions.subscribe('s', { source: 'generic', ticket: '*' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'generic', ticket: '*' });
     const first = await start({ batches, subscriptions, topic });
     const u = Array.from({ length: 3 }, (_, i) => makeUpdate({ ticket: `G-${i}` }));
     await first.bus.publisher.publish(
@@ -156,7 +156,7 @@ describe('StepContextService', () => {
       },
     };
     const subscriptions = new MemorySubscriptionStore();
-    await subscriptions.subscribe('s', { source: 'generic', ticket: 'T-1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'generic', ticket: 'T-1' });
     const { bus } = await start({ batches: flaky, subscriptions, topic });
     const u = makeUpdate();
     await bus.publisher.publish(topic, [{ key: ticketKey(u), value: JSON.stringify(u) }]);
@@ -168,12 +168,12 @@ describe('StepContextService', () => {
     const topic = `ticket-updates-${randomUUID()}`;
     const batches = new MemoryBatchStore();
     const inner = new MemorySubscriptionStore();
-    await inner.subscribe('s1', { source: 'generic', ticket: 'R-1' });
-    await inner.subscribe('s2', { source: 'generic', ticket: '*' });
+    await inner.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'R-1' });
+    await inner.subscribe(DEFAULT_TENANT, 's2', { source: 'generic', ticket: '*' });
     const calls = { lookups: [] as number[], writes: [] as string[][] };
     const subscriptions: SubscriptionStore = {
-      subscribe: (s, sub) => inner.subscribe(s, sub),
-      unsubscribe: (s, sub) => inner.unsubscribe(s, sub),
+      subscribe: (t, s, sub) => inner.subscribe(t, s, sub),
+      unsubscribe: (t, s, sub) => inner.unsubscribe(t, s, sub),
       list: (s) => inner.list(s),
       sessionsFor: (u) => inner.sessionsFor(u),
       async sessionsForMany(updates) {

@@ -61,7 +61,10 @@ describe('subscription routes', () => {
         ],
       },
     });
-    expect(await subscriptions.sessionsFor({ source: 'jira', ticket: 'PROJ-9', scope: 'PROJ' })).toEqual(['s-acme']);
+    // The subscription is acme's: it matches acme's updates only (D7).
+    const update = { source: 'jira' as const, ticket: 'PROJ-9', scope: 'PROJ' };
+    expect(await subscriptions.sessionsFor({ ...update, tenant: 'acme' })).toEqual(['s-acme']);
+    expect(await subscriptions.sessionsFor({ ...update, tenant: 'globex' })).toEqual([]);
     expect(await call('DELETE', '/sessions/s-acme/subscriptions', { source: 'github', ticket: 'octo/app#12' })).toEqual(
       {
         status: 200,

@@ -23,18 +23,47 @@ describe('configuration', () => {
     expect(config.secrets).toEqual({});
   });
 
-  it('parses API keys as tenant:key and feed secrets per source', () => {
+  it('parses API keys as tenant:key and feed secrets per source as tenant:secret pairs', () => {
     const config = loadEmbeddedConfig({
       CTXFLOW_API_KEYS: 'acme:k1, globex:k2',
-      CTXFLOW_FEED_SECRET_GITHUB: 'gh',
+      CTXFLOW_FEED_SECRET_GITHUB: 'acme:gh-a, globex:gh:g',
       CTXFLOW_HOST: '0.0.0.0',
     });
     expect([...config.apiKeys]).toEqual([
       ['k1', 'acme'],
       ['k2', 'globex'],
     ]);
-    expect(config.secrets).toEqual({ github: 'gh' });
+    expect(config.secrets).toEqual({
+      github: [
+        { tenant: 'acme', secret: 'gh-a' },
+        { tenant: 'globex', secret: 'gh:g' },
+      ],
+    });
     expect(config.host).toBe('0.0.0.0');
+  });
+
+  it("without API keys a plain secret is the default tenant's, as it is", () => {
+    expect(loadEmbeddedConfig({ CTXFLOW_FEED_SECRET_GITHUB: 'gh:with,punctuation' }).secrets).toEqual({
+      github: [{ tenant: 'default', secret: 'gh:with,punctuation' }],
+    });
+  });
+
+  it('D7: a plain secret with API keys is refused at config parse, naming the variable', () => {
+    const found = problems({
+      CTXFLOW_API_KEYS: 'ta:key-a,tb:key-b',
+      CTXFLOW_FEED_SECRET_GENERIC: 'plain-secret',
+      CTXFLOW_FEED_SECRET_JIRA: 'ta:jira-a,tc:jira-c',
+      CTXFLOW_FEED_SECRET_ZENDESK: 'ta:same,tb:same',
+      CTXFLOW_PORT: 'eighty',
+    });
+    expect(found).toEqual([
+      'CTXFLOW_PORT: Invalid input: expected number, received NaN',
+      'CTXFLOW_FEED_SECRET_GENERIC: with CTXFLOW_API_KEYS set, expected a list of tenant:secret pairs (e.g. ta:secret-a,tb:secret-b); a plain secret names no tenant',
+      'CTXFLOW_FEED_SECRET_JIRA: tenant "tc" has no key in CTXFLOW_API_KEYS (a plain secret containing ":" is refused too)',
+      'CTXFLOW_FEED_SECRET_ZENDESK: one secret is given to tenants "ta" and "tb": a secret must name one tenant',
+    ]);
+    // No secret is echoed.
+    expect(found.join('\n')).not.toMatch(/plain-secret|jira-c|same,/);
   });
 
   it('reports every bad variable at once, each by name', () => {
@@ -67,5 +96,18 @@ describe('configuration', () => {
     });
     expect(run.status).toBe(2);
     expect(run.stderr).toContain('CTXFLOW_PORT:');
+  });
+
+  it('D7: a plain feed secret with API keys stops npm start naming the variable (exit 2)', () => {
+    const run = spawnSync(process.execPath, ['services/embedded/src/main.ts'], {
+      env: { ...process.env, CTXFLOW_API_KEYS: 'ta:key-a', CTXFLOW_FEED_SECRET_GENERIC: 'plain-secret' },
+      encoding: 'utf8',
+      timeout: 20_000,
+    });
+    expect(run.status).toBe(2);
+    expect(run.stderr).toContain(
+      'CTXFLOW_FEED_SECRET_GENERIC: with CTXFLOW_API_KEYS set, expected a list of tenant:secret pairs',
+    );
+    expect(run.stderr).not.toContain('plain-secret');
   });
 });

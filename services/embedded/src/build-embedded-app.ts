@@ -1,5 +1,5 @@
 import { createBus } from '@ctxflow/bus';
-import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { type FeedSecrets, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
 import {
   closeHttp,
   createAuthenticator,
@@ -27,7 +27,8 @@ import type { FastifyInstance } from 'fastify';
 import type { EmbeddedConfig } from './config.ts';
 
 export interface EmbeddedDeps {
-  config: Pick<EmbeddedConfig, 'apiKeys' | 'secrets'>;
+  /** `secrets`: a plain string is the single-tenant default's secret (feed-secrets.ts). */
+  config: Pick<EmbeddedConfig, 'apiKeys'> & { secrets: FeedSecrets };
   logger?: Logger;
   telemetry?: ContextTelemetry;
   /** The feed routes' spans and ingest/refusal counters. */

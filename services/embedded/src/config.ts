@@ -1,4 +1,4 @@
-import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
+import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from '@ctxflow/feed-ingestor';
 import {
   blank,
   isLoopback,
@@ -18,6 +18,8 @@ export const embeddedConfigSchema = z
   .object({
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_PORT: portVar(8080),
+    /** Parsed by parseConfigWithAuth; here it decides how the feed secrets read (feed-secrets.ts). */
+    CTXFLOW_API_KEYS: blank(z.string().optional()),
     CTXFLOW_FEED_SECRET_GENERIC: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
@@ -25,12 +27,9 @@ export const embeddedConfigSchema = z
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
   })
+  .superRefine(refineFeedSecrets, REFINE_ALWAYS)
   .transform((env) => {
-    const secrets: Partial<Record<FeedSource, string>> = {};
-    for (const source of FEED_SOURCES) {
-      const value = env[`CTXFLOW_FEED_SECRET_${source.toUpperCase()}` as keyof typeof env];
-      if (typeof value === 'string') secrets[source] = value;
-    }
+    const { secrets } = readFeedSecrets(env);
     return {
       host: env.CTXFLOW_HOST,
       port: env.CTXFLOW_PORT,

@@ -1,9 +1,9 @@
-import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
 import {
   blank,
   hostListVar,
   kafkaClientVar,
   logLevelVar,
+  parseApiKeys,
   parseConfig,
   portVar,
   redisUrlVar,
@@ -12,17 +12,22 @@ import {
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
 import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
+import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from './feed-secrets.ts';
 
 const secret = blank(z.string().min(1).optional());
 
 /**
  * The feed-ingestor's environment. Units live in the names (`_BYTES`, `_MS`).
  * `KAFKA_BROKERS` / `REDIS_URL` set: the real bus and ledger; unset: in-memory.
+ * `CTXFLOW_API_KEYS` set (the same value as the API's): every feed secret is a
+ * list of `tenant:secret` pairs naming tenants of those keys (feed-secrets.ts);
+ * the feed-ingestor itself takes no bearer keys.
  */
 export const feedConfigSchema = z
   .object({
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_FEED_PORT: portVar(8081),
+    CTXFLOW_API_KEYS: blank(z.string().optional()),
     CTXFLOW_FEED_SECRET_GENERIC: secret,
     CTXFLOW_FEED_SECRET_GITHUB: secret,
     CTXFLOW_FEED_SECRET_JIRA: secret,
@@ -46,12 +51,20 @@ export const feedConfigSchema = z
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
     REDIS_URL: redisUrlVar(),
   })
-  .transform((env) => {
-    const secrets: Partial<Record<FeedSource, string>> = {};
-    for (const source of FEED_SOURCES) {
-      const value = env[`CTXFLOW_FEED_SECRET_${source.toUpperCase()}` as keyof typeof env];
-      if (typeof value === 'string') secrets[source] = value;
+  .superRefine((env, ctx) => {
+    try {
+      parseApiKeys(env.CTXFLOW_API_KEYS);
+    } catch (err) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['CTXFLOW_API_KEYS'],
+        message: (err as Error).message.replace(/^CTXFLOW_API_KEYS: /, ''),
+      });
     }
+    refineFeedSecrets(env, ctx);
+  }, REFINE_ALWAYS)
+  .transform((env) => {
+    const { secrets } = readFeedSecrets(env);
     return {
       host: env.CTXFLOW_HOST,
       port: env.CTXFLOW_FEED_PORT,

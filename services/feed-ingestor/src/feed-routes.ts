@@ -9,6 +9,7 @@ import {
   type TicketUpdate,
   TOPICS,
   ticketKey,
+  updateTenant,
 } from '@ctxflow/contracts';
 import {
   ATTR_FEED_EVENT_ID,
@@ -25,6 +26,7 @@ import {
 } from '@ctxflow/telemetry';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
+import { type FeedSecrets, tenantSecrets } from './feed-secrets.ts';
 import { FEEDS } from './feeds.ts';
 import { secretKey } from './verifiers/verifier.ts';
 
@@ -41,8 +43,11 @@ export interface FeedRoutesDeps {
   /** Publishes to TOPICS.ticketUpdates; resolves only once the bus acknowledged. */
   publisher: Publisher;
   ledger: DeliveryLedger;
-  /** Per-source HMAC secrets; a source without one answers 404 `feed_disabled`. */
-  secrets: Partial<Record<FeedSource, string>>;
+  /**
+   * Per-source HMAC secrets, each naming its tenant (a plain string: the
+   * single-tenant default's); a source without one answers 404 `feed_disabled`.
+   */
+  secrets: FeedSecrets;
   /** Epoch milliseconds; the signed-timestamp window and `receivedAt` use it. */
   clock?: () => number;
   /** Body limit in bytes (default 256 KiB); over it is 413 `payload_too_large`. */
@@ -79,6 +84,15 @@ function fromFastify(err: FastifyError, maxBodyBytes: number): CtxflowError | un
   return undefined;
 }
 
+/**
+ * The delivery ledger's id of an update: `<tenant>:<source>:<eventId>`. A
+ * tenant never contains ":" (CTXFLOW_API_KEYS splits at the first one), so
+ * no two tenants' ids can meet.
+ */
+export function ledgerId(update: Pick<TicketUpdate, 'id' | 'tenant'>): string {
+  return `${updateTenant(update)}:${update.id}`;
+}
+
 function parseJson(rawBody: Buffer): unknown {
   if (rawBody.length === 0) throw new CtxflowError('validation_error', 'body: empty, expected a JSON object');
   try {
@@ -112,11 +126,14 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   const telemetry = deps.telemetry ?? noopFeedTelemetry;
   // Without telemetry no span is opened at all (no span attributes built, no wrapper around the handler).
   const traced = deps.telemetry !== undefined;
-  // Each secret becomes its HMAC key once, not on every delivery.
-  const keys: Partial<Record<FeedSource, KeyObject>> = {};
+  // Each secret becomes its HMAC key once, not on every delivery; the tenants in the same order.
+  const keys: Partial<Record<FeedSource, { keys: KeyObject[]; tenants: string[] }>> = {};
   for (const source of FEED_SOURCES) {
-    const secret = deps.secrets[source];
-    if (secret) keys[source] = secretKey(secret);
+    const secrets = deps.secrets[source];
+    const pairs = secrets === undefined ? [] : tenantSecrets(secrets).filter((p) => p.secret !== '');
+    if (pairs.length > 0) {
+      keys[source] = { keys: pairs.map((p) => secretKey(p.secret)), tenants: pairs.map((p) => p.tenant) };
+    }
   }
 
   app.removeContentTypeParser('application/json');
@@ -141,9 +158,11 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   });
 
   async function publishOnce(update: TicketUpdate, request: FastifyRequest): Promise<'published' | 'duplicate'> {
+    // One tenant's delivery ids never suppress another's: the ledger id names the tenant.
+    const deliveryId = ledgerId(update);
     let claim: ClaimOutcome;
     try {
-      claim = await ledger.claim(update.id, leaseMs);
+      claim = await ledger.claim(deliveryId, leaseMs);
     } catch (cause) {
       if (isCtxflowError(cause)) throw cause;
       throw new CtxflowError('store_unavailable', 'the delivery ledger did not answer', { cause });
@@ -173,7 +192,7 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     } catch (cause) {
       // If the release fails too, the lease still ends after leaseMs and frees the id.
       try {
-        await ledger.release(update.id);
+        await ledger.release(deliveryId);
       } catch {
         request.log.warn({ id: update.id }, 'delivery lease not released');
       }
@@ -181,7 +200,7 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     }
     // Published: a failed confirm only means a later retry may publish again (sinks drop it by record id).
     try {
-      await ledger.confirm(update.id, retainMs);
+      await ledger.confirm(deliveryId, retainMs);
     } catch {
       request.log.warn({ id: update.id }, 'delivery not confirmed');
     }
@@ -195,8 +214,8 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     reply: FastifyReply,
     span: SpanHandle,
   ): Promise<FastifyReply> {
-    const key = keys[source];
-    if (!key) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
+    const feedKeys = keys[source];
+    if (!feedKeys) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
     // Only this scope's application/json parser yields a Buffer; another media type was parsed by another parser.
     if (request.body !== undefined && !Buffer.isBuffer(request.body)) {
       throw new CtxflowError('validation_error', 'content-type: expected application/json');
@@ -204,18 +223,20 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     const rawBody = request.body ?? Buffer.alloc(0);
     const now = clock();
     const feed = FEEDS[source];
-    feed.verify({ headers: request.headers, rawBody }, key, now);
+    // The secret that verified the delivery names its tenant.
+    const tenant = feedKeys.tenants[feed.verify({ headers: request.headers, rawBody }, feedKeys.keys, now)]!;
     const body = parseJson(rawBody);
     const outcome = feed.normalize({ headers: request.headers, body, receivedAt: new Date(now).toISOString() });
     if ('ignored' in outcome) {
       request.log.info({ source, reason: outcome.ignored }, 'feed event ignored');
       return reply.status(202).send({ ignored: true });
     }
-    const { update } = outcome;
+    const { update } = outcome; // a fresh object of this delivery
+    update.tenant = tenant;
     if (traced) span.setAttributes({ [ATTR_FEED_EVENT_ID]: update.id, [ATTR_TICKET]: update.ticket });
     const result = await publishOnce(update, request);
     telemetry.ingested({ source });
-    request.log.info({ source, id: update.id, ticket: update.ticket, result }, 'feed delivery accepted');
+    request.log.info({ source, tenant, id: update.id, ticket: update.ticket, result }, 'feed delivery accepted');
     return reply
       .status(202)
       .send(

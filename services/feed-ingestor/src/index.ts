@@ -11,6 +11,8 @@ export {
   DEFAULT_RETRY_AFTER_S,
   feedRoutes,
 } from './feed-routes.ts';
+export type { FeedSecrets, SecretProblem, TenantSecret } from './feed-secrets.ts';
+export { feedSecretVar, REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets, tenantSecrets } from './feed-secrets.ts';
 export type { Feed } from './feeds.ts';
 export { FEEDS } from './feeds.ts';
 export { MemoryDeliveryLedger } from './memory-delivery-ledger.ts';

@@ -1,12 +1,12 @@
 import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
 import { ledgerKeys } from './redis-keys.ts';
 
 const RELEASE_DELIVERY = readFileSync(new URL('./lua/release-delivery.lua', import.meta.url), 'utf8');
 
-type LedgerRedis = Redis & { releaseDelivery(key: string): Promise<number> };
+type LedgerRedis = (Redis | Cluster) & { releaseDelivery(key: string): Promise<number> };
 
 /**
  * The ledger on Redis: one string key per delivery id, written with
@@ -18,8 +18,11 @@ export class RedisDeliveryLedger implements DeliveryLedger {
   readonly #keys: ReturnType<typeof ledgerKeys>;
   readonly #ownsClient: boolean;
 
-  /** `ownsClient`: close() also quits the client (default false: the caller shares it). */
-  constructor(options: { redis: Redis; prefix?: string; ownsClient?: boolean }) {
+  /**
+   * `ownsClient`: close() also quits the client (default false: the caller shares it).
+   * Every command touches one key, so a Redis Cluster client serves as well.
+   */
+  constructor(options: { redis: Redis | Cluster; prefix?: string; ownsClient?: boolean }) {
     const redis = options.redis as LedgerRedis;
     if (typeof redis.releaseDelivery !== 'function') {
       redis.defineCommand('releaseDelivery', { numberOfKeys: 1, lua: RELEASE_DELIVERY });

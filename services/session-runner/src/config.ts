@@ -1,10 +1,14 @@
+import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from '@ctxflow/feed-ingestor';
 import { blank, isLoopback, parseApiKeys, parseConfigWithAuth, portVar, stackVars } from '@ctxflow/service-kit';
 import { z } from 'zod';
 
 /**
  * The session-runner's environment when it runs as its own process (the
  * stack). `REDIS_URL` or `REDIS_CLUSTER_NODES`: the Redis store; `KAFKA_BROKERS`:
- * step requests consumed from Kafka.
+ * step requests consumed from Kafka. `CTXFLOW_FEED_SECRET_<SOURCE>` (with
+ * `KAFKA_BROKERS`): this port serves `/feeds/<source>` too, publishing to the
+ * ticket-updates topic as the feed-ingestor does (the same secrets rules,
+ * feed-ingestor's feed-secrets.ts), so the whole public contract is on one port.
  */
 export const runnerConfigSchema = z
   .object({
@@ -23,8 +27,15 @@ export const runnerConfigSchema = z
         .min(0)
         .default(64 * 1024 * 1024),
     ),
+    /** Parsed by parseConfigWithAuth; here it decides how the feed secrets read. */
+    CTXFLOW_API_KEYS: blank(z.string().optional()),
+    CTXFLOW_FEED_SECRET_GENERIC: blank(z.string().min(1).optional()),
+    CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
+    CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
+    CTXFLOW_FEED_SECRET_ZENDESK: blank(z.string().min(1).optional()),
     ...stackVars(),
   })
+  .superRefine(refineFeedSecrets, REFINE_ALWAYS)
   .transform((env) => ({
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_PORT,
@@ -41,6 +52,7 @@ export const runnerConfigSchema = z
     kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,
+    secrets: readFeedSecrets(env).secrets,
   }));
 
 export type RunnerConfig = ReturnType<typeof loadRunnerConfig>;

@@ -1,5 +1,6 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
+import { type DeliveryLedger, feedRoutes, MemoryDeliveryLedger, RedisDeliveryLedger } from '@ctxflow/feed-ingestor';
 import {
   closeHttp,
   configOrExit,
@@ -11,7 +12,20 @@ import {
   sessionTimeoutOptions,
   withinMs,
 } from '@ctxflow/service-kit';
-import { createConsumerTelemetry, createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import {
+  MemorySubscriptionStore,
+  RedisSubscriptionStore,
+  type SessionDirectory,
+  type SubscriptionStore,
+  subscriptionRoutes,
+} from '@ctxflow/step-context';
+import {
+  createConsumerTelemetry,
+  createContextTelemetry,
+  createFeedTelemetry,
+  startTelemetry,
+} from '@ctxflow/telemetry';
+import type { FastifyInstance } from 'fastify';
 import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
 import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
@@ -24,7 +38,16 @@ import type { MemoryRecall } from './ports/memory-recall.ts';
 import type { SessionStore } from './ports/session-store.ts';
 import { startStepRequestConsumer } from './step-request-consumer.ts';
 
-/** The session-runner as its own process: Redis store, Kafka step requests, the step-context service as its feed hook. */
+/**
+ * The session-runner as its own process: Redis store, Kafka step requests, the
+ * step-context service as its feed hook. Its port serves the whole public
+ * contract, as the embedded app does: the subscription routes too, on
+ * step-context's subscription store on the same Redis (so step-context's
+ * consumer matches them), with this runner's sessions as the owner directory,
+ * and, with KAFKA_BROKERS and feed secrets, the feeds, published to the
+ * ticket-updates topic as the feed-ingestor does (the same delivery ledger
+ * keys on the same Redis: a delivery sent to both is published once).
+ */
 async function main() {
   const config = configOrExit('session-runner', () => loadRunnerConfig(process.env));
   const logger = createLogger({ service: 'session-runner', level: config.logLevel });
@@ -37,6 +60,16 @@ async function main() {
     store = new RedisSessionStore(redis, { prefix: config.redisPrefix });
     memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });
   }
+  const subscriptions: SubscriptionStore = redis
+    ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix })
+    : new MemorySubscriptionStore();
+  if (!redis) {
+    logger.warn('no REDIS_URL: subscriptions made on this port stay in this process; step-context does not see them');
+  }
+  const directory: SessionDirectory = { tenantOf: async (sessionId) => (await store.getMeta(sessionId))?.tenant };
+  const ledger: DeliveryLedger = redis
+    ? new RedisDeliveryLedger({ redis, prefix: config.redisPrefix })
+    : new MemoryDeliveryLedger();
   const engine = createEngine({
     store,
     feed: new HttpStepContext(config.stepContextUrl),
@@ -53,11 +86,16 @@ async function main() {
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
     ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
   });
+  const feeds = config.kafkaBrokers !== undefined && Object.keys(config.secrets).length > 0;
+  if (!config.kafkaBrokers && Object.keys(config.secrets).length > 0) {
+    logger.warn('no KAFKA_BROKERS: the feeds are not served on this port (nothing would consume them)');
+  }
   let consumer: Awaited<ReturnType<typeof startStepRequestConsumer>> | undefined;
   if (config.kafkaBrokers) {
     await bus.admin.ensureTopics([
       { name: TOPICS.stepRequests, partitions: 12 },
       { name: TOPICS.stepResults, partitions: 12 },
+      ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
     ]);
     consumer = await startStepRequestConsumer({
       engine,
@@ -88,7 +126,26 @@ async function main() {
     authenticate: createAuthenticator(config.apiKeys),
     logger,
     metricsText: () => telemetry.metricsText(),
-    openRoutes: [inspectorRoutes],
+    protectedRoutes: [
+      async (scope) => {
+        await subscriptionRoutes(scope, { subscriptions, directory });
+      },
+    ],
+    openRoutes: [
+      inspectorRoutes,
+      ...(feeds
+        ? [
+            async (scope: FastifyInstance) => {
+              await scope.register(feedRoutes, {
+                publisher: bus.publisher,
+                ledger,
+                secrets: config.secrets,
+                telemetry: createFeedTelemetry(),
+              });
+            },
+          ]
+        : []),
+    ],
     readiness: {
       accepting: () => lifecycle.notStopping(),
       ...(redis ? { redis: withinMs(() => redis.ping(), 2_000) } : {}),

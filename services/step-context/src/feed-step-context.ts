@@ -78,11 +78,11 @@ export class FeedStepContext {
   /**
    * A branch (R32) starts from its source's feed position and keeps following
    * its tickets: the subscriptions are copied first, then the stream (which
-   * merges anything the branch received in between).
+   * merges anything the branch received in between). `tenant` owns both sessions.
    */
-  async copySession(fromSessionId: string, toSessionId: string): Promise<void> {
+  async copySession(fromSessionId: string, toSessionId: string, tenant: string): Promise<void> {
     for (const subscription of await this.#subscriptions.list(fromSessionId)) {
-      await this.#subscriptions.subscribe(toSessionId, subscription);
+      await this.#subscriptions.subscribe(tenant, toSessionId, subscription);
     }
     await this.#batches.copy(fromSessionId, toSessionId);
   }

@@ -35,5 +35,5 @@ export {
 } from './step-context-service.ts';
 export type { SubscriptionRoutesDeps } from './subscription-routes.ts';
 export { subscriptionBodySchema, subscriptionRoutes } from './subscription-routes.ts';
-export type { Subscription, SubscriptionStore } from './subscription-store.ts';
-export { ANY_TICKET, matchesUpdate, subscriptionId } from './subscription-store.ts';
+export type { Subscription, SubscriptionStore, UpdateTarget } from './subscription-store.ts';
+export { ANY_TICKET, candidateSubscriptions, matchesUpdate, subscriptionId } from './subscription-store.ts';

@@ -1,33 +1,52 @@
-import type { TicketUpdate } from '@ctxflow/contracts';
+import { updateTenant } from '@ctxflow/contracts';
 import {
+  candidateSubscriptions,
   compareSubscriptions,
-  matchesUpdate,
   type Subscription,
   type SubscriptionStore,
   subscriptionId,
+  type UpdateTarget,
 } from './subscription-store.ts';
 
-/** Subscriptions in process memory: the embedded default. Nothing survives a restart. */
+/**
+ * Subscriptions in process memory: the embedded default. Nothing survives a
+ * restart. The same two structures as the Redis adapter: each session's
+ * subscriptions, and per tenant and subscription the sessions following it.
+ */
 export class MemorySubscriptionStore implements SubscriptionStore {
   /** sessionId -> subscriptionId -> subscription. */
   readonly #bySession = new Map<string, Map<string, Subscription>>();
+  /** JSON [tenant, subscriptionId] -> the sessions following it. */
+  readonly #subscribers = new Map<string, Set<string>>();
 
-  async subscribe(sessionId: string, subscription: Subscription): Promise<boolean> {
+  async subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
+    const id = subscriptionId(subscription);
+    const key = indexKey(tenant, id);
+    let followers = this.#subscribers.get(key);
+    if (!followers) {
+      followers = new Set();
+      this.#subscribers.set(key, followers);
+    }
+    followers.add(sessionId);
     let subs = this.#bySession.get(sessionId);
     if (!subs) {
       subs = new Map();
       this.#bySession.set(sessionId, subs);
     }
-    const id = subscriptionId(subscription);
     if (subs.has(id)) return false;
     subs.set(id, copyOf(subscription));
     return true;
   }
 
-  async unsubscribe(sessionId: string, subscription: Subscription): Promise<boolean> {
+  async unsubscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
+    const id = subscriptionId(subscription);
     const subs = this.#bySession.get(sessionId);
-    const removed = subs?.delete(subscriptionId(subscription)) ?? false;
+    const removed = subs?.delete(id) ?? false;
     if (subs && subs.size === 0) this.#bySession.delete(sessionId);
+    const key = indexKey(tenant, id);
+    const followers = this.#subscribers.get(key);
+    followers?.delete(sessionId);
+    if (followers && followers.size === 0) this.#subscribers.delete(key);
     return removed;
   }
 
@@ -35,22 +54,24 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     return [...(this.#bySession.get(sessionId)?.values() ?? [])].map(copyOf).sort(compareSubscriptions);
   }
 
-  async sessionsFor(update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>): Promise<string[]> {
-    const sessions: string[] = [];
-    for (const [sessionId, subs] of this.#bySession) {
-      for (const sub of subs.values()) {
-        if (matchesUpdate(sub, update)) {
-          sessions.push(sessionId);
-          break;
-        }
+  async sessionsFor(update: UpdateTarget): Promise<string[]> {
+    const tenant = updateTenant(update);
+    const sessions = new Set<string>();
+    for (const candidate of candidateSubscriptions(update)) {
+      for (const sessionId of this.#subscribers.get(indexKey(tenant, subscriptionId(candidate))) ?? []) {
+        sessions.add(sessionId);
       }
     }
-    return sessions.sort();
+    return [...sessions].sort();
   }
 
-  async sessionsForMany(updates: readonly Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>[]): Promise<string[][]> {
+  async sessionsForMany(updates: readonly UpdateTarget[]): Promise<string[][]> {
     return Promise.all(updates.map((update) => this.sessionsFor(update)));
   }
+}
+
+function indexKey(tenant: string, id: string): string {
+  return JSON.stringify([tenant, id]);
 }
 
 function copyOf(subscription: Subscription): Subscription {

@@ -1,10 +1,13 @@
+import { DEFAULT_TENANT } from '@ctxflow/contracts';
+
 /**
  * Every Redis key step-context writes, built here and nowhere else.
  * `prefix` separates deployments and tests sharing one Redis (default `ctxflow`).
  *
  * Every key of one session sits under the hash tag `{<sessionId>}`, so one
  * script can touch all of them on Redis Cluster. Keys that span sessions (the
- * consumed offsets, the subscription index) have no session tag.
+ * consumed offsets, the subscription index) have no session tag; each key of
+ * the subscription index is read on its own, never with another in one script.
  */
 export function stepContextKeys(prefix: string) {
   const base = `${prefix}:step-context`;
@@ -28,8 +31,17 @@ export function stepContextKeys(prefix: string) {
     },
     /** Hash: `<topic>:<partition>` -> last consumed offset (decimal string). */
     offsets: `${base}:offsets`,
-    /** Set of session ids following one subscription (`subscriptionId()`: exact or wildcard). */
-    subscribers: (subscriptionId: string) => `${base}:subscribers:${subscriptionId}`,
+    /**
+     * Set of the session ids of `tenant` following one subscription
+     * (`subscriptionId()`: exact or wildcard): `<base>:tenant:<tenant>:subscribers:<id>`.
+     * The single-tenant default keeps the key it had before feeds had tenants,
+     * `<base>:subscribers:<id>`, so its subscriptions carry over. A tenant never
+     * contains ":" (CTXFLOW_API_KEYS splits at the first one): no two tenants' keys meet.
+     */
+    subscribers: (tenant: string, subscriptionId: string) =>
+      tenant === DEFAULT_TENANT
+        ? `${base}:subscribers:${subscriptionId}`
+        : `${base}:tenant:${tenant}:subscribers:${subscriptionId}`,
   };
 }
 

@@ -1,17 +1,19 @@
-import { CtxflowError, type TicketUpdate } from '@ctxflow/contracts';
+import { CtxflowError, updateTenant } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
 import { type StepContextKeys, stepContextKeys } from './redis-keys.ts';
 import {
-  ANY_TICKET,
+  candidateSubscriptions,
   compareSubscriptions,
   type Subscription,
   type SubscriptionStore,
   subscriptionId,
+  type UpdateTarget,
 } from './subscription-store.ts';
 
 /**
  * Subscriptions on Redis: the session's own set (under its hash tag) and, per
- * subscription, a set of subscriber session ids that `sessionsFor` reads.
+ * tenant and subscription, a set of subscriber session ids that `sessionsFor`
+ * reads (only the update's tenant's sets are read).
  *
  * The two live in different hash slots, so no single script can write both on
  * Redis Cluster. The order makes every partial write harmless and a retry
@@ -34,19 +36,19 @@ export class RedisSubscriptionStore implements SubscriptionStore {
     this.#cluster = options.cluster ?? (options.redis as { isCluster?: boolean }).isCluster === true;
   }
 
-  async subscribe(sessionId: string, subscription: Subscription): Promise<boolean> {
+  async subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
     const id = subscriptionId(subscription);
     return this.#guard(async () => {
-      await this.#redis.sadd(this.#keys.subscribers(id), sessionId);
+      await this.#redis.sadd(this.#keys.subscribers(tenant, id), sessionId);
       return (await this.#redis.sadd(this.#keys.session(sessionId).subscriptions, id)) === 1;
     });
   }
 
-  async unsubscribe(sessionId: string, subscription: Subscription): Promise<boolean> {
+  async unsubscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
     const id = subscriptionId(subscription);
     return this.#guard(async () => {
       const removed = (await this.#redis.srem(this.#keys.session(sessionId).subscriptions, id)) === 1;
-      await this.#redis.srem(this.#keys.subscribers(id), sessionId);
+      await this.#redis.srem(this.#keys.subscribers(tenant, id), sessionId);
       return removed;
     });
   }
@@ -56,25 +58,19 @@ export class RedisSubscriptionStore implements SubscriptionStore {
     return ids.map(parseSubscriptionId).sort(compareSubscriptions);
   }
 
-  async sessionsFor(update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>): Promise<string[]> {
+  async sessionsFor(update: UpdateTarget): Promise<string[]> {
     return (await this.sessionsForMany([update]))[0]!;
   }
 
-  async sessionsForMany(updates: readonly Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>[]): Promise<string[][]> {
-    // Every subscription that can match (subscription-store.ts): the exact
-    // ticket, the wildcard of the update's scope, and the unscoped wildcard;
-    // each subscriber set read once however many updates share it.
+  async sessionsForMany(updates: readonly UpdateTarget[]): Promise<string[][]> {
+    // Every subscription of the update's tenant that can match
+    // (subscription-store.ts candidateSubscriptions); each subscriber set read
+    // once however many updates share it.
     const keyOf = new Map<string, number>();
     const perUpdate = updates.map((update) => {
-      const candidates: Subscription[] = [
-        { source: update.source, ticket: update.ticket },
-        { source: update.source, ticket: ANY_TICKET },
-      ];
-      if (update.scope !== undefined) {
-        candidates.push({ source: update.source, ticket: ANY_TICKET, scope: update.scope });
-      }
-      return candidates.map((c) => {
-        const key = this.#keys.subscribers(subscriptionId(c));
+      const tenant = updateTenant(update);
+      return candidateSubscriptions(update).map((c) => {
+        const key = this.#keys.subscribers(tenant, subscriptionId(c));
         let i = keyOf.get(key);
         if (i === undefined) {
           i = keyOf.size;

@@ -49,7 +49,8 @@ function parseSubscription(raw: unknown): Subscription {
  * `POST|DELETE|GET /sessions/:sessionId/subscriptions`. Expects `request.tenant`
  * set by the caller's auth hook (service-kit tenantHook) in an enclosing scope:
  * a session that does not exist, or belongs to another tenant, is 404
- * `state_session_not_found`.
+ * `state_session_not_found`. A subscription is the tenant's: it matches only
+ * ticket updates whose feed secret named that tenant.
  *
  * - POST `{ source, ticket, scope? }` -> 201 `{ sessionId, subscription, created }`
  *   (`created` false when it already existed; nothing changes).
@@ -69,7 +70,7 @@ export async function subscriptionRoutes(app: FastifyInstance, deps: Subscriptio
   app.post('/sessions/:sessionId/subscriptions', async (request, reply) => {
     const sessionId = await ownedSession(request);
     const subscription = parseSubscription(request.body);
-    const created = await deps.subscriptions.subscribe(sessionId, subscription);
+    const created = await deps.subscriptions.subscribe(request.tenant, sessionId, subscription);
     return reply.status(201).send({ sessionId, subscription, created });
   });
 
@@ -77,7 +78,7 @@ export async function subscriptionRoutes(app: FastifyInstance, deps: Subscriptio
     const sessionId = await ownedSession(request);
     const hasBody = request.body !== undefined && request.body !== null && request.body !== '';
     const subscription = parseSubscription(hasBody ? request.body : request.query);
-    const removed = await deps.subscriptions.unsubscribe(sessionId, subscription);
+    const removed = await deps.subscriptions.unsubscribe(request.tenant, sessionId, subscription);
     return reply.status(200).send({ sessionId, subscription, removed });
   });
 

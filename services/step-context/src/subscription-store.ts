@@ -1,5 +1,8 @@
 import { type FeedSource, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 
+/** What a subscription look-up needs of an update; `tenant` absent: the single-tenant default. */
+export type UpdateTarget = Pick<TicketUpdate, 'tenant' | 'source' | 'ticket' | 'scope'>;
+
 /**
  * One subscription of a session to ticket updates.
  *
@@ -24,11 +27,25 @@ export interface Subscription {
 /** The wildcard ticket. */
 export const ANY_TICKET = '*';
 
-/** True when `subscription` matches `update` (the rule above). */
+/** True when `subscription` matches `update` (the rule above; the tenant is the store's to compare). */
 export function matchesUpdate(subscription: Subscription, update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>) {
   if (subscription.source !== update.source) return false;
   if (subscription.ticket !== ANY_TICKET) return subscription.ticket === update.ticket;
   return subscription.scope === undefined || subscription.scope === update.scope;
+}
+
+/**
+ * Every subscription that can match `update` (the rule above): the exact
+ * ticket, the unscoped wildcard of its source and, when the update has a
+ * scope, the wildcard of that scope. A store looks these up in its index.
+ */
+export function candidateSubscriptions(update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>): Subscription[] {
+  const candidates: Subscription[] = [
+    { source: update.source, ticket: update.ticket },
+    { source: update.source, ticket: ANY_TICKET },
+  ];
+  if (update.scope !== undefined) candidates.push({ source: update.source, ticket: ANY_TICKET, scope: update.scope });
+  return candidates;
 }
 
 /** A stable identity of a subscription (for sets and sorting). */
@@ -47,28 +64,33 @@ export function compareSubscriptions(a: Subscription, b: Subscription): number {
 export { ticketKey };
 
 /**
- * Which sessions follow which tickets. Adapters: memory-subscription-store.ts
- * (embedded default), redis-subscription-store.ts; both pass
- * test/contract/subscription-store.contract.ts. Tenancy is checked by the
- * caller (subscription-routes.ts), not here.
+ * Which sessions follow which tickets, per tenant. Adapters:
+ * memory-subscription-store.ts (embedded default), redis-subscription-store.ts;
+ * both pass test/contract/subscription-store.contract.ts.
+ *
+ * Every subscription is made by a tenant (the session's owner: the caller,
+ * subscription-routes.ts, checks that the session is the tenant's) and
+ * matches only updates of that tenant (`TicketUpdate.tenant`, absent:
+ * DEFAULT_TENANT), wildcards included: one tenant's ticket text never reaches
+ * another tenant's session.
  */
 export interface SubscriptionStore {
-  /** Adds a subscription; false when the session already had it (idempotent). */
-  subscribe(sessionId: string, subscription: Subscription): Promise<boolean>;
-  /** Removes a subscription; false when the session did not have it. */
-  unsubscribe(sessionId: string, subscription: Subscription): Promise<boolean>;
+  /** Adds a subscription of `tenant`'s session; false when the session already had it (idempotent). */
+  subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean>;
+  /** Removes a subscription of `tenant`'s session; false when the session did not have it. */
+  unsubscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean>;
   /** The session's subscriptions, sorted by source, ticket, scope. */
   list(sessionId: string): Promise<Subscription[]>;
   /**
-   * The sessions with at least one subscription matching `update` (exact or
-   * wildcard), each once, sorted by session id.
+   * The sessions of the update's tenant with at least one subscription
+   * matching `update` (exact or wildcard), each once, sorted by session id.
    */
-  sessionsFor(update: Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>): Promise<string[]>;
+  sessionsFor(update: UpdateTarget): Promise<string[]>;
   /**
    * `sessionsFor` of each update, in order, in one look-up (one round trip on
    * Redis, whatever the number of updates): what step-context asks once per
    * run of records it applies.
    */
-  sessionsForMany(updates: readonly Pick<TicketUpdate, 'source' | 'ticket' | 'scope'>[]): Promise<string[][]>;
+  sessionsForMany(updates: readonly UpdateTarget[]): Promise<string[][]>;
   close?(): Promise<void>;
 }

@@ -22,6 +22,13 @@ export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts
 export type { StepMode, StepRequest } from './steps.ts';
 export { STEP_MODES, stepRequestSchema } from './steps.ts';
 export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
-export { FEED_SOURCES, ticketChangeSchema, ticketKey, ticketUpdateSchema } from './ticket-update.ts';
+export {
+  DEFAULT_TENANT,
+  FEED_SOURCES,
+  ticketChangeSchema,
+  ticketKey,
+  ticketUpdateSchema,
+  updateTenant,
+} from './ticket-update.ts';
 export type { TopicName } from './topics.ts';
 export { TOPICS } from './topics.ts';

@@ -4,6 +4,12 @@ import { z } from 'zod';
 export const FEED_SOURCES = ['generic', 'github', 'jira', 'zendesk'] as const;
 export type FeedSource = (typeof FEED_SOURCES)[number];
 
+/**
+ * The tenant of a single-tenant deployment (no `CTXFLOW_API_KEYS`): every
+ * caller is this tenant, and a TicketUpdate without `tenant` belongs to it.
+ */
+export const DEFAULT_TENANT = 'default';
+
 /** One field that changed, from what to what (for coalesced notices). */
 export const ticketChangeSchema = z.strictObject({
   field: z.string().min(1),
@@ -14,11 +20,18 @@ export const ticketChangeSchema = z.strictObject({
 /**
  * The one normalized shape of a ticket update, whatever system sent it.
  * Published on TOPICS.ticketUpdates keyed by `${source}:${ticket}`.
- * `id` is unique per delivery (`${source}:${eventId}`) so every sink can
- * drop a record it has already applied.
+ * `id` is unique per delivery of one tenant (`${source}:${eventId}`) so every
+ * sink can drop a record it has already applied (sinks are per session, and a
+ * session belongs to one tenant).
  */
 export const ticketUpdateSchema = z.strictObject({
   id: z.string().min(1),
+  /**
+   * The tenant whose feed secret verified the delivery: only that tenant's
+   * subscriptions match the update. Absent on records written before feeds
+   * had tenants: read as DEFAULT_TENANT (see `updateTenant`).
+   */
+  tenant: z.string().min(1).max(256).optional(),
   source: z.enum(FEED_SOURCES),
   /** The ticket key within its source: `owner/repo#12`, `PROJ-123`, `35436`, or any string for generic. */
   ticket: z.string().min(1).max(256),
@@ -45,4 +58,9 @@ export type TicketChange = z.infer<typeof ticketChangeSchema>;
 
 export function ticketKey(update: Pick<TicketUpdate, 'source' | 'ticket'>): string {
   return `${update.source}:${update.ticket}`;
+}
+
+/** The tenant an update belongs to; a record without one is the single-tenant default's. */
+export function updateTenant(update: Pick<TicketUpdate, 'tenant'>): string {
+  return update.tenant ?? DEFAULT_TENANT;
 }

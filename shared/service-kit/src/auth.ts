@@ -1,8 +1,8 @@
 import { timingSafeEqual } from 'node:crypto';
-import { CtxflowError } from '@ctxflow/contracts';
+import { CtxflowError, DEFAULT_TENANT } from '@ctxflow/contracts';
 
-/** Tenant used when no API keys are configured (loopback-only mode). */
-export const DEFAULT_TENANT = 'default';
+/** Tenant used when no API keys are configured (loopback-only mode); defined with the TicketUpdate contract. */
+export { DEFAULT_TENANT };
 
 /**
  * Parses `CTXFLOW_API_KEYS` (`tenant:key,tenant:key`). Throws a message naming

@@ -17,11 +17,35 @@ export interface SignedRequest {
 export type Secret = string | KeyObject;
 
 /**
- * Checks one sender's signature scheme over the raw body. Returns normally when
- * the request is authentic; throws `unauthorized` otherwise. `nowMs` is epoch
+ * Checks one sender's signature scheme over the raw body against the feed's
+ * secrets (one, or one list: every tenant's of a multi-tenant feed). Returns
+ * the index of the secret that verified the request (0 for a single secret);
+ * throws `unauthorized` when none does. Every secret is tried, each in
+ * constant time, whichever matches: the time taken does not tell which
+ * secret, or how much of a signature, was right. `nowMs` is epoch
  * milliseconds, for schemes that sign a timestamp.
  */
-export type Verifier = (request: SignedRequest, secret: Secret, nowMs: number) => void;
+export type Verifier = (request: SignedRequest, secrets: Secret | readonly Secret[], nowMs: number) => number;
+
+/** A secret or a list of them, as a list. */
+export function secretList(secrets: Secret | readonly Secret[]): readonly Secret[] {
+  return Array.isArray(secrets) ? secrets : [secrets as Secret];
+}
+
+/**
+ * The index of the expected digest equal to `given`, comparing against every
+ * one in constant time (no early exit); -1 when none is. Digests of another
+ * length than `given` never match (and never reach `timingSafeEqual`, which
+ * throws on unequal lengths).
+ */
+export function matchingDigest(given: Buffer, expected: readonly Buffer[]): number {
+  let found = -1;
+  for (let i = 0; i < expected.length; i++) {
+    const digest = expected[i]!;
+    if (digest.length === given.length && timingSafeEqual(given, digest) && found < 0) found = i;
+  }
+  return found;
+}
 
 /** The HMAC key of a configured secret: the same key as the string gives `createHmac`, made once. */
 export function secretKey(secret: string): KeyObject {
@@ -57,17 +81,17 @@ export function hmacSha256(secret: Secret, ...parts: (string | Buffer)[]): Buffe
 const SHA256_HEX = /^sha256=([0-9a-fA-F]{64})$/;
 
 /**
- * Compares `sha256=<hex>` against the expected digest in constant time. The
- * format (and so the length) is checked first: `timingSafeEqual` throws on
- * unequal lengths, which must be a 401, never a 500.
+ * Compares `sha256=<hex>` against the expected digest of each secret in
+ * constant time, and returns the index of the one it equals. The format (and
+ * so the length) is checked first: `timingSafeEqual` throws on unequal
+ * lengths, which must be a 401, never a 500.
  */
-export function checkHexSignature(header: string, name: string, expected: Buffer): void {
+export function checkHexSignature(header: string, name: string, expected: readonly Buffer[]): number {
   const match = SHA256_HEX.exec(header.trim());
   if (!match) throw unauthorized(`${name}: expected sha256=<64 hex digits>`);
-  const given = Buffer.from(match[1]!, 'hex');
-  if (given.length !== expected.length || !timingSafeEqual(given, expected)) {
-    throw unauthorized(`${name}: signature does not match the body`);
-  }
+  const found = matchingDigest(Buffer.from(match[1]!, 'hex'), expected);
+  if (found < 0) throw unauthorized(`${name}: signature does not match the body`);
+  return found;
 }
 
 /** Refuses a signed time (epoch milliseconds) outside the replay window. */

@@ -1157,7 +1157,7 @@ export class ContextEngine {
         itemSeq: state.itemSeq,
       });
       const agent = await this.#agentOf(state.meta);
-      await this.#deps.stepContextFor(agent)?.copySession?.(sessionId, meta.sessionId);
+      await this.#deps.stepContextFor(agent)?.copySession?.(sessionId, meta.sessionId, meta.tenant);
       return meta;
     });
   }

@@ -24,6 +24,6 @@ export interface StepContextRequest {
  */
 export interface StepContextSource {
   fetch(request: StepContextRequest): Promise<unknown>;
-  /** A branch starts with the source session's feed position (R32). */
-  copySession?(fromSessionId: string, toSessionId: string): Promise<void>;
+  /** A branch starts with the source session's feed position (R32); `tenant` owns both sessions. */
+  copySession?(fromSessionId: string, toSessionId: string, tenant: string): Promise<void>;
 }

@@ -1,0 +1,125 @@
+import { DEFAULT_TENANT, FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
+import { parseApiKeys } from '@ctxflow/service-kit';
+import type { z } from 'zod';
+
+/** One webhook secret of a feed and the tenant whose deliveries it signs. */
+export interface TenantSecret {
+  tenant: string;
+  secret: string;
+}
+
+/**
+ * The secrets of each feed source; a source without any is off (404
+ * `feed_disabled`). A plain string is the one secret of a single-tenant
+ * deployment: its deliveries belong to DEFAULT_TENANT.
+ */
+export type FeedSecrets = Partial<Record<FeedSource, string | readonly TenantSecret[]>>;
+
+/** The longest tenant a TicketUpdate carries (ticket-update.ts). */
+export const MAX_TENANT_LENGTH = 256;
+
+/** The variable that holds a source's secrets: `CTXFLOW_FEED_SECRET_<SOURCE>`. */
+export function feedSecretVar(source: FeedSource): string {
+  return `CTXFLOW_FEED_SECRET_${source.toUpperCase()}`;
+}
+
+/** A source's secrets as tenant and secret pairs (a plain string is the default tenant's). */
+export function tenantSecrets(secrets: string | readonly TenantSecret[]): readonly TenantSecret[] {
+  return typeof secrets === 'string' ? [{ tenant: DEFAULT_TENANT, secret: secrets }] : secrets;
+}
+
+/** A problem with one variable: the variable and what is wrong (never its value). */
+export interface SecretProblem {
+  variable: string;
+  message: string;
+}
+
+/**
+ * Reads `CTXFLOW_FEED_SECRET_<SOURCE>` of every source (unset or empty: the
+ * feed is off).
+ *
+ * - `CTXFLOW_API_KEYS` unset (one tenant, loopback only): the value is one
+ *   plain secret, as it is, of DEFAULT_TENANT.
+ * - `CTXFLOW_API_KEYS` set: the value is a comma-separated list of
+ *   `tenant:secret` pairs (`ta:secret-a,tb:secret-b`); the secret that
+ *   verifies a delivery names its tenant. Refused, each problem naming its
+ *   variable: a plain secret (no tenant), an empty tenant or secret, a tenant
+ *   without a key in `CTXFLOW_API_KEYS`, and one secret given to two tenants.
+ *   A tenant may have several secrets (rotation).
+ *
+ * A malformed `CTXFLOW_API_KEYS` is the caller's problem to report (its
+ * parse names it); the tenant check is then skipped.
+ */
+export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
+  secrets: Partial<Record<FeedSource, readonly TenantSecret[]>>;
+  problems: SecretProblem[];
+} {
+  const secrets: Partial<Record<FeedSource, readonly TenantSecret[]>> = {};
+  const problems: SecretProblem[] = [];
+  const rawKeys = typeof env.CTXFLOW_API_KEYS === 'string' ? env.CTXFLOW_API_KEYS.trim() : undefined;
+  let tenants: ReadonlySet<string> | undefined;
+  try {
+    tenants = new Set(parseApiKeys(rawKeys).values());
+  } catch {
+    tenants = undefined;
+  }
+  const multiTenant = Boolean(rawKeys);
+  for (const source of FEED_SOURCES) {
+    const variable = feedSecretVar(source);
+    const value = env[variable];
+    if (typeof value !== 'string' || value === '') continue;
+    if (!multiTenant) {
+      secrets[source] = Object.freeze([{ tenant: DEFAULT_TENANT, secret: value }]);
+      continue;
+    }
+    const pairs: TenantSecret[] = [];
+    const problem = (message: string) => problems.push({ variable, message });
+    for (const entry of value.split(',')) {
+      const trimmed = entry.trim();
+      const colon = trimmed.indexOf(':');
+      if (colon < 0) {
+        problem(
+          'with CTXFLOW_API_KEYS set, expected a list of tenant:secret pairs (e.g. ta:secret-a,tb:secret-b); ' +
+            'a plain secret names no tenant',
+        );
+        continue;
+      }
+      const tenant = trimmed.slice(0, colon);
+      const secret = trimmed.slice(colon + 1);
+      if (tenant === '' || secret === '') {
+        problem('each entry must be tenant:secret, with neither part empty');
+        continue;
+      }
+      if (tenant.length > MAX_TENANT_LENGTH) {
+        problem(`a tenant is longer than ${MAX_TENANT_LENGTH} characters (the TicketUpdate's limit)`);
+        continue;
+      }
+      if (tenants && !tenants.has(tenant)) {
+        problem(`tenant "${tenant}" has no key in CTXFLOW_API_KEYS (a plain secret containing ":" is refused too)`);
+        continue;
+      }
+      const other = pairs.find((p) => p.secret === secret && p.tenant !== tenant);
+      if (other) {
+        problem(`one secret is given to tenants "${other.tenant}" and "${tenant}": a secret must name one tenant`);
+        continue;
+      }
+      if (!pairs.some((p) => p.secret === secret)) pairs.push(Object.freeze({ tenant, secret }));
+    }
+    if (pairs.length > 0) secrets[source] = Object.freeze(pairs);
+  }
+  return { secrets, problems };
+}
+
+/**
+ * A config schema's refinement: every problem of the feed secrets as an issue
+ * naming its variable. Add it with `{ when: () => true }` so it runs even when
+ * other variables failed: every problem is reported at once.
+ */
+export function refineFeedSecrets(env: Readonly<Record<string, unknown>>, ctx: z.RefinementCtx): void {
+  for (const { variable, message } of readFeedSecrets(env).problems) {
+    ctx.addIssue({ code: 'custom', path: [variable], message });
+  }
+}
+
+/** The refinement's options: run whatever else failed. */
+export const REFINE_ALWAYS = { when: () => true } as const;

@@ -1,0 +1,163 @@
+/**
+ * The stack's public API on one port: the session-runner, step-context and
+ * feed-ingestor as their own processes on Kafka and Redis, with two tenants.
+ * Sessions, subscriptions, the signed webhook and the steps all go through the
+ * session-runner's port; step-context (on Redis) applies the update to the
+ * subscribed sessions of its tenant only.
+ */
+import { createHmac, randomUUID } from 'node:crypto';
+import { TOPICS } from '@ctxflow/contracts';
+import { Redis } from 'ioredis';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  deletePrefix,
+  feedIngestor,
+  runnerAndStepContext,
+  type ServiceProcess,
+  startGroupsAtEnd,
+  stopAll,
+  waitFor,
+} from '../faults/processes.ts';
+import { requireKafka, requireRedis } from '../support/services.ts';
+
+const run = randomUUID().slice(0, 8);
+const prefix = `stack-api:${run}`;
+const KEYS = { ta: 'key-a', tb: 'key-b' } as const;
+const SECRETS = { ta: `secret-a-${run}`, tb: `secret-b-${run}` } as const;
+type Tenant = keyof typeof KEYS;
+
+function signed(body: object, secret: string) {
+  const raw = JSON.stringify(body);
+  const ts = String(Math.floor(Date.now() / 1000));
+  const signature = createHmac('sha256', secret).update(`${ts}.${raw}`).digest('hex');
+  return {
+    body: raw,
+    headers: {
+      'content-type': 'application/json',
+      'x-ctxflow-timestamp': ts,
+      'x-ctxflow-signature': `sha256=${signature}`,
+    },
+  };
+}
+
+describe('the stack serves the whole public contract on the session-runner port', () => {
+  let runner: ServiceProcess;
+  let feed: ServiceProcess;
+  let runnerUrl = '';
+  let feedUrl = '';
+  let redis: Redis;
+
+  beforeAll(async () => {
+    const brokers = requireKafka();
+    redis = new Redis(requireRedis());
+    const groups = { runner: `stack-api-runner-${run}`, stepContext: `stack-api-step-context-${run}` };
+    await startGroupsAtEnd(brokers, [
+      { groupId: groups.runner, topic: TOPICS.stepRequests },
+      { groupId: groups.stepContext, topic: TOPICS.ticketUpdates },
+    ]);
+    const common = {
+      KAFKA_BROKERS: brokers.join(','),
+      REDIS_URL: requireRedis(),
+      CTXFLOW_REDIS_PREFIX: prefix,
+      KAFKA_SESSION_TIMEOUT_MS: '6000',
+      CTXFLOW_LOG_LEVEL: 'error',
+      CTXFLOW_API_KEYS: `ta:${KEYS.ta},tb:${KEYS.tb}`,
+      CTXFLOW_FEED_SECRET_GENERIC: `ta:${SECRETS.ta},tb:${SECRETS.tb}`,
+    };
+    const services = await runnerAndStepContext({
+      common,
+      runnerGroup: groups.runner,
+      stepContextGroup: groups.stepContext,
+    });
+    runner = services.runner;
+    runnerUrl = `http://127.0.0.1:${services.runnerPort}`;
+    // The feed-ingestor takes the pairs from its own variable: `secret` is its CTXFLOW_FEED_SECRET_GENERIC.
+    ({ feed, feedUrl } = await feedIngestor({ common, secret: common.CTXFLOW_FEED_SECRET_GENERIC }));
+    await Promise.all([runner.start(), services.stepContext.start(), feed.start()]);
+  }, 120_000);
+
+  afterAll(async () => {
+    await stopAll();
+    await deletePrefix(redis, prefix);
+    await redis.quit();
+  });
+
+  const api = async (tenant: Tenant, method: string, path: string, body?: object) => {
+    const response = await fetch(`${runnerUrl}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${KEYS[tenant]}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : undefined };
+  };
+
+  const webhook = async (url: string, tenant: Tenant, update: object) => {
+    const { body, headers } = signed(update, SECRETS[tenant]);
+    const response = await fetch(url, { method: 'POST', headers, body });
+    return { status: response.status, body: await response.json() };
+  };
+
+  /** Steps the session until a step commits rows (the update reached step-context and its batch stream). */
+  const stepUntilRows = (tenant: Tenant, sessionId: string) =>
+    waitFor(
+      `a notice row in ${sessionId}`,
+      async () => {
+        const step = await api(tenant, 'POST', `/sessions/${sessionId}/steps`, {});
+        expect(step.status).toBe(200);
+        return step.body.rows.length > 0 ? step.body.rows : undefined;
+      },
+      30_000,
+      200,
+    );
+
+  it('D7: subscribe, signed webhook and step through :8080 alone; tenant B never sees tenant A', async () => {
+    const ofA = (await api('ta', 'POST', '/sessions', {})).body.sessionId as string;
+    const ofB = (await api('tb', 'POST', '/sessions', {})).body.sessionId as string;
+    expect(await api('ta', 'POST', `/sessions/${ofA}/subscriptions`, { source: 'generic', ticket: '*' })).toEqual({
+      status: 201,
+      body: { sessionId: ofA, subscription: { source: 'generic', ticket: '*' }, created: true },
+    });
+    expect((await api('tb', 'POST', `/sessions/${ofB}/subscriptions`, { source: 'generic', ticket: '*' })).status).toBe(
+      201,
+    );
+    // The same ownership checks as the embedded app: another tenant's session is not found.
+    expect((await api('tb', 'POST', `/sessions/${ofA}/subscriptions`, { source: 'generic', ticket: '*' })).status).toBe(
+      404,
+    );
+    expect(await api('ta', 'GET', `/sessions/${ofA}/subscriptions`)).toEqual({
+      status: 200,
+      body: { sessionId: ofA, subscriptions: [{ source: 'generic', ticket: '*' }] },
+    });
+
+    const eventId = `evt-${run}`;
+    const ticket = `T-${run}`;
+    const fromA = await webhook(`${runnerUrl}/feeds/generic`, 'ta', { eventId, ticket, summary: 'A: refund approved' });
+    expect(fromA).toEqual({ status: 202, body: { accepted: true, id: `generic:${eventId}` } });
+    const rowsA = await stepUntilRows('ta', ofA);
+    expect(rowsA).toHaveLength(1);
+    expect(rowsA[0]).toMatchObject({ role: 'context', kind: 'notice', source: 'hook' });
+    expect(rowsA[0].content).toContain('A: refund approved');
+    // step-context applies an update to all its sessions in one write: B would have it by now.
+    const stepB = await api('tb', 'POST', `/sessions/${ofB}/steps`, {});
+    expect(stepB.body.rows).toEqual([]);
+    expect(JSON.stringify(stepB.body)).not.toContain('refund approved');
+
+    // The feed-ingestor shares the delivery ledger: the same delivery sent there is a duplicate.
+    expect((await webhook(feedUrl, 'ta', { eventId, ticket, summary: 'A: refund approved' })).body).toEqual({
+      accepted: true,
+      id: `generic:${eventId}`,
+      duplicate: true,
+    });
+    // The same event id from tenant B is B's own delivery: published and delivered to B only.
+    const fromB = await webhook(`${runnerUrl}/feeds/generic`, 'tb', { eventId, ticket, summary: 'B: private note' });
+    expect(fromB).toEqual({ status: 202, body: { accepted: true, id: `generic:${eventId}` } });
+    const rowsB = await stepUntilRows('tb', ofB);
+    expect(rowsB).toHaveLength(1);
+    expect(rowsB[0].content).toContain('B: private note');
+    expect((await api('ta', 'POST', `/sessions/${ofA}/steps`, {})).body.rows).toEqual([]);
+  });
+});
