@@ -13,11 +13,9 @@ import {
   type SpanContext,
   SpanKind,
   SpanStatusCode,
-  TraceFlags,
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import { DirectSpan } from './direct-span.ts';
 import {
   ATTR_CONSUMER_GROUP,
   ATTR_FEED_REASON,
@@ -46,14 +44,7 @@ import {
   SPAN_CONTEXT_PASS,
   SPAN_STORE_COMMIT,
 } from './names.ts';
-import { globalDirectSpans } from './start-telemetry.ts';
-import {
-  extractTraceContext,
-  type HeaderBag,
-  linksTo,
-  plainRemoteParent,
-  TRACEPARENT_HEADER,
-} from './trace-context.ts';
+import { extractTraceContext, type HeaderBag, linksTo, TRACEPARENT_HEADER } from './trace-context.ts';
 
 /** Attribute values a span accepts. */
 export type SpanAttributes = Record<string, string | number | boolean>;
@@ -190,11 +181,6 @@ export interface ConsumerTelemetry extends SpanRunner {
    * records together: one span per record, all ended once the run's write is
    * done. `attributes` may be a function: it is called only for a span that
    * records (a sampled one), so an unsampled record costs no attribute object.
-   * On the global tracer of startTelemetry with a parent-based sampler (the
-   * default), a record whose `traceparent` was not sampled starts nothing at
-   * all (the SDK would only return a non-recording span for it), and one
-   * whose `traceparent` was sampled gets a DirectSpan: the span the SDK would
-   * make, made without the tracer.
    */
   startSpan(name: string, attributes: SpanAttributes | (() => SpanAttributes), options?: SpanOptions): StartedSpan;
 }
@@ -365,22 +351,8 @@ function spanRunner(handles: TelemetryHandles): SpanRunner['withSpan'] {
 function spanStarter(handles: Pick<TelemetryHandles, 'tracer'>): ConsumerTelemetry['startSpan'] {
   const tracer = lazy(() => handles.tracer ?? trace.getTracer(INSTRUMENTATION_SCOPE));
   return (name, attributes, options = {}) => {
-    // Under startTelemetry's parent-based sampler, a record's sampled flag decides its span alone.
-    const direct = handles.tracer === undefined && options.parentHeaders ? globalDirectSpans() : undefined;
-    const parent = direct && options.parentHeaders ? plainRemoteParent(options.parentHeaders) : undefined;
-    if (direct && parent) {
-      // Its trace was not sampled upstream: the sampler would not record this span either, so nothing is
-      // started (no span context, no ids, nothing to collect).
-      if ((parent.traceFlags & TraceFlags.SAMPLED) === 0) return noopStarted;
-      // Sampled: the span the SDK would make, without the tracer's per-span work.
-      if (!options.links) {
-        const span = new DirectSpan(direct, name, KINDS[options.kind ?? 'internal'], parent);
-        if (typeof attributes === 'function') span.initAttributes(attributes());
-        else span.setAttributes(attributes);
-        return span;
-      }
-    }
-    // Samplers here decide on the parent and the trace id alone: attributes are set after.
+    // The samplers decide on the parent and the trace id alone: attributes are built only for a span that
+    // records (under the parent-based sampler, one whose record's traceparent was sampled).
     const span = tracer().startSpan(name, startOptions(undefined, options), parentOf(options));
     if (span.isRecording()) span.setAttributes(typeof attributes === 'function' ? attributes() : attributes);
     return new Handle(span);

@@ -58,17 +58,7 @@ export {
   SPAN_WEBHOOK_INGEST,
 } from './names.ts';
 export { PullMetricReader, toPrometheusText } from './pull-metric-reader.ts';
-export {
-  type OtlpProtocol,
-  type OtlpTarget,
-  type RunningTelemetry,
-  readTelemetryConfig,
-  type SamplerName,
-  type StartTelemetryOptions,
-  startTelemetry,
-  type TelemetryConfig,
-  type TelemetryEnv,
-} from './start-telemetry.ts';
+export { type RunningTelemetry, SPAN_BATCH, type StartTelemetryOptions, startTelemetry } from './start-telemetry.ts';
 export {
   createTestTelemetry,
   type HistogramTotals,
