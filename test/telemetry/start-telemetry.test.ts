@@ -1,10 +1,10 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createFeedTelemetry } from '@ctxflow/feed-ingestor';
+import { createContextTelemetry } from '@ctxflow/session-runner';
+import { createConsumerTelemetry } from '@ctxflow/step-context';
 import {
-  createConsumerTelemetry,
-  createContextTelemetry,
-  createFeedTelemetry,
   SPAN_BATCH,
   SPAN_CONTEXT_PASS,
   SPAN_STEP_CONTEXT_APPLY,

@@ -1,22 +1,23 @@
 import { createBus } from '@ctxflow/bus';
-import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { type FeedTelemetry, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
 import { createAuthenticator, type Logger } from '@ctxflow/service-kit';
 import {
   buildRunnerApp,
   type Clock,
+  type ContextTelemetry,
   createEngine,
   inspectorRoutes,
   MemorySessionStore,
   systemClock,
 } from '@ctxflow/session-runner';
 import {
+  type ConsumerTelemetry,
   FeedStepContext,
   MemoryBatchStore,
   MemorySubscriptionStore,
   StepContextService,
   subscriptionRoutes,
 } from '@ctxflow/step-context';
-import type { ConsumerTelemetry, ContextTelemetry, FeedTelemetry } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import type { EmbeddedConfig } from './config.ts';
 

@@ -15,9 +15,7 @@ import {
   ATTR_FEED_SOURCE,
   ATTR_TICKET,
   ATTR_TOPIC,
-  type FeedTelemetry,
   injectTraceContext,
-  noopFeedTelemetry,
   SPAN_PUBLISH,
   SPAN_WEBHOOK_INGEST,
   type SpanHandle,
@@ -25,6 +23,7 @@ import {
 } from '@ctxflow/telemetry';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
+import { type FeedTelemetry, noopFeedTelemetry } from './feed-telemetry.ts';
 import { FEEDS } from './feeds.ts';
 import { secretKey } from './verifiers/verifier.ts';
 

@@ -11,6 +11,7 @@ export {
   DEFAULT_RETRY_AFTER_S,
   feedRoutes,
 } from './feed-routes.ts';
+export { createFeedTelemetry, type FeedTelemetry, noopFeedTelemetry } from './feed-telemetry.ts';
 export type { Feed } from './feeds.ts';
 export { FEEDS } from './feeds.ts';
 export { MemoryDeliveryLedger } from './memory-delivery-ledger.ts';

@@ -1,11 +1,12 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
 import { configOrExit, createLogger, handleShutdown, withinMs } from '@ctxflow/service-kit';
-import { createFeedTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { startTelemetry } from '@ctxflow/telemetry';
 import { Redis } from 'ioredis';
 import { buildFeedApp } from './build-app.ts';
 import { loadFeedConfig } from './config.ts';
 import type { DeliveryLedger } from './delivery-ledger.ts';
+import { createFeedTelemetry } from './feed-telemetry.ts';
 import { MemoryDeliveryLedger } from './memory-delivery-ledger.ts';
 import { RedisDeliveryLedger } from './redis-delivery-ledger.ts';
 

@@ -9,9 +9,10 @@ import {
   sessionTimeoutOptions,
   withinMs,
 } from '@ctxflow/service-kit';
-import { createConsumerTelemetry, createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { startTelemetry } from '@ctxflow/telemetry';
 import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
+import { createConsumerLag, createContextTelemetry } from './adapters/otel-runner-telemetry.ts';
 import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
 import { RedisSessionStore } from './adapters/redis-session-store.ts';
 import { buildRunnerApp } from './build-app.ts';
@@ -62,7 +63,7 @@ async function main() {
       subscriber: bus.subscriber,
       publisher: bus.publisher,
       log: logger,
-      telemetry: createConsumerTelemetry(),
+      telemetry: createConsumerLag(),
       ...(config.groupId ? { groupId: config.groupId } : {}),
     });
   }
