@@ -50,7 +50,7 @@
  * children of the traceparent their record carried (spans the SDK dropped
  * would show there) and, for "sampled", how many came from a record whose
  * traceparent was not sampled (there should be none). Export runs in the
- * background, 512 spans at a time, so a trial's last few hundred spans would
+ * background (the BatchSpanProcessor, SPAN_BATCH), so a trial's last spans would
  * leave after it ends: the "on" and "sampled" processes flush after each
  * trial, outside the rate timing but inside their CPU figure, so CPU ms per
  * 1k covers exporting every span.
@@ -255,7 +255,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       REDIS_URL: options.redisUrl,
       BENCH_PREFIX: prefix,
     };
-    /** The consumer flags; when profiling, each side's profiles (main thread, worker) in `<dir>/s1-<client>-<run>-<side>`. */
+    /** The consumer flags; when profiling, each side's profiles (one per thread) in `<dir>/s1-<client>-<run>-<side>`. */
     const execArgv = (side: string) =>
       (options.consumerExecArgv ?? []).map((a) =>
         a.startsWith('--cpu-prof-dir=') ? `${a}/s1-${client}-${run}-${side}` : a,
@@ -473,7 +473,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
           'on: startTelemetry + createConsumerTelemetry as in services/step-context main (no instrumentation hook, as in production), ' +
             `${sampler ? `parentbased_traceidratio ${HEAD_SAMPLING_RATIO}` : 'parentbased_always_on'}, OTLP ${DEPLOYED_OTLP_PROTOCOL} (the deployment's protocol) to a local sink answering 200, metrics every 5 s; ` +
             traceparentNote(side),
-          'consumer CPU is the whole process (its worker and V8/libuv threads too), main thread its event loop; ' +
+          'consumer CPU is the whole process (V8 and libuv threads too), main thread its event loop; ' +
             'on CPU includes a span flush after each trial (outside the rate timing), so it covers exporting every span; ' +
             'producer on includes the local OTLP sink, which runs in the producer process',
         ],

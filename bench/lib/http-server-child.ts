@@ -14,7 +14,8 @@
  * the standard OTEL_* variables.
  */
 import { buildEmbeddedApp } from '@ctxflow/embedded';
-import { createContextTelemetry, type RunningTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { createContextTelemetry } from '@ctxflow/session-runner';
+import { type RunningTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { cpuMs } from './cpu.ts';
 import { BASELINE_PATH } from './http-server.ts';
 

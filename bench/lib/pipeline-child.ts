@@ -30,12 +30,13 @@ import {
   type BatchRecord,
   type BatchStore,
   type ConsumedPosition,
+  createConsumerTelemetry,
   RECORD_ID_HEADER,
   RedisBatchStore,
   RedisSubscriptionStore,
   StepContextService,
 } from '@ctxflow/step-context';
-import { createConsumerTelemetry, type RunningTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { type RunningTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { trace as otelTrace } from '@opentelemetry/api';
 import { Redis } from 'ioredis';
 import { cpuMs } from './cpu.ts';

@@ -4,14 +4,9 @@
  */
 
 import type { StepContextRequest } from '@ctxflow/session-runner';
-import {
-  ATTR_SESSION_ID,
-  ATTR_SKIP_REASON,
-  ATTR_STEP_ID,
-  createTestTelemetry,
-  EVENT_CONTEXT_SKIPPED,
-} from '@ctxflow/telemetry';
+import { ATTR_SESSION_ID, ATTR_SKIP_REASON, ATTR_STEP_ID, EVENT_CONTEXT_SKIPPED } from '@ctxflow/telemetry';
 import { afterEach, describe, expect, it } from 'vitest';
+import { createTestTelemetry } from '../support/telemetry.ts';
 import {
   addContext,
   inspect,

@@ -6,10 +6,11 @@
  */
 import { Writable } from 'node:stream';
 import { createLogger } from '@ctxflow/service-kit';
-import { createTestTelemetry, METRIC_FEED_INGESTED, METRIC_FEED_REFUSED, type TestTelemetry } from '@ctxflow/telemetry';
+import { METRIC_FEED_INGESTED, METRIC_FEED_REFUSED } from '@ctxflow/telemetry';
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
 import { feedApp, genericHeaders, NOW, SECRETS } from './helpers.ts';
 
 /** SpanKind numbers of the OpenTelemetry API. */

@@ -16,10 +16,11 @@ import {
   RECORD_ID_HEADER,
   StepContextService,
 } from '@ctxflow/step-context';
-import { createTestTelemetry, type TestTelemetry, TRACEPARENT_HEADER } from '@ctxflow/telemetry';
+import { TRACEPARENT_HEADER } from '@ctxflow/telemetry';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
 import { makeUpdate } from './helpers.ts';
 
 /** OpenTelemetry SpanKind.CONSUMER; 2 is SpanStatusCode.ERROR. */

@@ -1,3 +1,4 @@
+import { noopContextTelemetry } from '@ctxflow/session-runner';
 import {
   ATTR_FEED_REASON,
   ATTR_FEED_SOURCE,
@@ -5,7 +6,6 @@ import {
   ATTR_ROW_SOURCE,
   ATTR_SKIP_REASON,
   ATTR_STEP_MODE,
-  createTestTelemetry,
   EVENT_CONTEXT_SKIPPED,
   METRIC_CONSUMER_LAG,
   METRIC_CONTEXT_PASS_DURATION,
@@ -15,14 +15,13 @@ import {
   METRIC_FEED_REFUSED,
   METRIC_PREFIX_REUSE_RATIO,
   METRIC_PREFIX_REUSED_BYTES,
-  noopContextTelemetry,
   SKIP_REASONS,
   SPAN_CONTEXT_PASS,
   SPAN_STORE_COMMIT,
-  type TestTelemetry,
 } from '@ctxflow/telemetry';
 import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
 
 let t: TestTelemetry;
 beforeEach(() => {

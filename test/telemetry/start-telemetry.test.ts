@@ -1,11 +1,11 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { createFeedTelemetry } from '@ctxflow/feed-ingestor';
+import { createContextTelemetry } from '@ctxflow/session-runner';
+import { createConsumerTelemetry } from '@ctxflow/step-context';
 import {
-  createConsumerTelemetry,
-  createContextTelemetry,
-  createFeedTelemetry,
-  readTelemetryConfig,
+  SPAN_BATCH,
   SPAN_CONTEXT_PASS,
   SPAN_STEP_CONTEXT_APPLY,
   SPAN_STORE_COMMIT,
@@ -13,7 +13,7 @@ import {
   TRACEPARENT_HEADER,
 } from '@ctxflow/telemetry';
 import { metrics, trace } from '@opentelemetry/api';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 
 /** One OTLP request as the collector stand-in received it. */
 interface Received {
@@ -55,73 +55,86 @@ function bodyOf(received: Received[], path: string): string {
     .join('\n');
 }
 
-describe('readTelemetryConfig', () => {
-  it('with no variables: no exporter, parent-based always-on sampling, the given service name', () => {
-    expect(readTelemetryConfig('feed-ingestor', {})).toEqual({
-      serviceName: 'feed-ingestor',
-      resourceAttributes: {},
-      traces: undefined,
-      metrics: undefined,
-      logs: undefined,
-      sampler: 'parentbased_always_on',
-      samplerRatio: 1,
-      metricExportIntervalMs: 60_000,
-    });
-  });
+/** The standard variables a test sets; every other OTEL_* variable is unset while it runs. */
+function useEnv(vars: Record<string, string>): void {
+  for (const name of Object.keys(process.env)) if (name.startsWith('OTEL_')) vi.stubEnv(name, undefined);
+  for (const [name, value] of Object.entries(vars)) vi.stubEnv(name, value);
+}
+afterEach(() => {
+  vi.unstubAllEnvs();
+});
 
-  it('appends the signal path to the shared endpoint, takes signal endpoints as given, reads protocols', () => {
-    const config = readTelemetryConfig('x', {
+describe('startTelemetry configured by the SDK from OTEL_*', () => {
+  it('appends the signal path to the shared endpoint, takes signal endpoints as given, reads protocols, exporters, the service name and resource attributes', async () => {
+    const { endpoint, received } = await collector();
+    useEnv({
       OTEL_SERVICE_NAME: 'ctxflow-runner',
       OTEL_RESOURCE_ATTRIBUTES: 'deployment.environment=prod,team=ops%2Cplatform',
-      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/',
+      OTEL_EXPORTER_OTLP_ENDPOINT: `${endpoint}/`,
       OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-      OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: 'http://logs:9000/ingest',
+      OTEL_EXPORTER_OTLP_LOGS_ENDPOINT: `${endpoint}/ingest`,
       OTEL_EXPORTER_OTLP_LOGS_PROTOCOL: 'http/protobuf',
       OTEL_METRICS_EXPORTER: 'none',
-      OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
-      OTEL_TRACES_SAMPLER_ARG: '0.25',
-      OTEL_METRIC_EXPORT_INTERVAL: '15000',
     });
-    expect(config).toEqual({
-      serviceName: 'ctxflow-runner',
-      resourceAttributes: { 'deployment.environment': 'prod', team: 'ops,platform' },
-      traces: { url: 'http://collector:4318/v1/traces', protocol: 'http/json' },
-      metrics: undefined,
-      logs: { url: 'http://logs:9000/ingest', protocol: 'http/protobuf' },
-      sampler: 'parentbased_traceidratio',
-      samplerRatio: 0.25,
-      metricExportIntervalMs: 15_000,
+    const running = startTelemetry({ serviceName: 'x' });
+    const telemetry = createContextTelemetry();
+    await telemetry.withSpan(SPAN_CONTEXT_PASS, {}, async () => {
+      telemetry.contextSkipped({ sessionId: 'ses-env', stepId: 's1', reason: 'hook_error', message: 'x' });
     });
+    await running.shutdown();
+
+    expect(received.map((r) => `${r.path} ${r.contentType}`).sort()).toEqual([
+      '/ingest application/x-protobuf',
+      '/v1/traces application/json',
+    ]);
+    const resource = JSON.parse(bodyOf(received, '/v1/traces')).resourceSpans[0].resource.attributes as {
+      key: string;
+      value: { stringValue?: string };
+    }[];
+    const attribute = (key: string) => resource.find((a) => a.key === key)?.value.stringValue;
+    expect(attribute('service.name')).toBe('ctxflow-runner');
+    expect(attribute('deployment.environment')).toBe('prod');
+    expect(attribute('team')).toBe('ops,platform');
   });
 
-  it('refuses grpc, an unknown sampler and a bad ratio, naming every problem at once', () => {
-    expect(() =>
-      readTelemetryConfig('x', {
-        OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317',
-        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
-        OTEL_TRACES_SAMPLER: 'sometimes',
-        OTEL_METRIC_EXPORT_INTERVAL: 'soon',
-      }),
-    ).toThrow(
+  it('SPAN_BATCH: 5,000 consumer spans ended at once all reach the collector (the SDK default queue of 2,048 drops the rest)', async () => {
+    const { endpoint, received } = await collector();
+    useEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    const running = startTelemetry({ serviceName: 'ctxflow-test-batch' });
+    const consumer = createConsumerTelemetry();
+    const spans = Array.from({ length: 5_000 }, (_, i) =>
+      consumer.startSpan(SPAN_STEP_CONTEXT_APPLY, { 'ctxflow.ticket': `T-${i}` }, { kind: 'consumer' }),
+    );
+    for (const span of spans) span.end();
+    await running.shutdown();
+
+    const requests = received.filter((r) => r.path === '/v1/traces');
+    const exported = requests.flatMap((r) =>
+      JSON.parse(r.body.toString('utf8')).resourceSpans.flatMap((rs: { scopeSpans: { spans: unknown[] }[] }) =>
+        rs.scopeSpans.flatMap((ss) => ss.spans),
+      ),
+    );
+    expect(exported).toHaveLength(5_000);
+    expect(requests).toHaveLength(Math.ceil(5_000 / SPAN_BATCH.maxExportBatchSize));
+  });
+
+  it('refuses grpc, naming every signal at once', () => {
+    useEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4317', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' });
+    expect(() => startTelemetry({ serviceName: 'x' })).toThrow(
       new Error(
         'invalid OpenTelemetry configuration: ' +
-          'OTEL_TRACES_SAMPLER "sometimes" is not one of always_on, always_off, traceidratio, ' +
-          'parentbased_always_on, parentbased_always_off, parentbased_traceidratio; ' +
-          'OTEL_METRIC_EXPORT_INTERVAL "soon" is not a positive integer (ms); ' +
           'OTLP protocol "grpc" for traces is not supported (http/protobuf, http/json); ' +
           'OTLP protocol "grpc" for metrics is not supported (http/protobuf, http/json); ' +
           'OTLP protocol "grpc" for logs is not supported (http/protobuf, http/json)',
       ),
     );
-    expect(() =>
-      readTelemetryConfig('x', { OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '1.5' }),
-    ).toThrow(/OTEL_TRACES_SAMPLER_ARG "1.5" is not a ratio/);
   });
 });
 
 describe('startTelemetry', () => {
   it('with no OTLP endpoint: collects metrics for GET /metrics, exports nothing, shuts down', async () => {
-    const running = startTelemetry({ serviceName: 'ctxflow-test-noenv', env: {} });
+    useEnv({});
+    const running = startTelemetry({ serviceName: 'ctxflow-test-noenv' });
     try {
       const telemetry = createContextTelemetry();
       telemetry.contextSkipped({ sessionId: 'ses-start-1', stepId: 's1', reason: 'hook_error', message: 'boom' });
@@ -149,15 +162,16 @@ describe('startTelemetry', () => {
       await running.shutdown();
     }
     // The globals are released: a new start can register again.
-    const again = startTelemetry({ serviceName: 'ctxflow-test-noenv-2', env: {} });
+    const again = startTelemetry({ serviceName: 'ctxflow-test-noenv-2' });
     expect(await again.metricsText()).toContain('target_info{service_name="ctxflow-test-noenv-2"');
     await again.shutdown();
   });
 
   it('a second start while one runs does not throw and shares the providers; the last shutdown releases them', async () => {
-    const first = startTelemetry({ serviceName: 'ctxflow-test-first', env: {} });
-    const second = startTelemetry({ serviceName: 'ctxflow-test-second', env: {} });
-    expect(second.config.serviceName).toBe('ctxflow-test-first');
+    useEnv({});
+    const first = startTelemetry({ serviceName: 'ctxflow-test-first' });
+    const second = startTelemetry({ serviceName: 'ctxflow-test-second' });
+    expect(second.serviceName).toBe('ctxflow-test-first');
     createFeedTelemetry().refused({ source: 'generic', reason: 'unauthorized' });
     const line =
       'ctxflow_feed_refused_total{ctxflow_feed_source="generic",ctxflow_feed_reason="unauthorized",otel_scope_name="ctxflow"} 1';
@@ -174,10 +188,8 @@ describe('startTelemetry', () => {
 
   it('nests spans through the context manager and exports spans, logs and metrics as OTLP http/json', async () => {
     const { endpoint, received } = await collector();
-    const running = startTelemetry({
-      serviceName: 'ctxflow-test-json',
-      env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' },
-    });
+    useEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' });
+    const running = startTelemetry({ serviceName: 'ctxflow-test-json' });
     const telemetry = createContextTelemetry();
     let parentTrace = '';
     await telemetry.withSpan(SPAN_CONTEXT_PASS, { 'ctxflow.session_id': 'ses-otlp-json' }, async () => {
@@ -209,10 +221,8 @@ describe('startTelemetry', () => {
 
   it('exports as OTLP http/protobuf', async () => {
     const { endpoint, received } = await collector();
-    const running = startTelemetry({
-      serviceName: 'ctxflow-test-proto',
-      env: { OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' },
-    });
+    useEnv({ OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf' });
+    const running = startTelemetry({ serviceName: 'ctxflow-test-proto' });
     const telemetry = createContextTelemetry();
     await telemetry.withSpan(SPAN_CONTEXT_PASS, {}, async () => {
       telemetry.contextSkipped({ sessionId: 'ses-otlp-proto', stepId: 's1', reason: 'hook_error', message: 'x' });
@@ -241,15 +251,13 @@ describe('startTelemetry', () => {
 
     for (const sampler of ['parentbased_traceidratio', 'always_on']) {
       const { endpoint, received } = await collector();
-      const running = startTelemetry({
-        serviceName: 'ctxflow-test-consumer',
-        env: {
-          OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
-          OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
-          OTEL_TRACES_SAMPLER: sampler,
-          OTEL_TRACES_SAMPLER_ARG: '0',
-        },
+      useEnv({
+        OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_TRACES_SAMPLER: sampler,
+        OTEL_TRACES_SAMPLER_ARG: '0',
       });
+      const running = startTelemetry({ serviceName: 'ctxflow-test-consumer' });
       const consumer = createConsumerTelemetry();
       let attributesBuilt = 0;
       const start = (traceparent: string) =>

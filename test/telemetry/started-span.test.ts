@@ -3,14 +3,12 @@
  * (kind, remote parent from headers, links) but never made the active one,
  * ended by its owner; its traceparent and log fields are the span's own.
  */
+import { noopConsumerTelemetry } from '@ctxflow/step-context';
 import {
-  createTestTelemetry,
   extractTraceContext,
   type HeaderBag,
   injectTraceContext,
-  noopConsumerTelemetry,
   SPAN_STEP_CONTEXT_APPLY,
-  type TestTelemetry,
   TRACEPARENT_HEADER,
   TRACESTATE_HEADER,
   traceLogFields,
@@ -19,6 +17,7 @@ import { context, defaultTextMapGetter, ROOT_CONTEXT, trace } from '@opentelemet
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
 
 const CONSUMER = 4;
 const INTERNAL = 0;

@@ -3,20 +3,20 @@
  * headers, the `ctxflow-trace-links` header, links of a pass to the updates it
  * delivered, its store commit as a child.
  */
+
 import {
-  createTestTelemetry,
   formatTraceLinks,
   injectTraceContext,
   MAX_TRACE_LINKS,
   parseTraceLinks,
   parseTraceparent,
-  type TestTelemetry,
   traceLogFields,
   withRemoteParent,
 } from '@ctxflow/telemetry';
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
 
 const tp = (trace: string, span: string) => `00-${trace.padStart(32, '0')}-${span.padStart(16, '0')}-01`;
 

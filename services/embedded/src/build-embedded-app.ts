@@ -1,5 +1,5 @@
 import { createBus } from '@ctxflow/bus';
-import { type FeedSecrets, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { type FeedSecrets, type FeedTelemetry, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
 import {
   closeHttp,
   createAuthenticator,
@@ -10,19 +10,20 @@ import {
 import {
   buildRunnerApp,
   type Clock,
+  type ContextTelemetry,
   createEngine,
   inspectorRoutes,
   MemorySessionStore,
   systemClock,
 } from '@ctxflow/session-runner';
 import {
+  type ConsumerTelemetry,
   FeedStepContext,
   MemoryBatchStore,
   MemorySubscriptionStore,
   StepContextService,
   subscriptionRoutes,
 } from '@ctxflow/step-context';
-import type { ConsumerTelemetry, ContextTelemetry, FeedTelemetry } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import type { EmbeddedConfig } from './config.ts';
 

@@ -1,10 +1,8 @@
+import { createFeedTelemetry } from '@ctxflow/feed-ingestor';
 import { configOrExit, createLogger, HTTP_GRACE_SHARE, handleShutdown } from '@ctxflow/service-kit';
-import {
-  createConsumerTelemetry,
-  createContextTelemetry,
-  createFeedTelemetry,
-  startTelemetry,
-} from '@ctxflow/telemetry';
+import { createContextTelemetry } from '@ctxflow/session-runner';
+import { createConsumerTelemetry } from '@ctxflow/step-context';
+import { startTelemetry } from '@ctxflow/telemetry';
 import { buildEmbeddedApp } from './build-embedded-app.ts';
 import { loadEmbeddedConfig } from './config.ts';
 

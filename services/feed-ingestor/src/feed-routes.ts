@@ -16,9 +16,7 @@ import {
   ATTR_FEED_SOURCE,
   ATTR_TICKET,
   ATTR_TOPIC,
-  type FeedTelemetry,
   injectTraceContext,
-  noopFeedTelemetry,
   SPAN_PUBLISH,
   SPAN_WEBHOOK_INGEST,
   type SpanHandle,
@@ -27,6 +25,7 @@ import {
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
 import { type FeedSecrets, tenantSecrets } from './feed-secrets.ts';
+import { type FeedTelemetry, noopFeedTelemetry } from './feed-telemetry.ts';
 import { FEEDS } from './feeds.ts';
 import { secretKey } from './verifiers/verifier.ts';
 

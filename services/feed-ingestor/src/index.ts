@@ -13,6 +13,7 @@ export {
 } from './feed-routes.ts';
 export type { FeedSecrets, SecretProblem, TenantSecret } from './feed-secrets.ts';
 export { feedSecretVar, REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets, tenantSecrets } from './feed-secrets.ts';
+export { createFeedTelemetry, type FeedTelemetry, noopFeedTelemetry } from './feed-telemetry.ts';
 export type { Feed } from './feeds.ts';
 export { FEEDS } from './feeds.ts';
 export { MemoryDeliveryLedger } from './memory-delivery-ledger.ts';

@@ -8,11 +8,12 @@ import {
   handleShutdown,
   withinMs,
 } from '@ctxflow/service-kit';
-import { createFeedTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { startTelemetry } from '@ctxflow/telemetry';
 import { Redis } from 'ioredis';
 import { buildFeedApp } from './build-app.ts';
 import { loadFeedConfig } from './config.ts';
 import type { DeliveryLedger } from './delivery-ledger.ts';
+import { createFeedTelemetry } from './feed-telemetry.ts';
 import { MemoryDeliveryLedger } from './memory-delivery-ledger.ts';
 import { RedisDeliveryLedger } from './redis-delivery-ledger.ts';
 

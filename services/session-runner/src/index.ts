@@ -2,6 +2,13 @@ export { HttpStepContext } from './adapters/http-step-context.ts';
 export { MemoryMemoryRecall } from './adapters/memory-memory-recall.ts';
 export { MemorySessionEvents } from './adapters/memory-session-events.ts';
 export { MemorySessionStore } from './adapters/memory-session-store.ts';
+export {
+  type ContextTelemetry,
+  createConsumerLag,
+  createContextTelemetry,
+  noopContextTelemetry,
+  type PassSpan,
+} from './adapters/otel-runner-telemetry.ts';
 export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
@@ -44,5 +51,5 @@ export type {
 export type { StepContextRequest, StepContextSource } from './ports/step-context-source.ts';
 export type { RunnerTelemetry } from './ports/telemetry.ts';
 export { noopRunnerTelemetry } from './ports/telemetry.ts';
-export type { StepRequestConsumerDeps, StepResultRecord } from './step-request-consumer.ts';
+export type { ConsumerLag, StepRequestConsumerDeps, StepResultRecord } from './step-request-consumer.ts';
 export { STEP_CONSUMER_GROUP, startStepRequestConsumer } from './step-request-consumer.ts';

@@ -1,6 +1,12 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
-import { type DeliveryLedger, feedRoutes, MemoryDeliveryLedger, RedisDeliveryLedger } from '@ctxflow/feed-ingestor';
+import {
+  createFeedTelemetry,
+  type DeliveryLedger,
+  feedRoutes,
+  MemoryDeliveryLedger,
+  RedisDeliveryLedger,
+} from '@ctxflow/feed-ingestor';
 import {
   closeHttp,
   configOrExit,
@@ -19,15 +25,11 @@ import {
   type SubscriptionStore,
   subscriptionRoutes,
 } from '@ctxflow/step-context';
-import {
-  createConsumerTelemetry,
-  createContextTelemetry,
-  createFeedTelemetry,
-  startTelemetry,
-} from '@ctxflow/telemetry';
+import { startTelemetry } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
+import { createConsumerLag, createContextTelemetry } from './adapters/otel-runner-telemetry.ts';
 import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
 import { RedisSessionStore } from './adapters/redis-session-store.ts';
 import { buildRunnerApp } from './build-app.ts';
@@ -103,7 +105,7 @@ async function main() {
       subscriber: bus.subscriber,
       publisher: bus.publisher,
       log: logger,
-      telemetry: createConsumerTelemetry(),
+      telemetry: createConsumerLag(),
       ...(config.groupId ? { groupId: config.groupId } : {}),
     });
   }

@@ -1,6 +1,6 @@
 import type { IncomingRecord, Publisher, Subscriber, Subscription } from '@ctxflow/bus';
 import { isCtxflowError, stepRequestSchema, TOPICS } from '@ctxflow/contracts';
-import { type ConsumerTelemetry, withRemoteParent } from '@ctxflow/telemetry';
+import { withRemoteParent } from '@ctxflow/telemetry';
 import type { ContextEngine } from './domain/context-engine.ts';
 import type { SessionStore } from './ports/session-store.ts';
 
@@ -15,7 +15,13 @@ export interface StepRequestConsumerDeps {
   /** Default STEP_CONSUMER_GROUP. */
   groupId?: string;
   /** Reports the consumer lag after each handled batch (`ctxflow.consumer.lag`). Default: none. */
-  telemetry?: Pick<ConsumerTelemetry, 'lag'>;
+  telemetry?: ConsumerLag;
+}
+
+/** How far the consumer is behind (createConsumerLag reports it as the gauge `ctxflow.consumer.lag`). */
+export interface ConsumerLag {
+  /** Records between the committed offset and the partition's end. */
+  lag(e: { group: string; topic: string; partition: number; lag: number }): void;
 }
 
 /**

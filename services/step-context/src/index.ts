@@ -12,6 +12,7 @@ export type { StepContextAppDeps } from './build-app.ts';
 export { buildStepContextApp } from './build-app.ts';
 export type { StepContextConfig } from './config.ts';
 export { loadStepContextConfig, stepContextConfigSchema } from './config.ts';
+export { type ConsumerTelemetry, createConsumerTelemetry, noopConsumerTelemetry } from './consumer-telemetry.ts';
 export type { FeedBatch, FeedItem, FeedRequest } from './feed-step-context.ts';
 export { FeedStepContext, fitEntries, MAX_ENTRIES_PER_FETCH, parseCursor } from './feed-step-context.ts';
 export { HttpSessionDirectory } from './http-session-directory.ts';

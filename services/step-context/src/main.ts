@@ -11,10 +11,11 @@ import {
   sessionTimeoutOptions,
   withinMs,
 } from '@ctxflow/service-kit';
-import { createConsumerTelemetry, startTelemetry } from '@ctxflow/telemetry';
+import { startTelemetry } from '@ctxflow/telemetry';
 import type { BatchStore } from './batch-store.ts';
 import { buildStepContextApp } from './build-app.ts';
 import { loadStepContextConfig } from './config.ts';
+import { createConsumerTelemetry } from './consumer-telemetry.ts';
 import { FeedStepContext } from './feed-step-context.ts';
 import { HttpSessionDirectory } from './http-session-directory.ts';
 import { MemoryBatchStore } from './memory-batch-store.ts';

@@ -6,12 +6,12 @@ import {
   ATTR_PARTITION,
   ATTR_TICKET,
   ATTR_TOPIC,
-  type ConsumerTelemetry,
   SPAN_STEP_CONTEXT_APPLY,
   type SpanAttributes,
   type StartedSpan,
 } from '@ctxflow/telemetry';
 import type { BatchRecord, BatchStore } from './batch-store.ts';
+import type { ConsumerTelemetry } from './consumer-telemetry.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
 
 /** The consumer group of step-context on TOPICS.ticketUpdates. */

@@ -1,23 +1,4 @@
 export {
-  type ConsumerTelemetry,
-  type ContextTelemetry,
-  createConsumerTelemetry,
-  createContextTelemetry,
-  createFeedTelemetry,
-  type FeedTelemetry,
-  noopConsumerTelemetry,
-  noopContextTelemetry,
-  noopFeedTelemetry,
-  type PassSpan,
-  type SpanAttributes,
-  type SpanHandle,
-  type SpanOptions,
-  type SpanRole,
-  type SpanRunner,
-  type StartedSpan,
-  type TelemetryHandles,
-} from './context-telemetry.ts';
-export {
   ATTR_CONSUMER_GROUP,
   ATTR_CURSOR,
   ATTR_FEED_EVENT_ID,
@@ -59,16 +40,22 @@ export {
 } from './names.ts';
 export { PullMetricReader, toPrometheusText } from './pull-metric-reader.ts';
 export {
-  type OtlpProtocol,
-  type OtlpTarget,
-  type RunningTelemetry,
-  readTelemetryConfig,
-  type SamplerName,
-  type StartTelemetryOptions,
-  startTelemetry,
-  type TelemetryConfig,
-  type TelemetryEnv,
-} from './start-telemetry.ts';
+  lazy,
+  meterOf,
+  noopSpan,
+  noopStartedSpan,
+  type SpanAttributes,
+  type SpanHandle,
+  type SpanOptions,
+  type SpanRole,
+  type SpanRunner,
+  type SpanStarter,
+  type StartedSpan,
+  spanRunner,
+  spanStarter,
+  type TelemetryHandles,
+} from './spans.ts';
+export { type RunningTelemetry, SPAN_BATCH, type StartTelemetryOptions, startTelemetry } from './start-telemetry.ts';
 export {
   createTestTelemetry,
   type HistogramTotals,

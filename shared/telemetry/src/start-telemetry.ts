@@ -1,226 +1,89 @@
 import { context, diag, logs, metrics, propagation, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  CompositePropagator,
-  type InstrumentationScope,
-  W3CBaggagePropagator,
-  W3CTraceContextPropagator,
-} from '@opentelemetry/core';
-import { OTLPLogExporter as JsonLogExporter } from '@opentelemetry/exporter-logs-otlp-http';
-import { OTLPLogExporter as ProtoLogExporter } from '@opentelemetry/exporter-logs-otlp-proto';
+import { getNumberFromEnv, getStringFromEnv, getStringListFromEnv } from '@opentelemetry/core';
 import { OTLPMetricExporter as JsonMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { OTLPMetricExporter as ProtoMetricExporter } from '@opentelemetry/exporter-metrics-otlp-proto';
-import { defaultResource, resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchLogRecordProcessor, LoggerProvider, type LogRecordExporter } from '@opentelemetry/sdk-logs';
-import {
-  type IMetricReader,
-  MeterProvider,
-  PeriodicExportingMetricReader,
-  type PushMetricExporter,
-} from '@opentelemetry/sdk-metrics';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  ParentBasedSampler,
-  type Sampler,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-} from '@opentelemetry/sdk-trace';
-import type { DirectSpanTarget } from './direct-span.ts';
-import { INSTRUMENTATION_SCOPE } from './names.ts';
+import { OTLPTraceExporter as JsonTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { OTLPTraceExporter as ProtoTraceExporter } from '@opentelemetry/exporter-trace-otlp-proto';
+import { defaultResource, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import { type IMetricReader, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { BatchSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace';
 import { PullMetricReader, toPrometheusText } from './pull-metric-reader.ts';
-import { WorkerBatchSpanProcessor } from './worker-span-processor.ts';
-
-export type OtlpProtocol = 'http/protobuf' | 'http/json';
-
-/** Where one signal goes. */
-export interface OtlpTarget {
-  url: string;
-  protocol: OtlpProtocol;
-}
-
-export type SamplerName =
-  | 'always_on'
-  | 'always_off'
-  | 'traceidratio'
-  | 'parentbased_always_on'
-  | 'parentbased_always_off'
-  | 'parentbased_traceidratio';
-
-/** The standard OpenTelemetry environment, parsed. */
-export interface TelemetryConfig {
-  serviceName: string;
-  resourceAttributes: Record<string, string>;
-  /** undefined: the signal is not exported (no endpoint, or `OTEL_*_EXPORTER=none`). */
-  traces: OtlpTarget | undefined;
-  metrics: OtlpTarget | undefined;
-  logs: OtlpTarget | undefined;
-  sampler: SamplerName;
-  /** Sampling ratio in [0, 1] for the *traceidratio samplers. */
-  samplerRatio: number;
-  /** Interval between two OTLP metric exports (ms). */
-  metricExportIntervalMs: number;
-}
-
-export type TelemetryEnv = Readonly<Record<string, string | undefined>>;
-
-const SAMPLERS: readonly SamplerName[] = [
-  'always_on',
-  'always_off',
-  'traceidratio',
-  'parentbased_always_on',
-  'parentbased_always_off',
-  'parentbased_traceidratio',
-];
-
-const SIGNAL_PATHS = { TRACES: 'v1/traces', METRICS: 'v1/metrics', LOGS: 'v1/logs' } as const;
-
-function nonEmpty(value: string | undefined): string | undefined {
-  const trimmed = value?.trim();
-  return trimmed ? trimmed : undefined;
-}
-
-/** `OTEL_RESOURCE_ATTRIBUTES`: `key=value,key=value`, keys and values percent-encoded. */
-function parseResourceAttributes(raw: string | undefined, problems: string[]): Record<string, string> {
-  const attributes: Record<string, string> = {};
-  for (const pair of (raw ?? '').split(',')) {
-    if (!pair.trim()) continue;
-    const eq = pair.indexOf('=');
-    if (eq <= 0) {
-      problems.push(`OTEL_RESOURCE_ATTRIBUTES: "${pair}" is not key=value`);
-      continue;
-    }
-    try {
-      attributes[decodeURIComponent(pair.slice(0, eq).trim())] = decodeURIComponent(pair.slice(eq + 1).trim());
-    } catch {
-      problems.push(`OTEL_RESOURCE_ATTRIBUTES: "${pair}" is not valid percent-encoding`);
-    }
-  }
-  return attributes;
-}
-
-function otlpTarget(env: TelemetryEnv, signal: keyof typeof SIGNAL_PATHS, problems: string[]): OtlpTarget | undefined {
-  const exporters = (nonEmpty(env[`OTEL_${signal}_EXPORTER`]) ?? 'otlp').split(',').map((s) => s.trim());
-  if (exporters.includes('none')) return undefined;
-
-  // A signal-specific endpoint is used as given; the shared one gets the signal's path appended.
-  const specific = nonEmpty(env[`OTEL_EXPORTER_OTLP_${signal}_ENDPOINT`]);
-  const base = nonEmpty(env.OTEL_EXPORTER_OTLP_ENDPOINT);
-  const url = specific ?? (base ? `${base.replace(/\/+$/, '')}/${SIGNAL_PATHS[signal]}` : undefined);
-  if (!url) return undefined;
-  try {
-    new URL(url);
-  } catch {
-    problems.push(`OTLP ${signal.toLowerCase()} endpoint "${url}" is not a URL`);
-    return undefined;
-  }
-
-  const protocol =
-    nonEmpty(env[`OTEL_EXPORTER_OTLP_${signal}_PROTOCOL`]) ??
-    nonEmpty(env.OTEL_EXPORTER_OTLP_PROTOCOL) ??
-    'http/protobuf';
-  if (protocol !== 'http/protobuf' && protocol !== 'http/json') {
-    problems.push(
-      `OTLP protocol "${protocol}" for ${signal.toLowerCase()} is not supported (http/protobuf, http/json)`,
-    );
-    return undefined;
-  }
-  return { url, protocol };
-}
 
 /**
- * Reads the standard OpenTelemetry variables: OTEL_SERVICE_NAME,
- * OTEL_RESOURCE_ATTRIBUTES, OTEL_EXPORTER_OTLP_ENDPOINT,
- * OTEL_EXPORTER_OTLP_{TRACES,METRICS,LOGS}_ENDPOINT, OTEL_EXPORTER_OTLP_PROTOCOL
- * (and per signal), OTEL_{TRACES,METRICS,LOGS}_EXPORTER (`none` turns a signal
- * off), OTEL_TRACES_SAMPLER, OTEL_TRACES_SAMPLER_ARG, OTEL_METRIC_EXPORT_INTERVAL.
- * Throws one Error naming every problem found.
+ * The BatchSpanProcessor's settings, each overridable by its standard
+ * variable (OTEL_BSP_MAX_QUEUE_SIZE, OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
+ * OTEL_BSP_SCHEDULE_DELAY). A consumer makes one span per sampled record: at
+ * 100% sampling and ~15k records/s, the SDK's defaults (2,048 queued, 512 per
+ * export, 5 s) drop spans while one export is in flight. 16,384 queued spans
+ * hold about a second of that; exports of 2,048 spans make 8x fewer requests
+ * than 512 (each request's fixed cost: headers, a socket write, a response).
  */
-export function readTelemetryConfig(serviceName: string, env: TelemetryEnv): TelemetryConfig {
-  const problems: string[] = [];
-  const resourceAttributes = parseResourceAttributes(env.OTEL_RESOURCE_ATTRIBUTES, problems);
+export const SPAN_BATCH = Object.freeze({
+  maxQueueSize: 16_384,
+  maxExportBatchSize: 2_048,
+  scheduledDelayMillis: 1_000,
+});
 
-  const samplerRaw = nonEmpty(env.OTEL_TRACES_SAMPLER) ?? 'parentbased_always_on';
-  const sampler = SAMPLERS.find((s) => s === samplerRaw);
-  if (!sampler) problems.push(`OTEL_TRACES_SAMPLER "${samplerRaw}" is not one of ${SAMPLERS.join(', ')}`);
+/** The OTLP protocols ctxflow exports with (`grpc` is refused: its exporters are not installed). */
+const PROTOCOLS = ['http/protobuf', 'http/json'] as const;
+type Protocol = (typeof PROTOCOLS)[number];
+type Signal = 'TRACES' | 'METRICS' | 'LOGS';
 
-  let samplerRatio = 1;
-  const ratioRaw = nonEmpty(env.OTEL_TRACES_SAMPLER_ARG);
-  if (ratioRaw !== undefined && sampler?.endsWith('traceidratio')) {
-    samplerRatio = Number(ratioRaw);
-    if (!Number.isFinite(samplerRatio) || samplerRatio < 0 || samplerRatio > 1) {
-      problems.push(`OTEL_TRACES_SAMPLER_ARG "${ratioRaw}" is not a ratio in [0, 1]`);
-    }
+/**
+ * The protocol `signal` is exported with, or undefined when it is not
+ * exported: no OTLP endpoint at all (OTEL_EXPORTER_OTLP_ENDPOINT and the
+ * signal's own one unset: nothing leaves the process, metrics still collect
+ * for GET /metrics), or `none` in OTEL_{signal}_EXPORTER. Endpoints, headers,
+ * timeouts and compression are read by the OTLP exporters themselves.
+ */
+function exportProtocol(signal: Signal, problems: string[]): Protocol | undefined {
+  const endpoint =
+    getStringFromEnv(`OTEL_EXPORTER_OTLP_${signal}_ENDPOINT`) ?? getStringFromEnv('OTEL_EXPORTER_OTLP_ENDPOINT');
+  if (!endpoint || (getStringListFromEnv(`OTEL_${signal}_EXPORTER`) ?? []).includes('none')) return undefined;
+  const protocol =
+    getStringFromEnv(`OTEL_EXPORTER_OTLP_${signal}_PROTOCOL`) ??
+    getStringFromEnv('OTEL_EXPORTER_OTLP_PROTOCOL') ??
+    'http/protobuf';
+  const known = PROTOCOLS.find((p) => p === protocol);
+  if (!known) {
+    problems.push(`OTLP protocol "${protocol}" for ${signal.toLowerCase()} is not supported (${PROTOCOLS.join(', ')})`);
   }
-
-  let metricExportIntervalMs = 60_000;
-  const intervalRaw = nonEmpty(env.OTEL_METRIC_EXPORT_INTERVAL);
-  if (intervalRaw !== undefined) {
-    metricExportIntervalMs = Number(intervalRaw);
-    if (!Number.isInteger(metricExportIntervalMs) || metricExportIntervalMs <= 0) {
-      problems.push(`OTEL_METRIC_EXPORT_INTERVAL "${intervalRaw}" is not a positive integer (ms)`);
-    }
-  }
-
-  const config = {
-    serviceName: nonEmpty(env.OTEL_SERVICE_NAME) ?? serviceName,
-    resourceAttributes,
-    traces: otlpTarget(env, 'TRACES', problems),
-    metrics: otlpTarget(env, 'METRICS', problems),
-    logs: otlpTarget(env, 'LOGS', problems),
-    sampler: sampler ?? 'parentbased_always_on',
-    samplerRatio,
-    metricExportIntervalMs,
-  };
-  if (problems.length > 0) throw new Error(`invalid OpenTelemetry configuration: ${problems.join('; ')}`);
-  return Object.freeze(config);
+  return known;
 }
 
-function makeSampler(name: SamplerName, ratio: number): Sampler {
-  switch (name) {
-    case 'always_on':
-      return new AlwaysOnSampler();
-    case 'always_off':
-      return new AlwaysOffSampler();
-    case 'traceidratio':
-      return new TraceIdRatioBasedSampler(ratio);
-    case 'parentbased_always_on':
-      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
-    case 'parentbased_always_off':
-      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
-    case 'parentbased_traceidratio':
-      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
-  }
+function spanProcessor(protocol: Protocol): SpanProcessor {
+  return new BatchSpanProcessor({
+    exporter: protocol === 'http/json' ? new JsonTraceExporter() : new ProtoTraceExporter(),
+    maxQueueSize: getNumberFromEnv('OTEL_BSP_MAX_QUEUE_SIZE') ?? SPAN_BATCH.maxQueueSize,
+    maxExportBatchSize: getNumberFromEnv('OTEL_BSP_MAX_EXPORT_BATCH_SIZE') ?? SPAN_BATCH.maxExportBatchSize,
+    scheduledDelayMillis: getNumberFromEnv('OTEL_BSP_SCHEDULE_DELAY') ?? SPAN_BATCH.scheduledDelayMillis,
+  });
 }
 
-function logExporter(target: OtlpTarget): LogRecordExporter {
-  return target.protocol === 'http/json'
-    ? new JsonLogExporter({ url: target.url })
-    : new ProtoLogExporter({ url: target.url });
-}
-
-function metricExporter(target: OtlpTarget): PushMetricExporter {
-  return target.protocol === 'http/json'
-    ? new JsonMetricExporter({ url: target.url })
-    : new ProtoMetricExporter({ url: target.url });
+function metricReader(protocol: Protocol): IMetricReader {
+  const exportIntervalMillis = getNumberFromEnv('OTEL_METRIC_EXPORT_INTERVAL') ?? 60_000;
+  return new PeriodicExportingMetricReader({
+    exporter: protocol === 'http/json' ? new JsonMetricExporter() : new ProtoMetricExporter(),
+    exportIntervalMillis,
+    exportTimeoutMillis: getNumberFromEnv('OTEL_METRIC_EXPORT_TIMEOUT') ?? Math.min(30_000, exportIntervalMillis),
+  });
 }
 
 export interface StartTelemetryOptions {
-  /** service.name unless OTEL_SERVICE_NAME is set. */
+  /** service.name unless OTEL_SERVICE_NAME (or `service.name` in OTEL_RESOURCE_ATTRIBUTES) is set. */
   serviceName: string;
   /** Collect metrics for `metricsText()` (GET /metrics). Default true. */
   prometheus?: boolean;
-  /** The environment to read; default `process.env`. */
-  env?: TelemetryEnv;
 }
 
 export interface RunningTelemetry {
-  /** The configuration in force (from the first start; see startTelemetry). */
-  readonly config: TelemetryConfig;
+  /** The service name given to the first start (the resource's, unless the environment names another). */
+  readonly serviceName: string;
   /**
    * Prometheus text exposition (content type `text/plain; version=0.0.4`) of
    * every metric recorded through the global meter provider, for GET /metrics.
-   * Empty when started with `prometheus: false`.
+   * Empty when started with `prometheus: false` or with OTEL_SDK_DISABLED.
    */
   metricsText(): Promise<string>;
   /**
@@ -231,7 +94,7 @@ export interface RunningTelemetry {
 }
 
 interface Shared {
-  config: TelemetryConfig;
+  serviceName: string;
   metricsText(): Promise<string>;
   close(): Promise<void>;
   handles: number;
@@ -239,118 +102,77 @@ interface Shared {
 
 let shared: Shared | undefined;
 
-/** See globalDirectSpans. */
-let directSpans: DirectSpanTarget | undefined;
-
-/**
- * Set while the global tracer provider is the one startTelemetry registered
- * with a parent-based sampler (`parentbased_*`, the default). That sampler
- * decides a span whose parent is remote by the parent's sampled flag alone:
- * never recorded when it is off, recorded and sampled when it is on. So a
- * caller may skip the first (the SDK would return a non-recording span) and
- * make the second as a DirectSpan, which the provider's processor exports as
- * it exports the SDK's spans.
- */
-export function globalDirectSpans(): DirectSpanTarget | undefined {
-  return directSpans;
-}
-
 function start(options: StartTelemetryOptions): Shared {
-  const config = readTelemetryConfig(options.serviceName, options.env ?? process.env);
-  const resource = defaultResource().merge(
-    resourceFromAttributes({ ...config.resourceAttributes, 'service.name': config.serviceName }),
-  );
-
-  // The SDK's BatchSpanProcessor and OTLP exporter, run in a worker thread: a consumer making one span
-  // per record would otherwise spend most of its telemetry time encoding them on its own thread.
-  const spanProcessor = config.traces ? new WorkerBatchSpanProcessor(config.traces) : undefined;
-  const tracerProvider = new TracerProvider({
-    resource,
-    sampler: makeSampler(config.sampler, config.samplerRatio),
-    spanProcessors: spanProcessor ? [spanProcessor] : [],
-  });
+  const problems: string[] = [];
+  const traces = exportProtocol('TRACES', problems);
+  const metricsProtocol = exportProtocol('METRICS', problems);
+  const logsProtocol = exportProtocol('LOGS', problems);
+  if (problems.length > 0) throw new Error(`invalid OpenTelemetry configuration: ${problems.join('; ')}`);
 
   const pull = options.prometheus === false ? undefined : new PullMetricReader();
-  const readers: IMetricReader[] = pull ? [pull] : [];
-  if (config.metrics) {
-    readers.push(
-      new PeriodicExportingMetricReader({
-        exporter: metricExporter(config.metrics),
-        exportIntervalMillis: config.metricExportIntervalMs,
-        exportTimeoutMillis: Math.min(30_000, config.metricExportIntervalMs),
-      }),
-    );
-  }
-  const meterProvider = new MeterProvider({ resource, readers });
+  const metricReaders: IMetricReader[] = pull ? [pull] : [];
+  if (metricsProtocol) metricReaders.push(metricReader(metricsProtocol));
 
-  const loggerProvider = new LoggerProvider({
-    resource,
-    processors: config.logs ? [new BatchLogRecordProcessor({ exporter: logExporter(config.logs) })] : [],
+  // The SDK reads the rest of OTEL_*: sampler (OTEL_TRACES_SAMPLER, _ARG; default parent-based always-on),
+  // resource (OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_NODE_RESOURCE_DETECTORS), propagators,
+  // span limits, the log exporter and its batch processor, OTEL_SDK_DISABLED, OTEL_LOG_LEVEL.
+  const sdk = new NodeSDK({
+    resource: defaultResource().merge(resourceFromAttributes({ 'service.name': options.serviceName })),
+    // Unless OTEL_NODE_RESOURCE_DETECTORS names detectors, only the environment's attributes join the
+    // resource: the SDK's default host and process detectors would put the command line on every span batch
+    // and in every scrape's target_info.
+    ...(getStringFromEnv('OTEL_NODE_RESOURCE_DETECTORS') ? {} : { resourceDetectors: [envDetector] }),
+    // No trace exporter: no tracer provider (the API's no-op tracer), so spans cost nothing; an incoming
+    // traceparent still travels on unchanged, as the no-op tracer's span carries its parent's context.
+    spanProcessors: traces ? [spanProcessor(traces)] : [],
+    metricReaders,
+    // Undefined: the SDK picks the log exporter from OTEL_LOGS_EXPORTER and the protocol.
+    ...(logsProtocol ? {} : { logRecordProcessors: [] }),
   });
-
-  // Registration is refused (false, never a throw) when another component
-  // already set a global; only what was registered here is released later.
-  const contextManager = new AsyncLocalStorageContextManager().enable();
-  const registered = {
-    context: context.setGlobalContextManager(contextManager),
-    propagation: propagation.setGlobalPropagator(
-      new CompositePropagator({ propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()] }),
-    ),
-    trace: trace.setGlobalTracerProvider(tracerProvider),
-    metrics: metrics.setGlobalMeterProvider(meterProvider),
-    logs: logs.setGlobalLoggerProvider(loggerProvider),
-  };
-  for (const [api, ok] of Object.entries(registered)) {
-    if (!ok) diag.warn(`ctxflow telemetry: a global ${api} provider was already registered; keeping it`);
-  }
-  if (!registered.context) contextManager.disable();
-  if (registered.trace && config.sampler.startsWith('parentbased_')) {
-    // The scope object of the SDK's `ctxflow` tracer, so its spans and direct ones are exported as one scope.
-    const tracer = tracerProvider.getTracer(INSTRUMENTATION_SCOPE) as { instrumentationScope?: InstrumentationScope };
-    directSpans = {
-      resource,
-      scope: tracer.instrumentationScope ?? { name: INSTRUMENTATION_SCOPE },
-      processor: spanProcessor,
-    };
-  }
+  sdk.start();
 
   return {
-    config,
+    serviceName: options.serviceName,
     handles: 0,
     async metricsText() {
-      return pull ? toPrometheusText(await pull.collectNow()) : '';
+      if (!pull) return '';
+      try {
+        return toPrometheusText(await pull.collectNow());
+      } catch (err) {
+        // OTEL_SDK_DISABLED: the reader was never bound to a meter provider.
+        diag.debug('ctxflow telemetry: no metrics to collect', err);
+        return '';
+      }
     },
     async close() {
-      const results = await Promise.allSettled([
-        tracerProvider.shutdown(),
-        meterProvider.shutdown(),
-        loggerProvider.shutdown(),
-      ]);
-      if (registered.trace) {
-        directSpans = undefined;
-        trace.disable();
+      try {
+        await sdk.shutdown();
+      } catch (err) {
+        diag.error('ctxflow telemetry: shutdown failed', err);
       }
-      if (registered.metrics) metrics.disable();
-      if (registered.logs) logs.disable();
-      if (registered.propagation) propagation.disable();
-      if (registered.context) context.disable();
-      for (const r of results) if (r.status === 'rejected') diag.error('ctxflow telemetry: shutdown failed', r.reason);
+      trace.disable();
+      metrics.disable();
+      logs.disable();
+      propagation.disable();
+      context.disable();
     },
   };
 }
 
 /**
- * Configures the global tracer, meter and logger providers from the standard
- * OpenTelemetry environment (see readTelemetryConfig) and registers the
- * AsyncLocalStorage context manager and the W3C trace-context and baggage
- * propagators. A signal with no OTLP endpoint is not exported, yet metrics
- * still collect for `metricsText()`. Call before building telemetry objects
- * that should default to the globals (or build them lazily: they are).
+ * Starts the OpenTelemetry SDK (NodeSDK) for this process, configured from
+ * the standard OTEL_* variables: it registers the global tracer, meter and
+ * logger providers, the AsyncLocalStorage context manager and the W3C
+ * trace-context and baggage propagators. Spans go through a BatchSpanProcessor
+ * (SPAN_BATCH) to the OTLP exporter of OTEL_EXPORTER_OTLP_PROTOCOL. A signal
+ * with no OTLP endpoint is not exported, yet metrics still collect for
+ * `metricsText()`. Call before building telemetry objects that should default
+ * to the globals (or build them lazily: they are).
  *
  * The globals exist once per process: a second call while a handle is still
  * running returns another handle on the same providers (the first call's
- * options win) and never throws. Throws an Error naming every invalid
- * variable.
+ * options win) and never throws. Throws an Error naming every unsupported
+ * OTLP protocol.
  */
 export function startTelemetry(options: StartTelemetryOptions): RunningTelemetry {
   shared ??= start(options);
@@ -358,7 +180,7 @@ export function startTelemetry(options: StartTelemetryOptions): RunningTelemetry
   current.handles += 1;
   let closed = false;
   return {
-    config: current.config,
+    serviceName: current.serviceName,
     metricsText: () => current.metricsText(),
     async shutdown() {
       if (closed) return;

@@ -3,14 +3,6 @@ import { resourceFromAttributes } from '@opentelemetry/resources';
 import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { DataPointType, MeterProvider } from '@opentelemetry/sdk-metrics';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import {
-  type ConsumerTelemetry,
-  type ContextTelemetry,
-  createConsumerTelemetry,
-  createContextTelemetry,
-  createFeedTelemetry,
-  type FeedTelemetry,
-} from './context-telemetry.ts';
 import { INSTRUMENTATION_SCOPE } from './names.ts';
 import { PullMetricReader, toPrometheusText } from './pull-metric-reader.ts';
 
@@ -49,10 +41,10 @@ export interface HistogramTotals {
 }
 
 export interface TestTelemetry {
-  contextTelemetry: ContextTelemetry;
-  feedTelemetry: FeedTelemetry;
-  consumerTelemetry: ConsumerTelemetry;
-  /** The local (never global) API handles behind the three objects above, for code under test that takes them. */
+  /**
+   * Local (never global) API handles, for the telemetry objects of the code
+   * under test (each service's `create*Telemetry(handles)` takes them).
+   */
   meter: Meter;
   logger: Logger;
   tracer: Tracer;
@@ -136,9 +128,6 @@ export function createTestTelemetry(): TestTelemetry {
   }
 
   return {
-    contextTelemetry: createContextTelemetry({ meter, logger, tracer }),
-    feedTelemetry: createFeedTelemetry({ meter, logger, tracer }),
-    consumerTelemetry: createConsumerTelemetry({ meter, tracer }),
     meter,
     logger,
     tracer,

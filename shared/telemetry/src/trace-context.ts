@@ -87,27 +87,6 @@ export function extractTraceContext(headers: HeaderBag): Context {
 }
 
 /**
- * The remote parent a plain version-00 `traceparent` in `headers` names (no
- * `tracestate`, ids not all zero), as extractTraceContext reads it directly;
- * undefined for anything else, which extractTraceContext hands to the
- * propagator.
- */
-export function plainRemoteParent(headers: HeaderBag): SpanContext | undefined {
-  const traceparent = headers[TRACEPARENT_HEADER];
-  if (
-    typeof traceparent !== 'string' ||
-    headers[TRACESTATE_HEADER] !== undefined ||
-    !PLAIN_TRACEPARENT.test(traceparent)
-  ) {
-    return undefined;
-  }
-  const traceId = traceparent.slice(3, 35);
-  const spanId = traceparent.slice(36, 52);
-  if (traceId === ZERO_TRACE_ID || spanId === ZERO_SPAN_ID) return undefined;
-  return { traceId, spanId, traceFlags: Number.parseInt(traceparent.slice(53), 16), isRemote: true };
-}
-
-/**
  * Runs `fn` with the remote parent named by `headers` as the active context
  * (spans started inside become its children); with no valid `traceparent`
  * there, `fn` runs in the current context.

@@ -11,7 +11,7 @@ export interface PassTrace {
   step(stepId: string): void;
 }
 
-/** What the context pass reports (implemented by @ctxflow/telemetry's ContextTelemetry). */
+/** What the context pass reports (implemented on OpenTelemetry by adapters/otel-runner-telemetry.ts). */
 export interface RunnerTelemetry {
   contextSkipped(event: { sessionId: string; stepId: string; reason: string; message: string }): void;
   stepCommitted(event: {
