@@ -1,4 +1,4 @@
-import { CtxflowError, cursorSchema, MAX_ITEM_BYTES } from '@ctxflow/contracts';
+import { CtxflowError, cursorSchema, idSchema, MAX_BATCH_BYTES } from '@ctxflow/contracts';
 import { formatTraceLinks, TRACE_LINKS_HEADER } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
@@ -15,15 +15,10 @@ const DEFAULT_MAX_BYTES = 32 * 1024;
 const NEVER_ABORTED = new AbortController().signal;
 
 const bodySchema = z.strictObject({
-  sessionId: z.string().min(1),
+  sessionId: idSchema,
   cursor: cursorSchema.nullable().optional(),
-  maxBytes: z
-    .number()
-    .int()
-    .min(64)
-    .max(64 * MAX_ITEM_BYTES)
-    .optional(),
-  agentId: z.string().optional(),
+  maxBytes: z.number().int().min(64).max(MAX_BATCH_BYTES).optional(),
+  agentId: idSchema.optional(),
 });
 
 /**
