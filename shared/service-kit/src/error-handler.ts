@@ -65,13 +65,17 @@ export function clientErrorHandler(this: FastifyInstance, err: NodeJS.ErrnoExcep
   const refusal = new CtxflowError(code, message);
   const body = JSON.stringify(errorBody(refusal));
   this.log.debug({ code: err.code }, 'client error');
-  if (socket.writable) {
-    socket.write(
-      `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
-        `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
-    );
+  if (!socket.writable) {
+    socket.destroy();
+    return;
   }
-  socket.destroy();
+  // end, not destroy: the answer is flushed before the connection closes (a destroy with unread input
+  // would reset it and lose the answer); a client that never closes its side is cut off after a second.
+  socket.end(
+    `HTTP/1.1 ${refusal.status} ${STATUS_CODES[refusal.status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\n` +
+      `Content-Type: application/json; charset=utf-8\r\nConnection: close\r\n\r\n${body}`,
+  );
+  setTimeout(() => socket.destroy(), 1000).unref();
 }
 
 /**
