@@ -308,7 +308,7 @@ describe('D8: late answers, echoed input and id limits', () => {
 
   it('D8: toStepId, agentId and sessionId over the id limit are 400 validation_error naming the field', async () => {
     const s = await openSession();
-    const long = 'x'.repeat(MAX_ID_LENGTH + 1);
+    const long = 'x'.repeat(257);
     for (const [url, body, field] of [
       [`/sessions/${s.sessionId}/rewind`, { toStepId: long }, 'toStepId'],
       ['/sessions', { agentId: long }, 'agentId'],

@@ -1,4 +1,11 @@
-import { CtxflowError, cursorSchema, idSchema, MAX_BATCH_BYTES } from '@ctxflow/contracts';
+import {
+  CtxflowError,
+  cursorSchema,
+  idSchema,
+  jsonDepthWithin,
+  MAX_BATCH_BYTES,
+  MAX_JSON_DEPTH,
+} from '@ctxflow/contracts';
 import { formatTraceLinks, TRACE_LINKS_HEADER } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
@@ -33,6 +40,9 @@ const bodySchema = z.strictObject({
  */
 export async function stepContextRoutes(app: FastifyInstance, deps: StepContextRoutesDeps): Promise<void> {
   app.post('/step-context', async (request, reply) => {
+    if (!jsonDepthWithin((request.body as { cursor?: unknown } | undefined)?.cursor)) {
+      throw new CtxflowError('validation_error', `cursor: nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
     const parsed = bodySchema.safeParse(request.body);
     if (!parsed.success) {
       const message = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');

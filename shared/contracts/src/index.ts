@@ -22,6 +22,7 @@ export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts
 export {
   capText,
   idSchema,
+  jsonDepthWithin,
   MAX_BATCH_BYTES,
   MAX_CACHE_TTL_MS,
   MAX_CONTEXT_BLOCKS,
@@ -31,6 +32,7 @@ export {
   MAX_ERROR_DETAILS,
   MAX_ERROR_MESSAGE_LENGTH,
   MAX_ID_LENGTH,
+  MAX_JSON_DEPTH,
 } from './limits.ts';
 export type { StepMode, StepRequest } from './steps.ts';
 export { STEP_MODES, stepRequestSchema } from './steps.ts';

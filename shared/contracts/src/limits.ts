@@ -53,3 +53,21 @@ export function capText(text: string, max: number): string {
   if (keep > 0 && /[\uD800-\uDBFF]/.test(text[keep - 1]!)) keep -= 1;
   return text.slice(0, keep) + note(text.length - keep);
 }
+
+/** A JSON value a client gives (a cursor): at most this many levels of arrays and objects. */
+export const MAX_JSON_DEPTH = 64;
+
+/**
+ * Whether a parsed JSON value nests at most `max` levels of arrays and objects.
+ * Iterative, so a value nested deeper than the call stack is measured, not a crash.
+ */
+export function jsonDepthWithin(value: unknown, max = MAX_JSON_DEPTH): boolean {
+  const stack: [unknown, number][] = [[value, 0]];
+  while (stack.length > 0) {
+    const [next, depth] = stack.pop()!;
+    if (next === null || typeof next !== 'object') continue;
+    if (depth + 1 > max) return false;
+    for (const child of Array.isArray(next) ? next : Object.values(next)) stack.push([child, depth + 1]);
+  }
+  return true;
+}
