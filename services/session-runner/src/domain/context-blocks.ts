@@ -8,7 +8,11 @@ import type { ContextBlock } from './model.ts';
  */
 export const contextInputSchema = z.union([
   z.string(),
-  z.array(z.strictObject({ id: idSchema.optional(), content: z.string() })).max(MAX_CONTEXT_BLOCKS),
+  // The count is checked before any block is: a list far over the limit is refused without walking it.
+  z
+    .array(z.unknown())
+    .max(MAX_CONTEXT_BLOCKS)
+    .pipe(z.array(z.strictObject({ id: idSchema.optional(), content: z.string() }))),
 ]);
 
 export type ContextInput = z.infer<typeof contextInputSchema>;
