@@ -1,4 +1,11 @@
-import { CtxflowError, cursorSchema, MAX_ITEM_BYTES } from '@ctxflow/contracts';
+import {
+  CtxflowError,
+  cursorSchema,
+  idSchema,
+  jsonDepthWithin,
+  MAX_BATCH_BYTES,
+  MAX_JSON_DEPTH,
+} from '@ctxflow/contracts';
 import { formatTraceLinks, TRACE_LINKS_HEADER } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
@@ -15,15 +22,10 @@ const DEFAULT_MAX_BYTES = 32 * 1024;
 const NEVER_ABORTED = new AbortController().signal;
 
 const bodySchema = z.strictObject({
-  sessionId: z.string().min(1),
+  sessionId: idSchema,
   cursor: cursorSchema.nullable().optional(),
-  maxBytes: z
-    .number()
-    .int()
-    .min(64)
-    .max(64 * MAX_ITEM_BYTES)
-    .optional(),
-  agentId: z.string().optional(),
+  maxBytes: z.number().int().min(64).max(MAX_BATCH_BYTES).optional(),
+  agentId: idSchema.optional(),
 });
 
 /**
@@ -38,6 +40,9 @@ const bodySchema = z.strictObject({
  */
 export async function stepContextRoutes(app: FastifyInstance, deps: StepContextRoutesDeps): Promise<void> {
   app.post('/step-context', async (request, reply) => {
+    if (!jsonDepthWithin((request.body as { cursor?: unknown } | undefined)?.cursor)) {
+      throw new CtxflowError('validation_error', `cursor: nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
     const parsed = bodySchema.safeParse(request.body);
     if (!parsed.success) {
       const message = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');

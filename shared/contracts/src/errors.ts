@@ -1,3 +1,5 @@
+import { capText, MAX_ERROR_DETAIL_LENGTH, MAX_ERROR_DETAILS, MAX_ERROR_MESSAGE_LENGTH } from './limits.ts';
+
 /**
  * The one registry of public error codes. The key is the code; each entry
  * carries its HTTP status and whether retrying the same request can help.
@@ -19,9 +21,20 @@ export const errorCodes = {
   state_step_not_found: { status: 404, retryable: false, summary: 'unknown step id (rewind, branch)' },
   state_call_not_found: { status: 404, retryable: false, summary: 'unknown tool call (approval, client answer)' },
   feed_disabled: { status: 404, retryable: false, summary: 'a feed whose secret is not configured' },
+  not_found: { status: 404, retryable: false, summary: 'no route for this method and path' },
+  request_timeout: {
+    status: 408,
+    retryable: true,
+    summary: 'the request did not arrive completely in time; the connection is closed',
+  },
   state_context_key_conflict: { status: 409, retryable: false, summary: 'same idempotency key, other items' },
   state_conflict: { status: 409, retryable: true, summary: 'the session changed while the request ran; send it again' },
   payload_too_large: { status: 413, retryable: false, summary: 'request body over the limit' },
+  header_too_large: {
+    status: 431,
+    retryable: false,
+    summary: 'request headers over the server limit; the connection is closed',
+  },
   bus_unavailable: {
     status: 503,
     retryable: true,
@@ -33,7 +46,35 @@ export const errorCodes = {
 
 export type ErrorCode = keyof typeof errorCodes;
 
-/** A refusal with a public code. Branch on `err.code`, never on `instanceof`. */
+/**
+ * A value of `details` as it is sent: arrays cut to MAX_ERROR_DETAILS entries,
+ * strings to MAX_ERROR_DETAIL_LENGTH characters, objects to their first
+ * MAX_ERROR_DETAILS properties, nesting to 4 levels. Input echoed in a refusal
+ * stays small whatever the request carried.
+ */
+function boundDetails(value: unknown, depth = 0): unknown {
+  if (typeof value === 'string') return capText(value, MAX_ERROR_DETAIL_LENGTH);
+  if (value === null || typeof value !== 'object') return value;
+  if (depth >= 4) return '...';
+  if (Array.isArray(value)) {
+    const kept = value.slice(0, MAX_ERROR_DETAILS).map((v) => boundDetails(v, depth + 1));
+    if (value.length > MAX_ERROR_DETAILS) kept.push(`... (${value.length - MAX_ERROR_DETAILS} more)`);
+    return kept;
+  }
+  const out: Record<string, unknown> = {};
+  let count = 0;
+  for (const key in value) {
+    if (count++ >= MAX_ERROR_DETAILS) break;
+    out[capText(key, MAX_ERROR_DETAIL_LENGTH)] = boundDetails((value as Record<string, unknown>)[key], depth + 1);
+  }
+  return out;
+}
+
+/**
+ * A refusal with a public code. Branch on `err.code`, never on `instanceof`.
+ * The message is cut to MAX_ERROR_MESSAGE_LENGTH characters and `details` is
+ * bounded (boundDetails): what a refusal echoes of the input stays small.
+ */
 export class CtxflowError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
@@ -41,12 +82,15 @@ export class CtxflowError extends Error {
   readonly details: unknown;
 
   constructor(code: ErrorCode, message: string, options?: { cause?: unknown; details?: unknown }) {
-    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    super(
+      capText(message, MAX_ERROR_MESSAGE_LENGTH),
+      options?.cause === undefined ? undefined : { cause: options.cause },
+    );
     this.name = 'CtxflowError';
     this.code = code;
     this.status = errorCodes[code].status;
     this.retryable = errorCodes[code].retryable;
-    this.details = options?.details;
+    this.details = options?.details === undefined ? undefined : boundDetails(options.details);
   }
 }
 

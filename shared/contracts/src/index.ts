@@ -19,6 +19,21 @@ export {
 } from './context-items.ts';
 export type { ErrorBody, ErrorCode } from './errors.ts';
 export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts';
+export {
+  capText,
+  idSchema,
+  jsonDepthWithin,
+  MAX_BATCH_BYTES,
+  MAX_CACHE_TTL_MS,
+  MAX_CONTEXT_BLOCKS,
+  MAX_CONTEXT_BYTES,
+  MAX_DEADLINE_MS,
+  MAX_ERROR_DETAIL_LENGTH,
+  MAX_ERROR_DETAILS,
+  MAX_ERROR_MESSAGE_LENGTH,
+  MAX_ID_LENGTH,
+  MAX_JSON_DEPTH,
+} from './limits.ts';
 export type { StepMode, StepRequest } from './steps.ts';
 export { STEP_MODES, stepRequestSchema } from './steps.ts';
 export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';

@@ -1,5 +1,6 @@
+import { MAX_ID_LENGTH } from '@ctxflow/contracts';
 import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
-import { installErrorHandler } from './error-handler.ts';
+import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.ts';
 
 export interface ServerOptions {
   /** Fastify's logger option (a pino instance or options); false in tests. */
@@ -15,11 +16,22 @@ export interface ServerOptions {
  * A fastify instance with the shared error format and the operational routes
  * (`/healthz`, `/readyz`, `/metrics`, never behind credentials). It never
  * listens: tests call `app.inject()`.
+ *
+ * Every answer the server itself produces is in the error form: the router's
+ * refusals (a bad %-escape, a path parameter over MAX_ID_LENGTH) go through
+ * `frameworkErrors`, an unknown route through the not-found handler, and what
+ * Node's HTTP parser refuses before fastify sees a request (headers over the
+ * size limit, a malformed request, a request that did not arrive in time)
+ * through `clientErrorHandler`.
  */
 export function createServer(options: ServerOptions = {}): FastifyInstance {
   const app = Fastify({
     ...(options.logger ? { loggerInstance: options.logger } : { logger: false }),
     bodyLimit: options.bodyLimit ?? 4 * 1024 * 1024,
+    // A path parameter is an id: the same limit as in a body (find-my-way measures it decoded).
+    routerOptions: { maxParamLength: MAX_ID_LENGTH },
+    frameworkErrors,
+    clientErrorHandler,
   }) as unknown as FastifyInstance;
   app.decorateRequest('tenant', '');
   installErrorHandler(app);

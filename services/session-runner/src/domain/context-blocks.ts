@@ -1,40 +1,89 @@
-import { CtxflowError } from '@ctxflow/contracts';
+import { CtxflowError, idSchema, MAX_CONTEXT_BLOCKS, MAX_CONTEXT_BYTES } from '@ctxflow/contracts';
 import { z } from 'zod';
 import type { ContextBlock } from './model.ts';
 
-/** N1: a string is one unkeyed block; a list is blocks `{ id?, content }`. */
+/**
+ * N1: a string is one unkeyed block; a list is blocks `{ id?, content }`.
+ * At most MAX_CONTEXT_BLOCKS blocks; their bytes are checked by `toBlocks`.
+ */
 export const contextInputSchema = z.union([
   z.string(),
-  z.array(z.strictObject({ id: z.string().min(1).max(200).optional(), content: z.string() })),
+  // The count is checked before any block is: a list far over the limit is refused without walking it.
+  z
+    .array(z.unknown())
+    .max(MAX_CONTEXT_BLOCKS)
+    .pipe(z.array(z.strictObject({ id: idSchema.optional(), content: z.string() }))),
 ]);
 
 export type ContextInput = z.infer<typeof contextInputSchema>;
 
+/** UTF-8 bytes of the ids and contents of some blocks. */
+export function blockBytes(blocks: readonly ContextBlock[]): number {
+  let bytes = 0;
+  for (const b of blocks)
+    bytes += Buffer.byteLength(b.content, 'utf8') + (b.id === undefined ? 0 : Buffer.byteLength(b.id, 'utf8'));
+  return bytes;
+}
+
+/**
+ * Refuses blocks over MAX_CONTEXT_BLOCKS or MAX_CONTEXT_BYTES (a request's
+ * blocks, or the result of merging them), before anything is written.
+ */
+export function checkBlockLimits(blocks: readonly ContextBlock[], what = 'context'): void {
+  if (blocks.length > MAX_CONTEXT_BLOCKS) {
+    throw new CtxflowError(
+      'validation_error',
+      `${what}: ${blocks.length} blocks, over the limit of ${MAX_CONTEXT_BLOCKS}`,
+    );
+  }
+  const bytes = blockBytes(blocks);
+  if (bytes > MAX_CONTEXT_BYTES) {
+    throw new CtxflowError('validation_error', `${what}: ${bytes} bytes, over the ${MAX_CONTEXT_BYTES}-byte limit`);
+  }
+}
+
 export function toBlocks(input: ContextInput | undefined): ContextBlock[] {
   if (input === undefined) return [];
-  if (typeof input === 'string') return [{ content: input }];
+  const blocks: ContextBlock[] =
+    typeof input === 'string'
+      ? [{ content: input }]
+      : input.map((b) => (b.id === undefined ? { content: b.content } : { id: b.id, content: b.content }));
+  checkBlockLimits(blocks);
   const seen = new Set<string>();
-  for (const block of input) {
+  for (const block of blocks) {
     if (block.id === undefined) continue;
     if (seen.has(block.id))
       throw new CtxflowError('validation_error', `context: block id ${JSON.stringify(block.id)} appears twice`);
     seen.add(block.id);
   }
-  return input.map((b) => (b.id === undefined ? { content: b.content } : { id: b.id, content: b.content }));
+  return blocks;
 }
 
 /**
  * N6: an update addresses blocks by id. A block with an id replaces the block
  * with that id (or is appended); an unkeyed block replaces the unkeyed block.
- * Blocks the update does not name are kept, in place.
+ * Blocks the update does not name are kept, in place. Linear: one index of
+ * the current blocks by id, each block's id read once. The result is checked
+ * against the limits (checkBlockLimits) before it is returned.
  */
 export function mergeBlocks(current: ContextBlock[], update: ContextBlock[]): ContextBlock[] {
   const result = current.map((b) => ({ ...b }));
-  for (const block of update) {
-    const index = result.findIndex((b) => b.id === block.id);
-    if (index >= 0) result[index] = { ...block };
-    else result.push({ ...block });
+  // `undefined` keys the unkeyed block, as `b.id === block.id` matched it before.
+  const at = new Map<string | undefined, number>();
+  for (let i = 0; i < result.length; i++) {
+    const id = result[i]!.id;
+    if (!at.has(id)) at.set(id, i);
   }
+  for (const block of update) {
+    const id = block.id;
+    const index = at.get(id);
+    if (index !== undefined) result[index] = { ...block };
+    else {
+      at.set(id, result.length);
+      result.push({ ...block });
+    }
+  }
+  checkBlockLimits(result);
   return result;
 }
 

@@ -5,6 +5,7 @@ import {
   CtxflowError,
   type Cursor,
   FINISH_TOOL,
+  MAX_DEADLINE_MS,
   MAX_ITEM_BYTES,
   type SourcedItem,
   type StepMode,
@@ -20,6 +21,7 @@ import { foldActiveTools } from './active-tools.ts';
 import { type ContextInput, mergeBlocks, renderSystemPrefix, sameBlocks, toBlocks } from './context-blocks.ts';
 import { type HookOutcome, runHook } from './hook-batch.ts';
 import { KeyedMutex } from './keyed-mutex.ts';
+import { lateAnswerContent } from './late-answer.ts';
 import type {
   AgentRecord,
   CallRecord,
@@ -186,13 +188,21 @@ function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
   return row;
 }
 
+/** The last instant a JavaScript Date holds (ECMA-262 "Time Values and Time Range"). */
+const LAST_DATE_MS = 8.64e15;
+
 function decisionOf(call: CallRecord): ToolDecision {
   switch (call.status) {
     case 'executed':
     case 'answered':
       return { execute: true };
     case 'awaiting_client':
-      return { execute: true, client: true, deadlineAt: new Date(call.deadlineAt ?? 0).toISOString() };
+      // A record written before deadlines had a maximum may lie past the last date a Date holds.
+      return {
+        execute: true,
+        client: true,
+        deadlineAt: new Date(Math.min(call.deadlineAt ?? 0, LAST_DATE_MS)).toISOString(),
+      };
     case 'awaiting_approval':
       return { execute: false, reason: 'approval_required' };
     case 'denied':
@@ -970,11 +980,21 @@ export class ContextEngine {
         call.status = 'awaiting_approval';
       } else if (declared.client) {
         call.status = 'awaiting_client';
-        call.deadlineAt = this.#deps.clock.now() + (declared.deadlineMs ?? DEFAULT_CLIENT_DEADLINE_MS);
+        call.deadlineAt = this.#deadline(declared);
       }
+      // The answer is built before the record is written: a failure leaves nothing behind.
+      const decision = decisionOf(call);
       await this.#putCall(sessionId, call);
-      return decisionOf(call);
+      return decision;
     });
+  }
+
+  /**
+   * When a client tool's answer is due: its declared deadline (at most
+   * MAX_DEADLINE_MS, also for an agent stored before that limit) from now.
+   */
+  #deadline(declared: ToolDeclaration | undefined): number {
+    return this.#deps.clock.now() + Math.min(declared?.deadlineMs ?? DEFAULT_CLIENT_DEADLINE_MS, MAX_DEADLINE_MS);
   }
 
   /**
@@ -997,13 +1017,13 @@ export class ContextEngine {
         next.reason = 'tool_inactive';
       } else if (tools.find((t) => t.name === call.name)?.client) {
         next.status = 'awaiting_client';
-        next.deadlineAt =
-          this.#deps.clock.now() + (tools.find((t) => t.name === call.name)?.deadlineMs ?? DEFAULT_CLIENT_DEADLINE_MS);
+        next.deadlineAt = this.#deadline(tools.find((t) => t.name === call.name));
       } else {
         next.status = 'executed';
       }
+      const decision = decisionOf(next);
       await this.#putCall(sessionId, next);
-      return decisionOf(next);
+      return decision;
     });
   }
 
@@ -1023,7 +1043,7 @@ export class ContextEngine {
         const item: SourcedItem = {
           kind: 'notice',
           source: 'late-answer',
-          content: `Late answer from tool ${call.name} (call ${callId}), after its deadline:\n${content}`,
+          content: lateAnswerContent(call.name, callId, content),
         };
         validateItems([{ kind: item.kind, content: item.content }], 'app');
         const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {

@@ -1,4 +1,13 @@
-import { CtxflowError, STEP_MODES } from '@ctxflow/contracts';
+import {
+  CtxflowError,
+  idSchema,
+  MAX_BATCH_BYTES,
+  MAX_CACHE_TTL_MS,
+  MAX_DEADLINE_MS,
+  MAX_ERROR_DETAILS,
+  MAX_ID_LENGTH,
+  STEP_MODES,
+} from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
 
@@ -10,7 +19,7 @@ const toolDeclaration = z.strictObject({
     .regex(/^[A-Za-z0-9_.-]+$/, 'tool names use letters, digits, _ . -'),
   description: z.string().max(4096).optional(),
   client: z.boolean().optional(),
-  deadlineMs: z.number().int().positive().optional(),
+  deadlineMs: z.number().int().positive().max(MAX_DEADLINE_MS).optional(),
   needsApproval: z.boolean().optional(),
 });
 
@@ -21,17 +30,12 @@ export const createAgentBody = z.strictObject({
   stepContext: z
     .strictObject({
       url: z.url({ protocol: /^https?$/ }).optional(),
-      maxBytes: z
-        .number()
-        .int()
-        .min(256)
-        .max(4 * 1024 * 1024)
-        .optional(),
+      maxBytes: z.number().int().min(256).max(MAX_BATCH_BYTES).optional(),
       timeoutMs: z.number().int().min(1).max(120_000).optional(),
     })
     .optional(),
   memory: z.strictObject({ autoInject: z.boolean() }).optional(),
-  cacheTtlMs: z.number().int().positive().optional(),
+  cacheTtlMs: z.number().int().positive().max(MAX_CACHE_TTL_MS).optional(),
 });
 
 export const patchAgentBody = z
@@ -46,7 +50,7 @@ export const memoryBody = z.strictObject({
 });
 
 export const createSessionBody = z.strictObject({
-  agentId: z.string().min(1).optional(),
+  agentId: idSchema.optional(),
   context: contextInputSchema.optional(),
 });
 
@@ -56,15 +60,15 @@ export const patchSessionBody = z
 
 /** Items are validated by the domain (R9) so the messages name the item. */
 export const postContextBody = z.strictObject({
-  sessionId: z.string().min(1),
+  sessionId: idSchema,
   items: z.array(z.unknown()).min(1).max(1000),
-  key: z.string().min(1).max(256).optional(),
+  key: idSchema.optional(),
 });
 
 /**
  * `POST /context`'s body. One with exactly the shape `postContextBody` accepts (only its
- * properties; `sessionId` a non-empty string; 1 to 1,000 items; `key` absent or 1 to 256
- * characters) is taken as it is, checked without zod; anything else goes through
+ * properties; `sessionId` of 1 to MAX_ID_LENGTH characters; 1 to 1,000 items; `key` absent
+ * or 1 to MAX_ID_LENGTH characters) is taken as it is, checked without zod; anything else goes through
  * `parseBody`, so every refusal is zod's, word for word.
  */
 export function parseContextBody(body: unknown): z.infer<typeof postContextBody> {
@@ -78,12 +82,13 @@ export function parseContextBody(body: unknown): z.infer<typeof postContextBody>
     if (
       typeof sessionId === 'string' &&
       sessionId.length >= 1 &&
+      sessionId.length <= MAX_ID_LENGTH &&
       Array.isArray(items) &&
       items.length >= 1 &&
       items.length <= 1000
     ) {
       if (key === undefined && properties === 2) return { sessionId, items };
-      if (typeof key === 'string' && key.length >= 1 && key.length <= 256) return { sessionId, items, key };
+      if (typeof key === 'string' && key.length >= 1 && key.length <= MAX_ID_LENGTH) return { sessionId, items, key };
     }
   }
   return parseBody(postContextBody, body);
@@ -96,41 +101,42 @@ export const callContextBody = z.strictObject({
 });
 
 export const stepBody = z
-  .strictObject({ mode: z.enum(STEP_MODES).optional(), requestId: z.string().min(1).max(200).optional() })
+  .strictObject({ mode: z.enum(STEP_MODES).optional(), requestId: idSchema.optional() })
   .default({});
 
-export const restartBody = z.strictObject({ requestId: z.string().min(1).max(200).optional() }).default({});
+export const restartBody = z.strictObject({ requestId: idSchema.optional() }).default({});
 
 export const messageBody = z.strictObject({
   role: z.enum(['user', 'assistant', 'tool']),
   content: z.string().max(1024 * 1024),
-  callId: z.string().min(1).max(200).optional(),
+  callId: idSchema.optional(),
   toolCalls: z
-    .array(z.strictObject({ callId: z.string().min(1).max(200), name: z.string().min(1).max(128) }))
+    .array(z.strictObject({ callId: idSchema, name: z.string().min(1).max(128) }))
+    .max(256)
     .optional(),
 });
 
-export const toolCallBody = z.strictObject({ callId: z.string().min(1).max(200), name: z.string().min(1).max(128) });
+export const toolCallBody = z.strictObject({ callId: idSchema, name: z.string().min(1).max(128) });
 export const approvalBody = z.strictObject({ approved: z.boolean() });
 export const answerBody = z.strictObject({ content: z.string().max(1024 * 1024) });
 
 export const rewindBody = z
-  .strictObject({ toStepId: z.string().min(1).optional(), beforeStepId: z.string().min(1).optional() })
+  .strictObject({ toStepId: idSchema.optional(), beforeStepId: idSchema.optional() })
   .refine(
     (b) => (b.toStepId === undefined) !== (b.beforeStepId === undefined),
     'give exactly one of toStepId, beforeStepId',
   );
 
-export const branchBody = z.strictObject({ atStepId: z.string().min(1).optional() }).default({});
+export const branchBody = z.strictObject({ atStepId: idSchema.optional() }).default({});
 
 /** Parses a body, or refuses it with one message naming every problem. */
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
   const parsed = schema.safeParse(body ?? undefined);
   if (parsed.success) return parsed.data;
-  const message = parsed.error.issues
-    .map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`)
-    .join('; ');
+  // At most MAX_ERROR_DETAILS issues are described: a body of 100,000 bad keys gets a short answer.
+  const issues = parsed.error.issues.slice(0, MAX_ERROR_DETAILS);
+  const message = issues.map((i) => `${i.path.length ? i.path.join('.') : 'body'}: ${i.message}`).join('; ');
   throw new CtxflowError('validation_error', message, {
-    details: parsed.error.issues.map((i) => ({ path: i.path, message: i.message })),
+    details: issues.map((i) => ({ path: i.path, message: i.message })),
   });
 }
