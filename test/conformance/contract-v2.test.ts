@@ -11,7 +11,6 @@ import {
   expectError,
   gate,
   type Item,
-  inspect,
   instruction,
   message,
   notice,
@@ -19,6 +18,7 @@ import {
   type Session,
   state,
   step,
+  streamChunks,
 } from './support.ts';
 
 const FINISH = {
@@ -340,6 +340,11 @@ describe('Contract v2: every tool call has exactly one result', () => {
       ['c2', 'tool_unavailable'],
       ['c3', 'approval_denied'],
     ]);
+    // They are messages on the stream like any other (never a row, R4).
+    const { chunks } = await streamChunks(s, s.sessionId);
+    expect(
+      chunks.filter((c) => c.event === 'message' && c.data.role === 'tool').map((c) => [c.data.seq, c.data.content]),
+    ).toEqual(logged.slice(1).map((m: Item) => [m.seq, m.content]));
     // Recorded once: the next step adds nothing.
     expect((await neutral(s)).request.messages).toHaveLength(answer.request.messages.length);
   });
@@ -480,6 +485,28 @@ describe('Contract v2: every tool call has exactly one result', () => {
       { role: 'tool', content: 'On time.' },
       { role: 'tool', content: 'no call' },
     ]);
+  });
+});
+
+describe('Contract v2: data written before', () => {
+  it('R3: entries written before v2 (tool calls without arguments, tool results without name) are read: the neutral request pairs them by callId', async () => {
+    const s = await openSession({ agent: AGENT });
+    const at = new Date(s.clock.now()).toISOString();
+    // As a v1 runner stored them: no `arguments`, no `name`.
+    await s.store.appendMessages(s.sessionId, [
+      { type: 'message', role: 'user', content: 'Hi', at },
+      { type: 'message', role: 'assistant', content: '', toolCalls: [{ callId: 'o1', name: 'search' }], at },
+      { type: 'message', role: 'tool', content: 'old result', callId: 'o1', at },
+    ]);
+    const answer = await neutral(s);
+    expect(answer.request.messages).toEqual([
+      SYSTEM,
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: '', toolCalls: [{ callId: 'o1', name: 'search', arguments: '{}' }] },
+      { role: 'tool', content: 'old result', callId: 'o1', name: 'search' },
+    ]);
+    // The turn is closed: a new turn is recorded after it.
+    expect((await record(s, [{ role: 'user', content: 'Next' }])).status).toBe(201);
   });
 });
 

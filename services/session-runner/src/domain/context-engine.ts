@@ -1088,6 +1088,16 @@ export class ContextEngine {
         view,
       );
 
+      // Results ctxflow recorded are messages like any other on the stream (never a row, R4).
+      for (const entry of closed) {
+        this.#deps.events.publish(sessionId, {
+          type: 'message',
+          seq: entry.seq,
+          role: entry.role,
+          content: entry.content,
+          at,
+        });
+      }
       this.#report(sessionId, step, rows, skipped, started, figures);
       const answer: StepResult = {
         stepId,
