@@ -398,7 +398,7 @@ describe('Contract v2: every tool call has exactly one result', () => {
     ]);
   });
 
-  it('R11: while a call of the last assistant message waits (client before its deadline, approval, or no result recorded), a step and a user message are 409 state_conflict naming the calls, nothing written; the app still adds', async () => {
+  it('R11: while a call of the last assistant message waits (client before its deadline, approval, or no result recorded), a step and a user message are 409 state_calls_pending naming the calls, nothing written; the app still adds', async () => {
     const s = await openSession({ agent: AGENT });
     await neutral(s);
     await record(s, [
@@ -421,14 +421,14 @@ describe('Contract v2: every tool call has exactly one result', () => {
       { callId: 's1', name: 'search', status: 'no_result' },
     ];
     const refusedStep = await s.call('POST', `/sessions/${s.sessionId}/steps`, { format: 'neutral' });
-    expectError(refusedStep, 409, 'state_conflict', true);
+    expectError(refusedStep, 409, 'state_calls_pending');
     expect(refusedStep.body.error.details).toEqual({ pending });
     expect(refusedStep.body.error.message).toMatch(
       /^step: calls of the last assistant message have no result yet: q1 \(ask_user, awaiting_client\), r1 \(refund, awaiting_approval\), s1 \(search, no_result\); /,
     );
-    expectError(await s.call('POST', `/sessions/${s.sessionId}/steps`, {}), 409, 'state_conflict', true);
+    expectError(await s.call('POST', `/sessions/${s.sessionId}/steps`, {}), 409, 'state_calls_pending');
     const refusedUser = await s.call('POST', `/sessions/${s.sessionId}/messages`, { role: 'user', content: 'Hello?' });
-    expectError(refusedUser, 409, 'state_conflict', true);
+    expectError(refusedUser, 409, 'state_calls_pending');
     expect(refusedUser.body.error.details).toEqual({ pending });
     expect(await state(s, s.sessionId)).toEqual(before);
     expect(await addContext(s, s.sessionId, [instruction('Be patient.')])).toBe(1);

@@ -301,11 +301,15 @@ export function closeTurn(
   return { results, pending };
 }
 
-/** The refusal of a step or message while calls of the last assistant message wait for their results. */
+/**
+ * The refusal of a step or message while calls of the last assistant message wait for their results.
+ * Not retryable: sending it again helps only after a result, an answer, a deadline or an approval (a
+ * step request on the bus is answered with the refusal, not redelivered).
+ */
 function pendingError(pending: PendingCall[], what: string): CtxflowError {
   const list = pending.map((p) => `${p.callId} (${p.name}, ${p.status})`).join(', ');
   return new CtxflowError(
-    'state_conflict',
+    'state_calls_pending',
     `${what}: calls of the last assistant message have no result yet: ${list}; record their results (POST /sessions/:sessionId/messages), or wait for the client's answer, its deadline or the approval, then send it again`,
     { details: { pending } },
   );
