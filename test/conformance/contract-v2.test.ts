@@ -174,6 +174,21 @@ describe('Contract v2: tool calls round-trip', () => {
       { seq: 2, role: 'tool', content: '2 refunds', callId: 'c1', name: 'search' },
       { seq: 3, role: 'tool', content: '5 open', callId: 'c2', name: 'search' },
     ]);
+    // Results recorded out of call order are sent in call order (all of a turn's results are in the
+    // log before a request holds them).
+    await record(s, [
+      { role: 'assistant', content: '', toolCalls: [searchCall('o1'), searchCall('o2', 'two')] },
+      { role: 'tool', callId: 'o2', content: 'second' },
+      { role: 'tool', callId: 'o1', content: 'first' },
+    ]);
+    const ordered = await neutral(s);
+    expect(ordered.request.messages.slice(-2)).toEqual([
+      { role: 'tool', content: 'first', callId: 'o1', name: 'search' },
+      { role: 'tool', content: 'second', callId: 'o2', name: 'search' },
+    ]);
+    expect(
+      JSON.stringify(ordered.request.messages).startsWith(JSON.stringify(answer.request.messages).slice(0, -1)),
+    ).toBe(true);
     // v1 bodies stay valid: one message, answered { seq }; toolCalls without arguments send '{}'.
     expect(
       await s.call('POST', `/sessions/${s.sessionId}/messages`, {
@@ -181,12 +196,12 @@ describe('Contract v2: tool calls round-trip', () => {
         content: '',
         toolCalls: [{ callId: 'c3', name: 'search' }],
       }),
-    ).toEqual({ status: 201, body: { seq: 4 } });
+    ).toEqual({ status: 201, body: { seq: 7 } });
     expect(
       await s.call('POST', `/sessions/${s.sessionId}/messages`, { role: 'tool', content: 'none', callId: 'c3' }),
     ).toEqual({
       status: 201,
-      body: { seq: 5 },
+      body: { seq: 8 },
     });
     expect((await neutral(s)).request.messages.slice(-2)).toEqual([
       { role: 'assistant', content: '', toolCalls: [{ callId: 'c3', name: 'search', arguments: '{}' }] },
@@ -611,7 +626,7 @@ describe('Contract v2: the neutral request', () => {
     expect(restarted.body.request.toolChoice).toBe('auto');
   });
 
-  it('R3: property: turns with tool calls, results, refusals, missed deadlines and rows keep every neutral request a byte prefix of the next, every call answered once before the next turn', async () => {
+  it('R3: property: turns with tool calls, results, refusals, missed deadlines and rows keep every neutral request a byte prefix of the next, every call answered once, in call order', async () => {
     const call = fc.record({
       tool: fc.constantFrom('search', 'ask_user', 'refund', 'zz'),
       answer: fc.constantFrom('runtime', 'client', 'late', 'deny'),
@@ -633,15 +648,15 @@ describe('Contract v2: the neutral request', () => {
           if (previous !== undefined) expect(text.startsWith(previous.slice(0, -1))).toBe(true);
           expect(answer.cache.previousEnd).toBe(previous === undefined ? 0 : JSON.parse(previous).length);
           previous = text;
-          // Every call has exactly one result before the next user or assistant message, and every
-          // tool message answers a call of the assistant message before it.
+          // Every call has exactly one result right after its assistant message, in call order, and
+          // every tool message answers a call.
           const messages = answer.request.messages;
           let open: string[] = [];
           for (const m of messages) {
             if (m.role === 'tool') {
-              expect(open).toContain(m.callId);
-              open = open.filter((id) => id !== m.callId);
-            } else if (m.role === 'assistant' || (m.role === 'user' && !m.row)) {
+              expect(m.callId).toBe(open[0]);
+              open = open.slice(1);
+            } else {
               expect(open).toEqual([]);
               open = ((m.toolCalls as { callId: string }[] | undefined) ?? []).map((c) => c.callId);
             }
