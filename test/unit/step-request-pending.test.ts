@@ -12,7 +12,7 @@ async function until(check: () => boolean, ms = 5000) {
 }
 
 describe('step requests while a call waits for its result', () => {
-  it('R11: a step request while a call of the last assistant message has no result is answered with state_calls_pending, not redelivered; the next request after the result runs', async () => {
+  it('R11: a step request while a call of the last assistant message has no result is answered with state_calls_pending, not redelivered; the next request after the result runs; format neutral is taken', async () => {
     const bus = createMemoryBus();
     const store = new MemorySessionStore();
     const engine = createEngine({ store });
@@ -52,7 +52,21 @@ describe('step requests while a call waits for its result', () => {
     await send('r2');
     await until(() => results.length === 2);
     expect(results[1]).toMatchObject({ requestId: 'r2', ok: true });
-    expect(results[1].request.messages.map((m: { role: string }) => m.role)).toEqual(['assistant', 'tool']);
+    // v1: every message { role, content }.
+    expect(results[1].request.messages).toEqual([
+      { role: 'assistant', content: '' },
+      { role: 'tool', content: 'found' },
+    ]);
+    // A step request may ask for the neutral format of Contract v2.
+    await bus.publisher.publish(TOPICS.stepRequests, [
+      { key: sessionId, value: JSON.stringify({ sessionId, requestId: 'r3', format: 'neutral' }) },
+    ]);
+    await until(() => results.length === 3);
+    expect(results[2].request.messages).toEqual([
+      { role: 'assistant', content: '', toolCalls: [{ callId: 'c1', name: 'search', arguments: '{}' }] },
+      { role: 'tool', content: 'found', callId: 'c1', name: 'search' },
+    ]);
+    expect(results[2].cache).toMatchObject({ rebuilt: false, reason: null, prefixEnd: -1, previousEnd: 2 });
     await sub.close();
   });
 });

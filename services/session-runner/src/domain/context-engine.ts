@@ -9,6 +9,7 @@ import {
   MAX_ITEM_BYTES,
   type ModelRequest as NeutralRequest,
   type SourcedItem,
+  type StepFormat,
   type StepMode,
   validateItems,
 } from '@ctxflow/contracts';
@@ -103,9 +104,6 @@ export interface NeutralStepResult extends Omit<StepResult, 'request' | 'cache'>
   request: NeutralRequest;
   cache: CacheHints;
 }
-
-/** The shape of a step answer's request: v1 (absent) or Contract v2's neutral request. */
-export type StepFormat = 'neutral';
 
 /** A message to record (`POST /sessions/:id/messages`). */
 export interface MessageInput {

@@ -1,4 +1,4 @@
-import { CtxflowError, STEP_MODES } from '@ctxflow/contracts';
+import { CtxflowError, STEP_FORMATS, STEP_MODES } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
 import { TOOL_NAME } from '../domain/tool-schema.ts';
@@ -96,9 +96,6 @@ export const callContextBody = z.strictObject({
   site: z.string().min(1).max(256).optional(),
   items: z.array(z.unknown()).min(1).max(1000),
 });
-
-/** The shape of a step answer's `request`: absent for v1, `neutral` for Contract v2's neutral request. */
-export const STEP_FORMATS = ['neutral'] as const;
 
 export const stepBody = z
   .strictObject({
