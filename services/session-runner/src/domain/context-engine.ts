@@ -1,13 +1,16 @@
 import { hash, randomFillSync } from 'node:crypto';
 import {
   byteLength,
+  type CacheHints,
   type ContextRow,
   CtxflowError,
   type Cursor,
   FINISH_TOOL,
   MAX_DEADLINE_MS,
   MAX_ITEM_BYTES,
+  type ModelRequest as NeutralRequest,
   type SourcedItem,
+  type StepFormat,
   type StepMode,
   validateItems,
 } from '@ctxflow/contracts';
@@ -35,19 +38,23 @@ import type {
   SessionState,
   SkipReason,
   StepRecord,
+  ToolCallEntry,
   ToolDeclaration,
+  ToolOutcome,
 } from './model.ts';
 import { RecentMap } from './recent-map.ts';
 import {
   type LogView,
   logView,
-  type ModelRequest,
+  openTurn,
+  renderNeutralRequest,
   renderRequest,
   requestJsonBytes,
   sharedPrefixBytes,
   systemMessageBytes,
 } from './render-request.ts';
 import { SessionCache } from './session-cache.ts';
+import { checkToolParameters } from './tool-schema.ts';
 
 export const DEFAULT_MAX_BYTES = 32 * 1024;
 export const DEFAULT_TIMEOUT_MS = 5_000;
@@ -83,14 +90,68 @@ export interface AgentInput {
   cacheTtlMs?: number;
 }
 
+/**
+ * A step's answer (Contract v2): `request` is the neutral model request, `cache` the cache hints.
+ * The v1 answer's fields keep their names and meanings; v2 only adds fields (to the messages, the
+ * tools, the request and `cache`).
+ */
 export interface StepResult {
   stepId: string;
   mode: StepMode;
   rows: ContextRow[];
-  request: ModelRequest;
+  request: NeutralRequest;
   cursor: Cursor | null;
-  cache: { rebuilt: boolean; reason?: RebuildReason };
+  cache: CacheHints;
   skipped: { reason: SkipReason; message: string }[];
+}
+
+/** The step answer: the neutral format is the default (`format: 'neutral'` names it). */
+export type NeutralStepResult = StepResult;
+
+/** A message to record (`POST /sessions/:id/messages`). */
+export interface MessageInput {
+  role: MessageRole;
+  content: string;
+  callId?: string;
+  toolCalls?: ToolCallEntry[];
+}
+
+/** A step as committed (or replayed): its record, the log it covered, the declared tools and its skips. */
+interface Stepped {
+  step: StepRecord;
+  log: readonly LogEntry[];
+  tools: ToolDeclaration[];
+  skipped: { reason: SkipReason; message: string }[];
+  /** The answer's request, when the pass rendered it already (during its commit's round trip). */
+  request?: NeutralRequest;
+}
+
+/** A call of the last assistant message without a result, that ctxflow cannot answer yet. */
+export interface PendingCall {
+  callId: string;
+  name: string;
+  status: 'awaiting_client' | 'awaiting_approval' | 'no_result';
+}
+
+/** The provider cache key of a session (Contract v2 `cache.key`): stable, 40 characters. */
+export function cacheKey(sessionId: string): string {
+  return `ctxflow-${hash('sha256', sessionId, 'hex').slice(0, 32)}`;
+}
+
+/** The text of a result ctxflow records for a call that has none of its own. */
+export function outcomeText(outcome: ToolOutcome, call: { name: string; deadlineAt?: number }): string {
+  switch (outcome) {
+    case 'tool_inactive':
+      return `Not executed (tool_inactive): the tool ${call.name} is switched off.`;
+    case 'tool_unavailable':
+      return `Not executed (tool_unavailable): no tool named ${call.name} is offered.`;
+    case 'approval_denied':
+      return `Not executed (approval_denied): the call to ${call.name} was not approved.`;
+    case 'deadline_missed':
+      return `No answer (deadline_missed): the client did not answer ${call.name} by its deadline ${new Date(call.deadlineAt ?? 0).toISOString()}; a later answer comes as a context notice.`;
+    default:
+      return 'Finished.';
+  }
 }
 
 export type ToolDecision =
@@ -190,6 +251,75 @@ function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
 
 /** The last instant a JavaScript Date holds (ECMA-262 "Time Values and Time Range"). */
 const LAST_DATE_MS = 8.64e15;
+
+/** Why a call of the open turn has no result, by what the gate knows of it at `now`. */
+function outcomeOf(
+  call: ToolCallEntry,
+  record: CallRecord | undefined,
+  now: number,
+  log: readonly LogEntry[],
+): ToolOutcome | PendingCall['status'] {
+  if (record?.status === 'refused') return record.reason === 'tool_unavailable' ? 'tool_unavailable' : 'tool_inactive';
+  if (record?.status === 'denied') return 'approval_denied';
+  if (record?.deadlineAt !== undefined && now > record.deadlineAt) {
+    if (record.status === 'awaiting_client') return 'deadline_missed';
+    // Answered late (a late-answer notice), or on time before its call was recorded (a tool message).
+    if (record.status === 'answered') {
+      const onTime = log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === call.callId);
+      return onTime ? 'no_result' : 'deadline_missed';
+    }
+  }
+  if (call.name === FINISH_TOOL) return 'finished';
+  if (record?.status === 'awaiting_client' || record?.status === 'awaiting_approval') return record.status;
+  return 'no_result';
+}
+
+/**
+ * What closes the turn of the last assistant message (before a step, a user message or the next
+ * assistant message): for each of its calls without a result, one that ctxflow records where it knows
+ * why (a gate refusal, a denied approval, a missed client deadline, `__finish__`), in call order;
+ * `pending` the calls that still wait (a client answer before its deadline, an approval, a result the
+ * runtime has not recorded).
+ */
+export function closeTurn(
+  log: readonly LogEntry[],
+  calls: readonly CallRecord[],
+  now: number,
+  at: string,
+): { results: Omit<MessageEntry, 'seq'>[]; pending: PendingCall[] } {
+  const { assistant, answered } = openTurn(log);
+  const results: Omit<MessageEntry, 'seq'>[] = [];
+  const pending: PendingCall[] = [];
+  for (const call of assistant?.toolCalls ?? []) {
+    if (answered.has(call.callId)) continue;
+    const record = calls.find((c) => c.callId === call.callId);
+    const outcome = outcomeOf(call, record, now, log);
+    if (outcome === 'awaiting_client' || outcome === 'awaiting_approval' || outcome === 'no_result') {
+      pending.push({ callId: call.callId, name: call.name, status: outcome });
+    } else {
+      const content = outcomeText(outcome, {
+        name: call.name,
+        ...(record?.deadlineAt === undefined ? {} : { deadlineAt: record.deadlineAt }),
+      });
+      results.push({ type: 'message', role: 'tool', content, callId: call.callId, name: call.name, outcome, at });
+    }
+  }
+  return { results, pending };
+}
+
+/**
+ * The refusal of a step or message while calls of the last assistant message wait for their results.
+ * Not retryable: sending it again helps only after a result, an answer, a deadline or an approval (a
+ * step request on the bus is answered with the refusal, not redelivered).
+ */
+function pendingError(pending: PendingCall[], what: string): CtxflowError {
+  const list = pending.map((p) => `${p.callId} (${p.name}, ${p.status})`).join(', ');
+  return new CtxflowError(
+    'state_calls_pending',
+    `${what}: calls of the last assistant message have no result yet: ${list}; record their results (POST /sessions/:sessionId/messages), or wait for the client's answer, its deadline or the approval, then send it again`,
+    { details: { pending } },
+  );
+}
 
 function decisionOf(call: CallRecord): ToolDecision {
   switch (call.status) {
@@ -306,6 +436,7 @@ export class ContextEngine {
     for (const tool of tools) {
       if (seen.has(tool.name)) throw new CtxflowError('validation_error', `tools: ${tool.name} is declared twice`);
       seen.add(tool.name);
+      if (tool.parameters !== undefined) checkToolParameters(tool.name, tool.parameters);
     }
     // `__finish__` is always declared, whatever `tools` says.
     return seen.has(FINISH_TOOL) ? tools : [...tools, FINISH_DECLARATION];
@@ -450,8 +581,28 @@ export class ContextEngine {
     sessionId: string,
     messages: Omit<MessageEntry, 'seq'>[],
     meta?: SessionMeta,
-  ): Promise<LogEntry[]> {
-    const { entries, written } = await this.#deps.store.appendMessages(sessionId, messages, meta);
+  ): Promise<LogEntry[]>;
+  async #appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta: SessionMeta | undefined,
+    expectedVersion: string,
+  ): Promise<LogEntry[] | 'conflict'>;
+  async #appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta?: SessionMeta,
+    expectedVersion?: string,
+  ): Promise<LogEntry[] | 'conflict'> {
+    const appended =
+      expectedVersion === undefined
+        ? await this.#deps.store.appendMessages(sessionId, messages, meta)
+        : await this.#deps.store.appendMessages(sessionId, messages, meta, expectedVersion);
+    if (appended === 'conflict') {
+      this.#held.drop(sessionId);
+      return 'conflict';
+    }
+    const { entries, written } = appended;
     this.#held.follow(sessionId, written, (held) => ({
       ...held,
       log: [...held.log, ...entries],
@@ -549,30 +700,151 @@ export class ContextEngine {
 
   // ---------------------------------------------------------------- messages
 
-  async appendMessage(
+  /** One message (v1). */
+  async appendMessage(tenant: string, sessionId: string, input: MessageInput): Promise<MessageEntry> {
+    return (await this.appendMessages(tenant, sessionId, [input]))[0]!;
+  }
+
+  /**
+   * Records messages in order, in ONE store write (an assistant turn with its tool results: no step
+   * lands between them). A tool message answers a call of an earlier assistant message or one the
+   * gate knows, and takes its name. A user or assistant message first closes the turn of the last
+   * assistant message (closeTurn): ctxflow records the results it knows why, and refuses (409) while
+   * a call still waits. A second result for a call with the same content records nothing (its entry is
+   * answered); with other content it is refused. Returns the entry of each input, in order.
+   */
+  async appendMessages(tenant: string, sessionId: string, inputs: MessageInput[]): Promise<MessageEntry[]> {
+    return this.#locks.run(sessionId, async () => {
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const recorded = await this.#recordMessages(tenant, sessionId, inputs);
+        if (recorded !== 'conflict') return recorded;
+      }
+      throw new CtxflowError(
+        'state_conflict',
+        `session ${sessionId} kept changing while the messages were recorded; send them again`,
+      );
+    });
+  }
+
+  /**
+   * One attempt of appendMessages: validates the inputs against one read of the session and
+   * appends them only while the session still has that read's version; `conflict` (nothing
+   * written) when another write came in between (another runner), to validate again.
+   */
+  async #recordMessages(
     tenant: string,
     sessionId: string,
-    input: { role: MessageRole; content: string; callId?: string; toolCalls?: { callId: string; name: string }[] },
-  ): Promise<MessageEntry> {
-    return this.#locks.run(sessionId, async () => {
-      const { meta } = await this.#load(tenant, sessionId);
-      const next = structuredClone(meta);
-      // A user turn ends the run: the next step starts a new one (N3).
-      if (input.role === 'user' && next.run?.open) next.run.open = false;
-      const at = new Date(this.#deps.clock.now()).toISOString();
+    inputs: MessageInput[],
+  ): Promise<MessageEntry[] | 'conflict'> {
+    const state = await this.#load(tenant, sessionId);
+    const next = structuredClone(state.meta);
+    const now = this.#deps.clock.now();
+    const at = new Date(now).toISOString();
+    const log: LogEntry[] = state.log.slice();
+    const added: Omit<MessageEntry, 'seq'>[] = [];
+    /** Per input: the index of its entry in `added`, or an entry already in the log. */
+    const answers: (number | MessageEntry)[] = [];
+    const push = (entry: Omit<MessageEntry, 'seq'>) => {
+      added.push(entry);
+      log.push({ ...entry, seq: log.length } as MessageEntry);
+      return added.length - 1;
+    };
+    const usedCallIds = new Set<string>();
+    for (const entry of state.log) {
+      if (entry.type === 'message') for (const call of entry.toolCalls ?? []) usedCallIds.add(call.callId);
+    }
+    for (const [i, input] of inputs.entries()) {
+      const where = inputs.length > 1 ? `messages.${i}` : 'message';
       const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
+      if (input.role === 'tool') {
+        if (input.callId === undefined) {
+          answers.push(push(message));
+          continue;
+        }
+        message.callId = input.callId;
+        const result = this.#resultFor(log, state.calls, input.callId, where);
+        if (result.existing) {
+          if (result.existing.content !== input.content) {
+            throw new CtxflowError(
+              'validation_error',
+              `${where}: call ${input.callId} already has a result (seq ${result.existing.seq}); a second result is refused`,
+            );
+          }
+          answers.push(result.existing);
+          continue;
+        }
+        message.name = result.name;
+        answers.push(push(message));
+        continue;
+      }
+      // A user or assistant message closes the turn of the last assistant message.
+      const closing = closeTurn(log, state.calls, now, at);
+      if (closing.pending.length > 0) throw pendingError(closing.pending, `${where} (${input.role})`);
+      for (const result of closing.results) push(result);
+      if (input.role === 'user' && next.run?.open) next.run.open = false; // A user turn ends the run (N3).
       if (input.callId !== undefined) message.callId = input.callId;
-      if (input.toolCalls?.length) message.toolCalls = input.toolCalls;
-      const stored = (await this.#appendMessages(sessionId, [message], next))[0] as MessageEntry;
+      if (input.toolCalls?.length) {
+        for (const call of input.toolCalls) {
+          if (usedCallIds.has(call.callId)) {
+            throw new CtxflowError(
+              'validation_error',
+              `${where}: callId ${call.callId} is already used by another call`,
+            );
+          }
+          usedCallIds.add(call.callId);
+        }
+        message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
+      }
+      answers.push(push(message));
+    }
+    if (added.length === 0) return answers as MessageEntry[];
+    const appended = await this.#appendMessages(sessionId, added, next, state.version);
+    if (appended === 'conflict') return 'conflict';
+    const stored = appended as MessageEntry[];
+    for (const entry of stored) {
       this.#deps.events.publish(sessionId, {
         type: 'message',
-        seq: stored.seq,
-        role: stored.role,
-        content: stored.content,
+        seq: entry.seq,
+        role: entry.role,
+        content: entry.content,
         at,
       });
-      return stored;
-    });
+    }
+    return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
+  }
+
+  /**
+   * The call a tool message answers: a call of the last assistant message (its result is the first
+   * tool message after it), or any other call an earlier assistant message made or the gate knows
+   * (its result is any tool message for it). Refuses a callId no call has.
+   */
+  #resultFor(
+    log: readonly LogEntry[],
+    calls: readonly CallRecord[],
+    callId: string,
+    where: string,
+  ): { name: string; existing?: MessageEntry } {
+    const turn = openTurn(log);
+    const inTurn = turn.assistant?.toolCalls?.find((c) => c.callId === callId);
+    if (inTurn) {
+      const existing = turn.answered.get(callId);
+      return existing ? { name: inTurn.name, existing } : { name: inTurn.name };
+    }
+    let name: string | undefined;
+    let existing: MessageEntry | undefined;
+    for (const entry of log) {
+      if (entry.type !== 'message') continue;
+      if (entry.role === 'tool' && entry.callId === callId) existing ??= entry;
+      name ??= entry.toolCalls?.find((c) => c.callId === callId)?.name;
+    }
+    name ??= calls.find((c) => c.callId === callId)?.name;
+    if (name === undefined) {
+      throw new CtxflowError(
+        'validation_error',
+        `${where}: callId ${callId} matches no call of an earlier assistant message and no call the gate knows`,
+      );
+    }
+    return existing ? { name, existing } : { name };
   }
 
   /** R4: what a user may see: messages only, never a context row. */
@@ -586,6 +858,8 @@ export class ContextEngine {
         content: e.content,
         at: e.at,
         ...(e.callId ? { callId: e.callId } : {}),
+        ...(e.name ? { name: e.name } : {}),
+        ...(e.outcome ? { outcome: e.outcome } : {}),
         ...(e.toolCalls ? { toolCalls: e.toolCalls } : {}),
       }));
   }
@@ -645,17 +919,55 @@ export class ContextEngine {
    * in ONE store commit, then render the request. A `requestId` already
    * committed returns that step again, committing nothing (R33, redelivery).
    */
+  /**
+   * A model call's context pass. The answer is Contract v2's neutral request (the default;
+   * `format: 'neutral'` names it).
+   */
   async step(
     tenant: string,
     sessionId: string,
-    input: { mode?: StepMode; requestId?: string } = {},
+    input: { mode?: StepMode; requestId?: string; format?: StepFormat } = {},
   ): Promise<StepResult> {
     const mode = input.mode ?? 'first';
-    return this.#locks.run(sessionId, () => this.#tracedPass(tenant, sessionId, mode, input.requestId));
+    const stepped = await this.#locks.run(sessionId, () => this.#tracedPass(tenant, sessionId, mode, input.requestId));
+    return this.#answer(sessionId, stepped);
+  }
+
+  /** A step's answer, from the step and the log it covered: the same for a redelivered request. */
+  #answer(sessionId: string, { step, log, tools, skipped, request }: Stepped): StepResult {
+    const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
+    const cache: CacheHints = {
+      rebuilt: step.cache.rebuilt,
+      reason: step.cache.reason ?? null,
+      key: cacheKey(sessionId),
+      prefixEnd: step.system.length > 0 ? 0 : -1,
+      previousEnd: step.previousEnd ?? 0,
+    };
+    return {
+      stepId: step.stepId,
+      mode: step.mode,
+      rows,
+      request: request ?? this.#request(step, log, tools),
+      cursor: step.cursor ?? null,
+      cache,
+      skipped,
+    };
+  }
+
+  /** The neutral model request of a step. */
+  #request(step: StepRecord, log: readonly LogEntry[], tools: readonly ToolDeclaration[]): NeutralRequest {
+    return renderNeutralRequest({
+      system: step.system,
+      log,
+      tools,
+      activeTools: step.activeTools,
+      model: step.model,
+      forced: step.mode === 'forced_completion',
+    });
   }
 
   /** The pass inside the telemetry's context-pass span, when the telemetry has one. */
-  #tracedPass(tenant: string, sessionId: string, mode: StepMode, requestId: string | undefined): Promise<StepResult> {
+  #tracedPass(tenant: string, sessionId: string, mode: StepMode, requestId: string | undefined): Promise<Stepped> {
     const { telemetry } = this.#deps;
     if (!telemetry.contextPass) return this.#pass(tenant, sessionId, mode, requestId, untracedPass);
     return telemetry.contextPass({ sessionId, mode }, (trace) => this.#pass(tenant, sessionId, mode, requestId, trace));
@@ -667,7 +979,7 @@ export class ContextEngine {
     mode: StepMode,
     requestId: string | undefined,
     trace: PassTrace,
-  ): Promise<StepResult> {
+  ): Promise<Stepped> {
     const started = performance.now();
     let linked: HookOutcome | undefined;
     let hookMemo: { cursor: Cursor | undefined; outcome: HookOutcome } | undefined;
@@ -710,10 +1022,16 @@ export class ContextEngine {
       }
       const system = meta.prefix!.system;
 
+      // 0. Every call of the last assistant message has its result before the model is called: the
+      // ones ctxflow knows why (refused, denied, deadline missed, finished) are recorded with the rows.
+      const closing = closeTurn(state.log, state.calls, now, at);
+      if (closing.pending.length > 0) throw pendingError(closing.pending, 'step');
+      const closed = closing.results.map((r, i) => Object.freeze({ ...r, seq: state.log.length + i }) as MessageEntry);
+
       // 1. The queue, in order (R7).
       const rows: RowEntry[] = [];
       const addRow = (item: SourcedItem, extra: Partial<RowEntry>, cursor?: Cursor) => {
-        const seq = state.log.length + rows.length;
+        const seq = state.log.length + closed.length + rows.length;
         const row = Object.freeze(toRow(`${stepId}.${rows.length}`, item, cursor));
         rows.push(Object.freeze({ type: 'row', seq, stepId, at, row, ...extra }) as RowEntry);
       };
@@ -760,7 +1078,7 @@ export class ContextEngine {
         }
       }
 
-      const log = state.log.concat(rows);
+      const log = closed.length > 0 ? state.log.concat(closed, rows) : state.log.concat(rows);
       const view = logView(log, baseView);
       const tools = this.#tools(agent);
       const activeTools = foldActiveTools(tools, view.toolRows);
@@ -782,6 +1100,9 @@ export class ContextEngine {
       };
       const previousEnd = meta.lastRequestEnd;
       const previousSystem = state.meta.prefix?.system;
+      // Messages the previous request had: its system message, then the log it covered (lowered by rewinds).
+      if (previousSystem !== undefined) step.previousEnd = (previousSystem.length > 0 ? 1 : 0) + (previousEnd ?? 0);
+      if (run.model !== undefined) step.model = run.model;
       meta.steps += 1;
       meta.lastStepAt = now;
       meta.lastRequestEnd = log.length;
@@ -789,7 +1110,7 @@ export class ContextEngine {
       const commit = () =>
         this.#deps.store.commitStep(sessionId, {
           step,
-          rows,
+          rows: closed.length > 0 ? [...closed, ...rows] : rows,
           drain: state.queue.map((q) => q.itemId),
           expectedLogLength: state.log.length,
           expectedVersion: state.version,
@@ -802,10 +1123,10 @@ export class ContextEngine {
       const committing = telemetry.storeCommit
         ? telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
         : commit();
-      // While the commit's round trip runs: the answer's request and its byte figures (used
+      // While the commit's round trip runs: the answer's request and the byte figures (used
       // only if it commits).
-      const request = renderRequest(system, view, tools, activeTools);
-      const figures = this.#requestFigures(step, request, view, previousSystem, previousEnd, tools);
+      const request = this.#request(step, log, tools);
+      const figures = this.#requestFigures(step, view, previousSystem, previousEnd, tools);
       const result = await committing;
       if (result.outcome !== 'committed') {
         // Another write came between the read (or the held state) and this commit.
@@ -826,16 +1147,18 @@ export class ContextEngine {
         view,
       );
 
+      // Results ctxflow recorded are messages like any other on the stream (never a row, R4).
+      for (const entry of closed) {
+        this.#deps.events.publish(sessionId, {
+          type: 'message',
+          seq: entry.seq,
+          role: entry.role,
+          content: entry.content,
+          at,
+        });
+      }
       this.#report(sessionId, step, rows, skipped, started, figures);
-      return {
-        stepId,
-        mode,
-        rows: rows.map((r) => r.row),
-        request,
-        cursor: newCursor ?? null,
-        cache: step.cache,
-        skipped,
-      };
+      return { step, log, tools, skipped, request };
     }
     throw new CtxflowError(
       'state_conflict',
@@ -873,10 +1196,12 @@ export class ContextEngine {
     });
   }
 
-  /** The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix reuse). */
+  /**
+   * The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix
+   * reuse), measured on the messages' roles and contents (the log view).
+   */
   #requestFigures(
     step: StepRecord,
-    request: ModelRequest,
     view: LogView,
     previousSystem: string | undefined,
     previousEnd: number | undefined,
@@ -894,26 +1219,24 @@ export class ContextEngine {
         const previous = renderRequest(previousSystem, [], tools, []).messages.concat(
           view.messages.slice(0, previousEnd),
         );
-        reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(request.messages));
+        const messages = renderRequest(step.system, view, tools, []).messages;
+        reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(messages));
       }
     }
     return { requestBytes, prefixReusedBytes: reused };
   }
 
   /** A step committed before: the same answer, nothing committed again. */
-  async #replay(state: SessionState, step: StepRecord): Promise<StepResult> {
+  async #replay(state: SessionState, step: StepRecord): Promise<Stepped> {
     const agent = await this.#agentOf(state.meta);
     const log = state.log.slice(0, step.logEnd);
-    const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
-    return {
-      stepId: step.stepId,
-      mode: step.mode,
-      rows,
-      request: renderRequest(step.system, log, this.#tools(agent), step.activeTools),
-      cursor: step.cursor ?? null,
-      cache: step.cache,
-      skipped: [],
-    };
+    // A step committed before the step record kept its model: the model of its run, if still known.
+    const run = state.meta.run;
+    const replayed =
+      step.model === undefined && run?.runId === step.runId && run.model !== undefined
+        ? { ...step, model: run.model }
+        : step;
+    return { step: replayed, log, tools: this.#tools(agent), skipped: [] };
   }
 
   #rebuildReason(
@@ -1028,36 +1351,77 @@ export class ContextEngine {
   }
 
   /** R35: a client tool's answer; after its deadline it becomes a late-answer notice. */
-  async answerClientCall(tenant: string, sessionId: string, callId: string, content: string) {
+  async answerClientCall(
+    tenant: string,
+    sessionId: string,
+    callId: string,
+    content: string,
+  ): Promise<{ late: boolean; recorded: number }> {
     return this.#locks.run(sessionId, async () => {
-      const state = await this.#load(tenant, sessionId);
-      const call = state.calls.find((c) => c.callId === callId);
-      if (!call || (call.status !== 'awaiting_client' && call.status !== 'answered')) {
-        throw new CtxflowError('state_call_not_found', `call ${callId} is not waiting for a client answer`);
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const answered = await this.#answerClientCall(tenant, sessionId, callId, content);
+        if (answered !== 'conflict') return answered;
       }
-      if (call.status === 'answered') return { late: false, recorded: 0 };
-      const now = this.#deps.clock.now();
-      const at = new Date(now).toISOString();
-      const late = now > (call.deadlineAt ?? Number.POSITIVE_INFINITY);
-      if (late) {
-        const item: SourcedItem = {
-          kind: 'notice',
-          source: 'late-answer',
-          content: lateAnswerContent(call.name, callId, content),
-        };
-        validateItems([{ kind: item.kind, content: item.content }], 'app');
-        const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {
-          type: 'site',
-          callId,
-          site: 'late-answer',
-        });
-        this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
-      } else {
-        await this.#appendMessages(sessionId, [{ type: 'message', role: 'tool', content, callId, at }]);
-      }
-      await this.#putCall(sessionId, { ...call, status: 'answered' });
-      return { late, recorded: 1 };
+      throw new CtxflowError(
+        'state_conflict',
+        `session ${sessionId} kept changing while the answer was recorded; send it again`,
+      );
     });
+  }
+
+  /**
+   * One attempt of answerClientCall. An on-time answer is recorded only while the session has
+   * the version it was checked on (no result of the runtime came in between); `conflict`
+   * (nothing written) otherwise.
+   */
+  async #answerClientCall(
+    tenant: string,
+    sessionId: string,
+    callId: string,
+    content: string,
+  ): Promise<{ late: boolean; recorded: number } | 'conflict'> {
+    const state = await this.#load(tenant, sessionId);
+    const call = state.calls.find((c) => c.callId === callId);
+    if (!call || (call.status !== 'awaiting_client' && call.status !== 'answered')) {
+      throw new CtxflowError('state_call_not_found', `call ${callId} is not waiting for a client answer`);
+    }
+    if (call.status === 'answered') return { late: false, recorded: 0 };
+    const now = this.#deps.clock.now();
+    const at = new Date(now).toISOString();
+    const late = now > (call.deadlineAt ?? Number.POSITIVE_INFINITY);
+    if (late) {
+      const item: SourcedItem = {
+        kind: 'notice',
+        source: 'late-answer',
+        content: lateAnswerContent(call.name, callId, content),
+      };
+      validateItems([{ kind: item.kind, content: item.content }], 'app');
+      const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {
+        type: 'site',
+        callId,
+        site: 'late-answer',
+      });
+      this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
+    } else {
+      // A result the runtime already recorded for this call stays the only one.
+      const turn = openTurn(state.log);
+      const answered = turn.assistant?.toolCalls?.some((c) => c.callId === callId)
+        ? turn.answered.has(callId)
+        : state.log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === callId);
+      if (answered) {
+        await this.#putCall(sessionId, { ...call, status: 'answered' });
+        return { late: false, recorded: 0 };
+      }
+      const appended = await this.#appendMessages(
+        sessionId,
+        [{ type: 'message', role: 'tool', content, callId, name: call.name, at }],
+        undefined,
+        state.version,
+      );
+      if (appended === 'conflict') return 'conflict';
+    }
+    await this.#putCall(sessionId, { ...call, status: 'answered' });
+    return { late, recorded: 1 };
   }
 
   // ---------------------------------------------------------------- rewinds, branches, restarts
@@ -1127,8 +1491,12 @@ export class ContextEngine {
   }
 
   /** R31: a run that failed restarts from its start; its rows are re-made once each. */
-  async restartRun(tenant: string, sessionId: string, input: { requestId?: string } = {}): Promise<StepResult> {
-    return this.#locks.run(sessionId, async () => {
+  async restartRun(
+    tenant: string,
+    sessionId: string,
+    input: { requestId?: string; format?: StepFormat } = {},
+  ): Promise<StepResult> {
+    const stepped = await this.#locks.run(sessionId, async () => {
       const state = await this.#load(tenant, sessionId);
       // A redelivered restart answers its committed step; rewinding first would cut it (R33).
       if (input.requestId !== undefined) {
@@ -1141,6 +1509,7 @@ export class ContextEngine {
       if (first) await this.#rewind(tenant, sessionId, { beforeStepId: first.stepId });
       return this.#tracedPass(tenant, sessionId, 'retry', input.requestId);
     });
+    return this.#answer(sessionId, stepped);
   }
 
   /** R32: a branch copies rows with their cursors and tool effects, never the queue. */
