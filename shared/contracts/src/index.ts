@@ -19,6 +19,15 @@ export {
 } from './context-items.ts';
 export type { ErrorBody, ErrorCode } from './errors.ts';
 export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts';
+export type {
+  CacheHints,
+  ModelRequest,
+  RequestMessage,
+  RequestTool,
+  RequestToolCall,
+  RowRef,
+  ToolChoice,
+} from './model-request.ts';
 export type { StepMode, StepRequest } from './steps.ts';
 export { STEP_MODES, stepRequestSchema } from './steps.ts';
 export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
