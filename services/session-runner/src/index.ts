@@ -12,6 +12,25 @@ export type { AgentInput, EngineDeps, StepResult, ToolDecision } from './domain/
 export { ContextEngine, fingerprint, foldCursor } from './domain/context-engine.ts';
 export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook-batch.ts';
 export type * from './domain/model.ts';
+export type {
+  AnthropicMessage,
+  AnthropicRequest,
+  OpenAIChatMessage,
+  OpenAIChatRequest,
+  OpenAIResponsesInputItem,
+  OpenAIResponsesRequest,
+  ProviderFormat,
+  ProviderRequests,
+} from './domain/provider-formats/index.ts';
+export {
+  ANTHROPIC_MAX_BREAKPOINTS,
+  PROVIDER_FORMATS,
+  providerOrder,
+  toAnthropic,
+  toOpenAIChat,
+  toOpenAIResponses,
+  toProviderRequest,
+} from './domain/provider-formats/index.ts';
 export { RecentMap } from './domain/recent-map.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
