@@ -1,4 +1,5 @@
 import type { CacheHints, ModelRequest, RequestMessage, RequestTool } from '@ctxflow/contracts';
+import { perMessage } from './per-message.ts';
 import { providerOrder } from './provider-order.ts';
 
 /*
@@ -111,48 +112,55 @@ function anthropicTool(tool: RequestTool): AnthropicTool {
   return out;
 }
 
-type Block = AnthropicTextBlock | AnthropicToolUseBlock | AnthropicToolResultBlock;
+type UserBlock = AnthropicTextBlock | AnthropicToolResultBlock;
+type AssistantBlock = AnthropicTextBlock | AnthropicToolUseBlock;
 
-function pushUser(messages: AnthropicMessage[], block: AnthropicTextBlock | AnthropicToolResultBlock): void {
-  const last = messages[messages.length - 1];
-  if (last?.role === 'user') last.content.push(block);
-  else messages.push({ role: 'user', content: [block] });
-}
+/** A neutral message's blocks, and the role of the turn they go to (no block: nothing to send). */
+type Converted = { role: 'user'; blocks: UserBlock[] } | { role: 'assistant'; blocks: AssistantBlock[] };
 
-function pushAssistant(messages: AnthropicMessage[], message: Extract<RequestMessage, { role: 'assistant' }>): void {
-  const blocks: (AnthropicTextBlock | AnthropicToolUseBlock)[] = [];
-  if (message.content.length > 0) blocks.push({ type: 'text', text: message.content });
-  for (const c of message.toolCalls ?? []) {
-    blocks.push({ type: 'tool_use', id: c.callId, name: c.name, input: callInput(c.arguments) });
-  }
-  if (blocks.length === 0) return;
-  const last = messages[messages.length - 1];
-  if (last?.role === 'assistant') last.content.push(...blocks);
-  else messages.push({ role: 'assistant', content: blocks });
-}
-
-function pushMessage(messages: AnthropicMessage[], message: RequestMessage): void {
+function convert(message: RequestMessage): Converted {
   switch (message.role) {
-    case 'assistant':
-      pushAssistant(messages, message);
-      return;
+    case 'assistant': {
+      const blocks: AssistantBlock[] = message.content.length > 0 ? [{ type: 'text', text: message.content }] : [];
+      for (const c of message.toolCalls ?? []) {
+        blocks.push({ type: 'tool_use', id: c.callId, name: c.name, input: callInput(c.arguments) });
+      }
+      return { role: 'assistant', blocks };
+    }
     case 'tool':
-      pushUser(
-        messages,
-        message.content.length > 0
-          ? { type: 'tool_result', tool_use_id: message.callId, content: message.content }
-          : { type: 'tool_result', tool_use_id: message.callId },
-      );
-      return;
+      return {
+        role: 'user',
+        blocks: [
+          message.content.length > 0
+            ? { type: 'tool_result', tool_use_id: message.callId, content: message.content }
+            : { type: 'tool_result', tool_use_id: message.callId },
+        ],
+      };
     default:
       // user messages and context rows (system or user form alike)
-      if (message.content.length > 0) pushUser(messages, { type: 'text', text: message.content });
+      return { role: 'user', blocks: message.content.length > 0 ? [{ type: 'text', text: message.content }] : [] };
   }
 }
 
-function lastBlock(messages: AnthropicMessage[]): Block | undefined {
-  const content: Block[] | undefined = messages[messages.length - 1]?.content;
-  return content?.[content.length - 1];
+/** A message's blocks, converted once per neutral message (frozen: a breakpoint marks a copy). */
+const blocksOf = perMessage(convert);
+
+/** Where a block is: `messages[turn].content[index]`. */
+interface BlockAt {
+  turn: number;
+  index: number;
+}
+
+/** Puts a breakpoint on a block: a marked copy in its place (converted blocks are shared). */
+function mark(messages: AnthropicMessage[], at: BlockAt): void {
+  const message = messages[at.turn]!;
+  if (message.role === 'user') message.content[at.index] = { ...message.content[at.index]!, cache_control: EPHEMERAL };
+  else message.content[at.index] = { ...message.content[at.index]!, cache_control: EPHEMERAL };
+}
+
+function lastAt(messages: AnthropicMessage[]): BlockAt | undefined {
+  const turn = messages.length - 1;
+  return turn < 0 ? undefined : { turn, index: messages[turn]!.content.length - 1 };
 }
 
 /** The Messages body of a neutral request: spread into `messages.create({ model, max_tokens, ...body })`. */
@@ -167,17 +175,31 @@ export function toAnthropic(request: ModelRequest, cache: CacheHints): Anthropic
   const messages: AnthropicMessage[] = [];
   // The previous request's last block: only when this request extends it (no rebuild).
   const previousLast = cache.rebuilt ? -1 : cache.previousEnd - 1;
-  let previousBlock: Block | undefined;
+  let previousAt: BlockAt | undefined;
   for (let i = start; i < ordered.length; i++) {
-    pushMessage(messages, ordered[i]!);
-    if (i === previousLast) previousBlock = lastBlock(messages);
+    const converted = blocksOf(ordered[i]!);
+    if (converted.blocks.length > 0) {
+      const last = messages[messages.length - 1];
+      if (converted.role === 'user') {
+        const content = last?.role === 'user' ? last.content : [];
+        if (content !== last?.content) messages.push({ role: 'user', content });
+        for (const block of converted.blocks) content.push(block);
+      } else {
+        const content = last?.role === 'assistant' ? last.content : [];
+        if (content !== last?.content) messages.push({ role: 'assistant', content });
+        for (const block of converted.blocks) content.push(block);
+      }
+    }
+    if (i === previousLast) previousAt = lastAt(messages);
   }
   const tools = request.tools.map(anthropicTool);
   const stable = system.length > 0 ? system[system.length - 1] : tools[tools.length - 1];
   if (stable !== undefined) stable.cache_control = EPHEMERAL;
-  if (previousBlock !== undefined) previousBlock.cache_control = EPHEMERAL;
-  const final = lastBlock(messages);
-  if (final !== undefined) final.cache_control = EPHEMERAL;
+  const finalAt = lastAt(messages);
+  if (previousAt !== undefined && (previousAt.turn !== finalAt?.turn || previousAt.index !== finalAt.index)) {
+    mark(messages, previousAt);
+  }
+  if (finalAt !== undefined) mark(messages, finalAt);
 
   const body: AnthropicRequest = system.length > 0 ? { system, messages } : { messages };
   if (tools.length > 0) {

@@ -1,4 +1,5 @@
 import type { CacheHints, ModelRequest, RequestMessage, RequestTool } from '@ctxflow/contracts';
+import { perMessage } from './per-message.ts';
 import { providerOrder } from './provider-order.ts';
 
 /*
@@ -52,7 +53,7 @@ export interface OpenAIChatRequest {
   prompt_cache_key: string;
 }
 
-function chatMessage(message: RequestMessage): OpenAIChatMessage {
+function convert(message: RequestMessage): OpenAIChatMessage {
   switch (message.role) {
     case 'system':
       return { role: 'system', content: message.content };
@@ -75,6 +76,9 @@ function chatMessage(message: RequestMessage): OpenAIChatMessage {
     }
   }
 }
+
+/** A message's chat message, converted once per neutral message. */
+const chatMessage = perMessage(convert);
 
 function chatTool(tool: RequestTool): OpenAIChatTool {
   const fn: OpenAIChatTool['function'] = { name: tool.name };

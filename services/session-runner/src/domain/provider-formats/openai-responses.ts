@@ -1,4 +1,5 @@
 import type { CacheHints, ModelRequest, RequestMessage, RequestTool } from '@ctxflow/contracts';
+import { perMessage } from './per-message.ts';
 import { providerOrder } from './provider-order.ts';
 
 /*
@@ -49,28 +50,28 @@ export interface OpenAIResponsesRequest {
   prompt_cache_key: string;
 }
 
-function pushItems(input: OpenAIResponsesInputItem[], message: RequestMessage): void {
+function convert(message: RequestMessage): OpenAIResponsesInputItem[] {
   switch (message.role) {
     case 'system':
     case 'user':
-      input.push({ type: 'message', role: message.role, content: message.content });
-      return;
+      return [{ type: 'message', role: message.role, content: message.content }];
     case 'tool':
-      input.push({ type: 'function_call_output', call_id: message.callId, output: message.content });
-      return;
+      return [{ type: 'function_call_output', call_id: message.callId, output: message.content }];
     case 'assistant': {
       const calls = message.toolCalls;
-      if (calls === undefined || calls.length === 0) {
-        input.push({ type: 'message', role: 'assistant', content: message.content });
-        return;
-      }
-      if (message.content.length > 0) input.push({ type: 'message', role: 'assistant', content: message.content });
+      if (calls === undefined || calls.length === 0)
+        return [{ type: 'message', role: 'assistant', content: message.content }];
+      const items: OpenAIResponsesInputItem[] =
+        message.content.length > 0 ? [{ type: 'message', role: 'assistant', content: message.content }] : [];
       for (const c of calls)
-        input.push({ type: 'function_call', call_id: c.callId, name: c.name, arguments: c.arguments });
-      return;
+        items.push({ type: 'function_call', call_id: c.callId, name: c.name, arguments: c.arguments });
+      return items;
     }
   }
 }
+
+/** A message's input items, converted once per neutral message. */
+const inputItems = perMessage(convert);
 
 function responsesTool(tool: RequestTool): OpenAIResponsesTool {
   const parameters = tool.parameters ?? null;
@@ -94,7 +95,7 @@ function responsesToolChoice(request: ModelRequest): OpenAIResponsesToolChoice {
 /** The Responses body of a neutral request: spread into `responses.create({ model, ...body })`. */
 export function toOpenAIResponses(request: ModelRequest, cache: CacheHints): OpenAIResponsesRequest {
   const input: OpenAIResponsesInputItem[] = [];
-  for (const message of providerOrder(request.messages)) pushItems(input, message);
+  for (const message of providerOrder(request.messages)) input.push(...inputItems(message));
   if (request.tools.length === 0) return { input, prompt_cache_key: cache.key };
   return {
     input,

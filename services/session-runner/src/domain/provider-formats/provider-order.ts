@@ -14,15 +14,17 @@ import type { RequestMessage } from '@ctxflow/contracts';
  */
 export function providerOrder(messages: readonly RequestMessage[]): readonly RequestMessage[] {
   let ordered: RequestMessage[] | undefined;
-  let pending: Set<string> | undefined;
+  /** The calls of the current turn still without a result. */
+  let pending: string[] | undefined;
   let held: RequestMessage[] = [];
   for (let i = 0; i < messages.length; i++) {
     const message = messages[i]!;
     if (pending !== undefined) {
-      if (message.role === 'tool' && pending.has(message.callId)) {
-        pending.delete(message.callId);
+      const at = message.role === 'tool' ? pending.indexOf(message.callId) : -1;
+      if (at >= 0) {
+        pending.splice(at, 1);
         ordered?.push(message);
-        if (pending.size === 0) {
+        if (pending.length === 0) {
           pending = undefined;
           if (held.length > 0) {
             ordered!.push(...held);
@@ -46,7 +48,8 @@ export function providerOrder(messages: readonly RequestMessage[]): readonly Req
     }
     ordered?.push(message);
     if (message.role === 'assistant' && message.toolCalls !== undefined && message.toolCalls.length > 0) {
-      pending = new Set(message.toolCalls.map((c) => c.callId));
+      pending = [];
+      for (const call of message.toolCalls) pending.push(call.callId);
     }
   }
   if (held.length > 0) ordered!.push(...held);
