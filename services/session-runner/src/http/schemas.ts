@@ -1,14 +1,16 @@
 import { CtxflowError, STEP_MODES } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
+import { TOOL_NAME } from '../domain/tool-schema.ts';
 
+const toolName = z.string().regex(TOOL_NAME, 'tool names are 1 to 64 letters, digits, _ or -');
+
+/** `parameters` is checked as a JSON Schema by the engine (tool-schema.ts). */
 const toolDeclaration = z.strictObject({
-  name: z
-    .string()
-    .min(1)
-    .max(128)
-    .regex(/^[A-Za-z0-9_.-]+$/, 'tool names use letters, digits, _ . -'),
+  name: toolName,
   description: z.string().max(4096).optional(),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+  strict: z.boolean().optional(),
   client: z.boolean().optional(),
   deadlineMs: z.number().int().positive().optional(),
   needsApproval: z.boolean().optional(),
@@ -95,20 +97,61 @@ export const callContextBody = z.strictObject({
   items: z.array(z.unknown()).min(1).max(1000),
 });
 
+/** The shape of a step answer's `request`: absent for v1, `neutral` for Contract v2's neutral request. */
+export const STEP_FORMATS = ['neutral'] as const;
+
 export const stepBody = z
-  .strictObject({ mode: z.enum(STEP_MODES).optional(), requestId: z.string().min(1).max(200).optional() })
+  .strictObject({
+    mode: z.enum(STEP_MODES).optional(),
+    requestId: z.string().min(1).max(200).optional(),
+    format: z.enum(STEP_FORMATS).optional(),
+  })
   .default({});
 
-export const restartBody = z.strictObject({ requestId: z.string().min(1).max(200).optional() }).default({});
+export const restartBody = z
+  .strictObject({ requestId: z.string().min(1).max(200).optional(), format: z.enum(STEP_FORMATS).optional() })
+  .default({});
+
+/** A tool call's arguments: the JSON text of an object, as the model produced it. */
+export const MAX_ARGUMENTS_BYTES = 256 * 1024;
+const toolArguments = z
+  .string()
+  .max(MAX_ARGUMENTS_BYTES)
+  .refine((text) => {
+    try {
+      const value = JSON.parse(text);
+      return typeof value === 'object' && value !== null && !Array.isArray(value);
+    } catch {
+      return false;
+    }
+  }, 'arguments must be the JSON text of an object');
 
 export const messageBody = z.strictObject({
   role: z.enum(['user', 'assistant', 'tool']),
   content: z.string().max(1024 * 1024),
   callId: z.string().min(1).max(200).optional(),
   toolCalls: z
-    .array(z.strictObject({ callId: z.string().min(1).max(200), name: z.string().min(1).max(128) }))
+    .array(
+      z.strictObject({
+        callId: z.string().min(1).max(200),
+        name: z.string().min(1).max(128),
+        arguments: toolArguments.optional(),
+      }),
+    )
+    .max(128)
     .optional(),
 });
+
+/** `{ messages }`: an assistant turn with its tool results (or any messages), recorded in one write. */
+export const messageBatchBody = z.strictObject({ messages: z.array(messageBody).min(1).max(256) });
+
+/** `POST /sessions/:id/messages`: one message (v1), or `{ messages }`. */
+export function parseMessageBody(body: unknown): { messages: z.infer<typeof messageBody>[]; batch: boolean } {
+  if (typeof body === 'object' && body !== null && 'messages' in body) {
+    return { messages: parseBody(messageBatchBody, body).messages, batch: true };
+  }
+  return { messages: [parseBody(messageBody, body)], batch: false };
+}
 
 export const toolCallBody = z.strictObject({ callId: z.string().min(1).max(200), name: z.string().min(1).max(128) });
 export const approvalBody = z.strictObject({ approved: z.boolean() });
