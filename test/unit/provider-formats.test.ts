@@ -14,6 +14,7 @@ import {
 } from '@ctxflow/session-runner';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { anthropicPrefix, chatPrefix, responsesPrefix } from '../support/provider-prefix.ts';
 
 const SYSTEM = 'You are the order desk.';
 const LOOKUP: RequestTool = {
@@ -391,21 +392,6 @@ function session(system: string, events: Event[]): { request: ModelRequest; cach
   return out;
 }
 
-/** The JSON text of a value without its `cache_control` properties (`'-'` for undefined). */
-function unmarked(value: unknown): string {
-  return JSON.stringify(value, (key, v) => (key === 'cache_control' ? undefined : v)) ?? '-';
-}
-
-/** A JSON array's text without its closing bracket: what a longer array with the same first entries starts with. */
-const open = (items: unknown[]) => JSON.stringify(items).slice(0, -1);
-
-/** The Anthropic conversation as the cache reads it: one line per block, `[role, block]`, markers dropped. */
-function blockLines(body: AnthropicRequest): string {
-  let out = '';
-  for (const m of body.messages) for (const b of m.content) out += `${unmarked([m.role, b])}\n`;
-  return out;
-}
-
 function breakpoints(body: AnthropicRequest): number {
   const blocks = [
     ...(body.tools ?? []),
@@ -415,20 +401,7 @@ function breakpoints(body: AnthropicRequest): number {
   return blocks.filter((b) => b.cache_control !== undefined).length;
 }
 
-/**
- * What is compared, and why. A provider reuses its cache for the longest prefix of the
- * request it has seen, in its own order: tools, then system, then the conversation. So per
- * format, between consecutive requests of a session with no rebuild:
- * - the tool list (and on Anthropic the top-level system) is byte-equal: it is all prefix;
- * - the conversation of request n is a byte prefix of request n+1's: for OpenAI the JSON of
- *   `messages` / `input` without its closing bracket; for Anthropic, which caches by block, the
- *   sequence of blocks, each with the role of its turn (a turn may gain blocks at its end, so
- *   the JSON of `messages` itself is not a byte prefix, but the block sequence is).
- * `cache_control` is dropped before comparing (everywhere, identically): it marks where to
- * write or read the cache and is not part of the cached content; its place moves by design
- * (the last block of each request carries one). `tool_choice` is not compared: it is the only
- * field the active set changes, by design outside the cached prefix (OpenAI allowed_tools).
- */
+/** What is compared, and why: test/support/provider-prefix.ts. */
 describe('S5 per format: every request of a session is a byte prefix of the next', () => {
   it('openai-chat, openai-responses and anthropic over generated sessions', () => {
     fc.assert(
@@ -436,22 +409,23 @@ describe('S5 per format: every request of a session is a byte prefix of the next
         const steps = session(system, events);
         for (let i = 1; i < steps.length; i++) {
           const [a, b] = [steps[i - 1]!, steps[i]!];
-          const chat = [toOpenAIChat(a.request, a.cache), toOpenAIChat(b.request, b.cache)] as const;
-          expect(JSON.stringify(chat[1].tools)).toBe(JSON.stringify(chat[0].tools));
-          expect(open(chat[1].messages).startsWith(open(chat[0].messages))).toBe(true);
-          expect(chat[1].prompt_cache_key).toBe(chat[0].prompt_cache_key);
+          const chat = [chatPrefix(toOpenAIChat(a.request, a.cache)), chatPrefix(toOpenAIChat(b.request, b.cache))];
+          expect(chat[1]!.stable).toBe(chat[0]!.stable);
+          expect(chat[1]!.conversation.startsWith(chat[0]!.conversation)).toBe(true);
 
-          const resp = [toOpenAIResponses(a.request, a.cache), toOpenAIResponses(b.request, b.cache)] as const;
-          expect(JSON.stringify(resp[1].tools)).toBe(JSON.stringify(resp[0].tools));
-          expect(open(resp[1].input).startsWith(open(resp[0].input))).toBe(true);
+          const resp = [
+            responsesPrefix(toOpenAIResponses(a.request, a.cache)),
+            responsesPrefix(toOpenAIResponses(b.request, b.cache)),
+          ];
+          expect(resp[1]!.stable).toBe(resp[0]!.stable);
+          expect(resp[1]!.conversation.startsWith(resp[0]!.conversation)).toBe(true);
 
           const an = [toAnthropic(a.request, a.cache), toAnthropic(b.request, b.cache)] as const;
-          expect(unmarked(an[1].tools)).toBe(unmarked(an[0].tools));
-          expect(unmarked(an[1].system)).toBe(unmarked(an[0].system));
-          const [before, after] = [blockLines(an[0]), blockLines(an[1])];
-          expect(after.startsWith(before)).toBe(true);
+          const [before, after] = [anthropicPrefix(an[0]), anthropicPrefix(an[1])];
+          expect(after.stable).toBe(before.stable);
+          expect(after.conversation.startsWith(before.conversation)).toBe(true);
           // The block that ended request n is a breakpoint in request n+1 (where n wrote, n+1 reads).
-          const count = before.split('\n').length - 1;
+          const count = before.conversation.split('\n').length - 1;
           if (count > 0) {
             const blocks = an[1].messages.flatMap((m): { cache_control?: unknown }[] => m.content);
             expect(blocks[count - 1]!.cache_control).toEqual(EPHEMERAL);

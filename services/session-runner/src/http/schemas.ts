@@ -1,6 +1,7 @@
 import { CtxflowError, STEP_MODES } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
+import { PROVIDER_FORMATS } from '../domain/provider-formats/index.ts';
 import { TOOL_NAME } from '../domain/tool-schema.ts';
 
 const toolName = z.string().regex(TOOL_NAME, 'tool names are 1 to 64 letters, digits, _ or -');
@@ -97,8 +98,11 @@ export const callContextBody = z.strictObject({
   items: z.array(z.unknown()).min(1).max(1000),
 });
 
-/** The shape of a step answer's `request`: absent for v1, `neutral` for Contract v2's neutral request. */
-export const STEP_FORMATS = ['neutral'] as const;
+/**
+ * The shape of a step answer's `request`: absent for v1, `neutral` for Contract v2's neutral request,
+ * or a provider's request body (provider-formats/).
+ */
+export const STEP_FORMATS = ['neutral', ...PROVIDER_FORMATS] as const;
 
 export const stepBody = z
   .strictObject({
