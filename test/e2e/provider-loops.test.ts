@@ -11,21 +11,16 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { CacheHints, ModelRequest, StepMode } from '@ctxflow/contracts';
 import {
+  cachedPrefix,
   PROVIDER_FORMATS,
   type ProviderFormat,
   type ProviderRequests,
+  prefixShare,
   toProviderRequest,
 } from '@ctxflow/session-runner';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHarness, type Harness } from '../support/harness.ts';
-import {
-  anthropicPrefix,
-  type CachedPrefix,
-  chatPrefix,
-  prefixShare,
-  responsesPrefix,
-} from '../support/provider-prefix.ts';
 import { type ProviderStandIn, type ScriptedTurn, startProviderStandIn } from '../support/provider-stand-in.ts';
 
 const MODEL = 'test-model';
@@ -78,13 +73,6 @@ const callModel: { [F in ProviderFormat]: (request: ProviderRequests[F]) => Prom
       ),
     };
   },
-};
-
-/** The part of a body each provider caches (test/support/provider-prefix.ts). */
-const cachedPrefix: { [F in ProviderFormat]: (request: ProviderRequests[F]) => CachedPrefix } = {
-  'openai-chat': chatPrefix,
-  'openai-responses': responsesPrefix,
-  anthropic: anthropicPrefix,
 };
 
 /** What the SDK must have sent for a request: the body plus `model` (and `max_tokens`). */

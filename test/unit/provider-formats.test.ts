@@ -7,14 +7,16 @@ import type { CacheHints, ModelRequest, RequestMessage, RequestTool, RowRef } fr
 import {
   ANTHROPIC_MAX_BREAKPOINTS,
   type AnthropicRequest,
+  anthropicPrefix,
+  chatPrefix,
   providerOrder,
+  responsesPrefix,
   toAnthropic,
   toOpenAIChat,
   toOpenAIResponses,
 } from '@ctxflow/session-runner';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { anthropicPrefix, chatPrefix, responsesPrefix } from '../support/provider-prefix.ts';
 
 const SYSTEM = 'You are the order desk.';
 const LOOKUP: RequestTool = {
@@ -401,7 +403,7 @@ function breakpoints(body: AnthropicRequest): number {
   return blocks.filter((b) => b.cache_control !== undefined).length;
 }
 
-/** What is compared, and why: test/support/provider-prefix.ts. */
+/** What is compared, and why: provider-formats/cached-prefix.ts. */
 describe('S5 per format: every request of a session is a byte prefix of the next', () => {
   it('openai-chat, openai-responses and anthropic over generated sessions', () => {
     fc.assert(
@@ -411,6 +413,7 @@ describe('S5 per format: every request of a session is a byte prefix of the next
           const [a, b] = [steps[i - 1]!, steps[i]!];
           const chat = [chatPrefix(toOpenAIChat(a.request, a.cache)), chatPrefix(toOpenAIChat(b.request, b.cache))];
           expect(chat[1]!.stable).toBe(chat[0]!.stable);
+          expect(chat[1]!.key).toBe(chat[0]!.key);
           expect(chat[1]!.conversation.startsWith(chat[0]!.conversation)).toBe(true);
 
           const resp = [
@@ -418,6 +421,7 @@ describe('S5 per format: every request of a session is a byte prefix of the next
             responsesPrefix(toOpenAIResponses(b.request, b.cache)),
           ];
           expect(resp[1]!.stable).toBe(resp[0]!.stable);
+          expect(resp[1]!.key).toBe(resp[0]!.key);
           expect(resp[1]!.conversation.startsWith(resp[0]!.conversation)).toBe(true);
 
           const an = [toAnthropic(a.request, a.cache), toAnthropic(b.request, b.cache)] as const;

@@ -8,13 +8,14 @@ export { buildRunnerApp } from './build-app.ts';
 export { loadRunnerConfig, type RunnerConfig } from './config.ts';
 export { createEngine, hookSelector } from './create-engine.ts';
 export { foldActiveTools } from './domain/active-tools.ts';
-export type { AgentInput, EngineDeps, StepResult, ToolDecision } from './domain/context-engine.ts';
+export type { AgentInput, EngineDeps, NeutralStepResult, StepResult, ToolDecision } from './domain/context-engine.ts';
 export { ContextEngine, fingerprint, foldCursor } from './domain/context-engine.ts';
 export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook-batch.ts';
 export type * from './domain/model.ts';
 export type {
   AnthropicMessage,
   AnthropicRequest,
+  CachedPrefix,
   OpenAIChatMessage,
   OpenAIChatRequest,
   OpenAIResponsesInputItem,
@@ -24,8 +25,13 @@ export type {
 } from './domain/provider-formats/index.ts';
 export {
   ANTHROPIC_MAX_BREAKPOINTS,
+  anthropicPrefix,
+  cachedPrefix,
+  chatPrefix,
   PROVIDER_FORMATS,
+  prefixShare,
   providerOrder,
+  responsesPrefix,
   toAnthropic,
   toOpenAIChat,
   toOpenAIResponses,

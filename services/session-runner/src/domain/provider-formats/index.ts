@@ -1,5 +1,6 @@
 import type { CacheHints, ModelRequest } from '@ctxflow/contracts';
 import { type AnthropicRequest, toAnthropic } from './anthropic.ts';
+import { anthropicPrefix, type CachedPrefix, chatPrefix, responsesPrefix } from './cached-prefix.ts';
 import { type OpenAIChatRequest, toOpenAIChat } from './openai-chat.ts';
 import { type OpenAIResponsesRequest, toOpenAIResponses } from './openai-responses.ts';
 
@@ -14,6 +15,8 @@ export type {
   AnthropicToolUseBlock,
 } from './anthropic.ts';
 export { ANTHROPIC_MAX_BREAKPOINTS, toAnthropic } from './anthropic.ts';
+export type { CachedPrefix } from './cached-prefix.ts';
+export { anthropicPrefix, chatPrefix, prefixShare, responsesPrefix } from './cached-prefix.ts';
 export type {
   OpenAIChatMessage,
   OpenAIChatRequest,
@@ -67,3 +70,10 @@ export function toProviderRequest(
       return toAnthropic(request, cache);
   }
 }
+
+/** What each provider caches of a body of its format (cached-prefix.ts). */
+export const cachedPrefix: { [F in ProviderFormat]: (body: ProviderRequests[F]) => CachedPrefix } = {
+  'openai-chat': chatPrefix,
+  'openai-responses': responsesPrefix,
+  anthropic: anthropicPrefix,
+};

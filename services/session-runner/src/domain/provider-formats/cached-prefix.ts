@@ -15,11 +15,15 @@
  * it is not cached content, and its place moves by design (the last block of each request
  * carries one). `tool_choice` is left out: it is the only field the active set changes, by
  * design outside the cached prefix (OpenAI allowed_tools; Anthropic keeps every tool offered).
- * `prompt_cache_key` is compared as part of `stable` (it routes the request to its cache).
+ * `key` is the OpenAI `prompt_cache_key` (absent for Anthropic): not content, but it routes the
+ * request to a cache, so a changed key is a likely miss even over an equal prefix.
  */
-import type { AnthropicRequest, OpenAIChatRequest, OpenAIResponsesRequest } from '@ctxflow/session-runner';
+import type { AnthropicRequest } from './anthropic.ts';
+import type { OpenAIChatRequest } from './openai-chat.ts';
+import type { OpenAIResponsesRequest } from './openai-responses.ts';
 
 export interface CachedPrefix {
+  key: string | undefined;
   stable: string;
   conversation: string;
 }
@@ -32,20 +36,23 @@ export function unmarked(value: unknown): string {
 const open = (items: unknown[]) => JSON.stringify(items).slice(0, -1);
 
 export function chatPrefix(body: OpenAIChatRequest): CachedPrefix {
-  return { stable: unmarked([body.tools, body.prompt_cache_key]), conversation: open(body.messages) };
+  return { key: body.prompt_cache_key, stable: unmarked(body.tools), conversation: open(body.messages) };
 }
 
 export function responsesPrefix(body: OpenAIResponsesRequest): CachedPrefix {
-  return { stable: unmarked([body.tools, body.prompt_cache_key]), conversation: open(body.input) };
+  return { key: body.prompt_cache_key, stable: unmarked(body.tools), conversation: open(body.input) };
 }
 
 export function anthropicPrefix(body: AnthropicRequest): CachedPrefix {
   let conversation = '';
   for (const m of body.messages) for (const b of m.content) conversation += `${unmarked([m.role, b])}\n`;
-  return { stable: unmarked([body.tools, body.system]), conversation };
+  return { key: undefined, stable: unmarked([body.tools, body.system]), conversation };
 }
 
-/** Bytes of `next.conversation` equal to `previous.conversation` from the start, over the latter's length (1: all kept). */
+/**
+ * Bytes of `next.conversation` equal to `previous.conversation` from the start, over the latter's
+ * length (1: all kept); 0 when `stable` differs. The `key` is not compared here.
+ */
 export function prefixShare(previous: CachedPrefix, next: CachedPrefix): number {
   if (previous.stable !== next.stable) return 0;
   const a = Buffer.from(previous.conversation);
