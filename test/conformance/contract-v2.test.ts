@@ -11,7 +11,6 @@ import {
   expectError,
   gate,
   type Item,
-  inspect,
   instruction,
   message,
   notice,
@@ -19,6 +18,7 @@ import {
   type Session,
   state,
   step,
+  streamChunks,
 } from './support.ts';
 
 const FINISH = {
@@ -174,6 +174,21 @@ describe('Contract v2: tool calls round-trip', () => {
       { seq: 2, role: 'tool', content: '2 refunds', callId: 'c1', name: 'search' },
       { seq: 3, role: 'tool', content: '5 open', callId: 'c2', name: 'search' },
     ]);
+    // Results recorded out of call order are sent in call order (all of a turn's results are in the
+    // log before a request holds them).
+    await record(s, [
+      { role: 'assistant', content: '', toolCalls: [searchCall('o1'), searchCall('o2', 'two')] },
+      { role: 'tool', callId: 'o2', content: 'second' },
+      { role: 'tool', callId: 'o1', content: 'first' },
+    ]);
+    const ordered = await neutral(s);
+    expect(ordered.request.messages.slice(-2)).toEqual([
+      { role: 'tool', content: 'first', callId: 'o1', name: 'search' },
+      { role: 'tool', content: 'second', callId: 'o2', name: 'search' },
+    ]);
+    expect(
+      JSON.stringify(ordered.request.messages).startsWith(JSON.stringify(answer.request.messages).slice(0, -1)),
+    ).toBe(true);
     // v1 bodies stay valid: one message, answered { seq }; toolCalls without arguments send '{}'.
     expect(
       await s.call('POST', `/sessions/${s.sessionId}/messages`, {
@@ -181,12 +196,12 @@ describe('Contract v2: tool calls round-trip', () => {
         content: '',
         toolCalls: [{ callId: 'c3', name: 'search' }],
       }),
-    ).toEqual({ status: 201, body: { seq: 4 } });
+    ).toEqual({ status: 201, body: { seq: 7 } });
     expect(
       await s.call('POST', `/sessions/${s.sessionId}/messages`, { role: 'tool', content: 'none', callId: 'c3' }),
     ).toEqual({
       status: 201,
-      body: { seq: 5 },
+      body: { seq: 8 },
     });
     expect((await neutral(s)).request.messages.slice(-2)).toEqual([
       { role: 'assistant', content: '', toolCalls: [{ callId: 'c3', name: 'search', arguments: '{}' }] },
@@ -340,6 +355,11 @@ describe('Contract v2: every tool call has exactly one result', () => {
       ['c2', 'tool_unavailable'],
       ['c3', 'approval_denied'],
     ]);
+    // They are messages on the stream like any other (never a row, R4).
+    const { chunks } = await streamChunks(s, s.sessionId);
+    expect(
+      chunks.filter((c) => c.event === 'message' && c.data.role === 'tool').map((c) => [c.data.seq, c.data.content]),
+    ).toEqual(logged.slice(1).map((m: Item) => [m.seq, m.content]));
     // Recorded once: the next step adds nothing.
     expect((await neutral(s)).request.messages).toHaveLength(answer.request.messages.length);
   });
@@ -393,7 +413,7 @@ describe('Contract v2: every tool call has exactly one result', () => {
     ]);
   });
 
-  it('R11: while a call of the last assistant message waits (client before its deadline, approval, or no result recorded), a step and a user message are 409 state_conflict naming the calls, nothing written; the app still adds', async () => {
+  it('R11: while a call of the last assistant message waits (client before its deadline, approval, or no result recorded), a step and a user message are 409 state_calls_pending naming the calls, nothing written; the app still adds', async () => {
     const s = await openSession({ agent: AGENT });
     await neutral(s);
     await record(s, [
@@ -416,14 +436,14 @@ describe('Contract v2: every tool call has exactly one result', () => {
       { callId: 's1', name: 'search', status: 'no_result' },
     ];
     const refusedStep = await s.call('POST', `/sessions/${s.sessionId}/steps`, { format: 'neutral' });
-    expectError(refusedStep, 409, 'state_conflict', true);
+    expectError(refusedStep, 409, 'state_calls_pending');
     expect(refusedStep.body.error.details).toEqual({ pending });
     expect(refusedStep.body.error.message).toMatch(
       /^step: calls of the last assistant message have no result yet: q1 \(ask_user, awaiting_client\), r1 \(refund, awaiting_approval\), s1 \(search, no_result\); /,
     );
-    expectError(await s.call('POST', `/sessions/${s.sessionId}/steps`, {}), 409, 'state_conflict', true);
+    expectError(await s.call('POST', `/sessions/${s.sessionId}/steps`, {}), 409, 'state_calls_pending');
     const refusedUser = await s.call('POST', `/sessions/${s.sessionId}/messages`, { role: 'user', content: 'Hello?' });
-    expectError(refusedUser, 409, 'state_conflict', true);
+    expectError(refusedUser, 409, 'state_calls_pending');
     expect(refusedUser.body.error.details).toEqual({ pending });
     expect(await state(s, s.sessionId)).toEqual(before);
     expect(await addContext(s, s.sessionId, [instruction('Be patient.')])).toBe(1);
@@ -480,6 +500,28 @@ describe('Contract v2: every tool call has exactly one result', () => {
       { role: 'tool', content: 'On time.' },
       { role: 'tool', content: 'no call' },
     ]);
+  });
+});
+
+describe('Contract v2: data written before', () => {
+  it('R3: entries written before v2 (tool calls without arguments, tool results without name) are read: the neutral request pairs them by callId', async () => {
+    const s = await openSession({ agent: AGENT });
+    const at = new Date(s.clock.now()).toISOString();
+    // As a v1 runner stored them: no `arguments`, no `name`.
+    await s.store.appendMessages(s.sessionId, [
+      { type: 'message', role: 'user', content: 'Hi', at },
+      { type: 'message', role: 'assistant', content: '', toolCalls: [{ callId: 'o1', name: 'search' }], at },
+      { type: 'message', role: 'tool', content: 'old result', callId: 'o1', at },
+    ]);
+    const answer = await neutral(s);
+    expect(answer.request.messages).toEqual([
+      SYSTEM,
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: '', toolCalls: [{ callId: 'o1', name: 'search', arguments: '{}' }] },
+      { role: 'tool', content: 'old result', callId: 'o1', name: 'search' },
+    ]);
+    // The turn is closed: a new turn is recorded after it.
+    expect((await record(s, [{ role: 'user', content: 'Next' }])).status).toBe(201);
   });
 });
 
@@ -584,7 +626,7 @@ describe('Contract v2: the neutral request', () => {
     expect(restarted.body.request.toolChoice).toBe('auto');
   });
 
-  it('R3: property: turns with tool calls, results, refusals, missed deadlines and rows keep every neutral request a byte prefix of the next, every call answered once before the next turn', async () => {
+  it('R3: property: turns with tool calls, results, refusals, missed deadlines and rows keep every neutral request a byte prefix of the next, every call answered once, in call order', async () => {
     const call = fc.record({
       tool: fc.constantFrom('search', 'ask_user', 'refund', 'zz'),
       answer: fc.constantFrom('runtime', 'client', 'late', 'deny'),
@@ -606,15 +648,15 @@ describe('Contract v2: the neutral request', () => {
           if (previous !== undefined) expect(text.startsWith(previous.slice(0, -1))).toBe(true);
           expect(answer.cache.previousEnd).toBe(previous === undefined ? 0 : JSON.parse(previous).length);
           previous = text;
-          // Every call has exactly one result before the next user or assistant message, and every
-          // tool message answers a call of the assistant message before it.
+          // Every call has exactly one result right after its assistant message, in call order, and
+          // every tool message answers a call.
           const messages = answer.request.messages;
           let open: string[] = [];
           for (const m of messages) {
             if (m.role === 'tool') {
-              expect(open).toContain(m.callId);
-              open = open.filter((id) => id !== m.callId);
-            } else if (m.role === 'assistant' || (m.role === 'user' && !m.row)) {
+              expect(m.callId).toBe(open[0]);
+              open = open.slice(1);
+            } else {
               expect(open).toEqual([]);
               open = ((m.toolCalls as { callId: string }[] | undefined) ?? []).map((c) => c.callId);
             }

@@ -28,8 +28,8 @@ export type {
   RowRef,
   ToolChoice,
 } from './model-request.ts';
-export type { StepMode, StepRequest } from './steps.ts';
-export { STEP_MODES, stepRequestSchema } from './steps.ts';
+export type { StepFormat, StepMode, StepRequest } from './steps.ts';
+export { STEP_FORMATS, STEP_MODES, stepRequestSchema } from './steps.ts';
 export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
 export { FEED_SOURCES, ticketChangeSchema, ticketKey, ticketUpdateSchema } from './ticket-update.ts';
 export type { TopicName } from './topics.ts';

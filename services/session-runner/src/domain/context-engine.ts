@@ -9,6 +9,7 @@ import {
   MAX_ITEM_BYTES,
   type ModelRequest as NeutralRequest,
   type SourcedItem,
+  type StepFormat,
   type StepMode,
   validateItems,
 } from '@ctxflow/contracts';
@@ -103,9 +104,6 @@ export interface NeutralStepResult extends Omit<StepResult, 'request' | 'cache'>
   request: NeutralRequest;
   cache: CacheHints;
 }
-
-/** The shape of a step answer's request: v1 (absent) or Contract v2's neutral request. */
-export type StepFormat = 'neutral';
 
 /** A message to record (`POST /sessions/:id/messages`). */
 export interface MessageInput {
@@ -301,11 +299,15 @@ export function closeTurn(
   return { results, pending };
 }
 
-/** The refusal of a step or message while calls of the last assistant message wait for their results. */
+/**
+ * The refusal of a step or message while calls of the last assistant message wait for their results.
+ * Not retryable: sending it again helps only after a result, an answer, a deadline or an approval (a
+ * step request on the bus is answered with the refusal, not redelivered).
+ */
 function pendingError(pending: PendingCall[], what: string): CtxflowError {
   const list = pending.map((p) => `${p.callId} (${p.name}, ${p.status})`).join(', ');
   return new CtxflowError(
-    'state_conflict',
+    'state_calls_pending',
     `${what}: calls of the last assistant message have no result yet: ${list}; record their results (POST /sessions/:sessionId/messages), or wait for the client's answer, its deadline or the approval, then send it again`,
     { details: { pending } },
   );
@@ -1088,6 +1090,16 @@ export class ContextEngine {
         view,
       );
 
+      // Results ctxflow recorded are messages like any other on the stream (never a row, R4).
+      for (const entry of closed) {
+        this.#deps.events.publish(sessionId, {
+          type: 'message',
+          seq: entry.seq,
+          role: entry.role,
+          content: entry.content,
+          at,
+        });
+      }
       this.#report(sessionId, step, rows, skipped, started, figures);
       const answer: StepResult = {
         stepId,

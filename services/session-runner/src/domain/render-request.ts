@@ -245,25 +245,48 @@ export function openTurn(log: readonly LogEntry[]): {
 /**
  * The neutral messages of a request: the system prefix, then every log entry in order. A tool message
  * carries `callId` and the name of the call it answers (a call of the last assistant message before it,
- * not answered before); context rows carry `row`. Each entry's message depends on it and the entries
- * before it only, so every request is a prefix of the next (R3).
+ * not answered before); context rows carry `row`. The results that follow an assistant message are
+ * sent in the order of its calls: a step is refused while a call has no result (closeTurn), so they
+ * are all in the log when a request first holds them. Each message depends on its entry and the
+ * entries before it only, so every request is a prefix of the next (R3).
  */
 export function neutralMessages(system: string, log: readonly LogEntry[]): RequestMessage[] {
   const messages: RequestMessage[] = system.length > 0 ? [{ role: 'system', content: system }] : [];
-  /** callId -> name for the calls of the last assistant message not yet answered. */
-  let open = new Map<string, string>();
+  /** callId -> [name, index in its assistant message] for the calls of the last assistant message not yet answered. */
+  let open = new Map<string, [string, number]>();
+  /** The results right after the last assistant message, with their call's index. */
+  let results: [number, RequestMessage][] = [];
+  const flush = () => {
+    if (results.length === 0) return;
+    results.sort((a, b) => a[0] - b[0]);
+    for (const [, message] of results) messages.push(message);
+    results = [];
+  };
+  let afterCalls = false;
   for (const entry of log) {
-    let paired: string | undefined;
-    if (entry.type === 'message') {
-      if (entry.role === 'tool') {
-        if (entry.callId !== undefined) paired = open.get(entry.callId);
-        if (paired !== undefined) open.delete(entry.callId!);
-      } else {
-        open = new Map(entry.role === 'assistant' ? (entry.toolCalls ?? []).map((c) => [c.callId, c.name]) : []);
+    if (entry.type === 'message' && entry.role === 'tool') {
+      const call = entry.callId === undefined ? undefined : open.get(entry.callId);
+      if (call !== undefined) open.delete(entry.callId!);
+      const message = neutralMessage(entry, call?.[0]);
+      if (call !== undefined && afterCalls) {
+        results.push([call[1], message]);
+        continue;
       }
+      flush();
+      afterCalls = false;
+      messages.push(message);
+      continue;
     }
-    messages.push(neutralMessage(entry, paired));
+    flush();
+    afterCalls = entry.type === 'message' && entry.role === 'assistant' && (entry.toolCalls?.length ?? 0) > 0;
+    if (entry.type === 'message') {
+      open = new Map(
+        entry.role === 'assistant' ? (entry.toolCalls ?? []).map((c, i) => [c.callId, [c.name, i]] as const) : [],
+      );
+    }
+    messages.push(neutralMessage(entry, undefined));
   }
+  flush();
   return messages;
 }
 

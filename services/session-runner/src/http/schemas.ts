@@ -1,4 +1,4 @@
-import { CtxflowError, STEP_MODES } from '@ctxflow/contracts';
+import { CtxflowError, STEP_FORMATS, STEP_MODES } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
 import { PROVIDER_FORMATS } from '../domain/provider-formats/index.ts';
@@ -99,21 +99,21 @@ export const callContextBody = z.strictObject({
 });
 
 /**
- * The shape of a step answer's `request`: absent for v1, `neutral` for Contract v2's neutral request,
- * or a provider's request body (provider-formats/).
+ * The shape of a step answer's `request` over HTTP: absent for v1, `neutral` for Contract v2's neutral
+ * request, or a provider's request body (provider-formats/).
  */
-export const STEP_FORMATS = ['neutral', ...PROVIDER_FORMATS] as const;
+const HTTP_STEP_FORMATS = [...STEP_FORMATS, ...PROVIDER_FORMATS] as const;
 
 export const stepBody = z
   .strictObject({
     mode: z.enum(STEP_MODES).optional(),
     requestId: z.string().min(1).max(200).optional(),
-    format: z.enum(STEP_FORMATS).optional(),
+    format: z.enum(HTTP_STEP_FORMATS).optional(),
   })
   .default({});
 
 export const restartBody = z
-  .strictObject({ requestId: z.string().min(1).max(200).optional(), format: z.enum(STEP_FORMATS).optional() })
+  .strictObject({ requestId: z.string().min(1).max(200).optional(), format: z.enum(HTTP_STEP_FORMATS).optional() })
   .default({});
 
 /** A tool call's arguments: the JSON text of an object, as the model produced it. */
