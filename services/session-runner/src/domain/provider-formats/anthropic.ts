@@ -25,7 +25,7 @@ import { providerOrder } from './provider-order.ts';
  *   turn: appended to the last turn when it is a user turn, else a new user turn. So a context
  *   row stays in the conversation where it was committed (never in the top-level `system`,
  *   which would re-write the cache at every row) and a later message only appends blocks;
- * - an assistant message becomes its text block (omitted when empty) then one `tool_use` per
+ * - an assistant message becomes its text block (omitted when empty or only white space) then one `tool_use` per
  *   call, appended to the last turn when that is an assistant turn (an assistant message with
  *   no text and no call adds nothing);
  * - every declared tool is offered on every request (a switched-off tool stays offered: the
@@ -112,6 +112,9 @@ function anthropicTool(tool: RequestTool): AnthropicTool {
   return out;
 }
 
+/** The API refuses a text block with no visible character ("must contain non-whitespace text"). */
+const VISIBLE = /\S/;
+
 type UserBlock = AnthropicTextBlock | AnthropicToolResultBlock;
 type AssistantBlock = AnthropicTextBlock | AnthropicToolUseBlock;
 
@@ -121,7 +124,7 @@ type Converted = { role: 'user'; blocks: UserBlock[] } | { role: 'assistant'; bl
 function convert(message: RequestMessage): Converted {
   switch (message.role) {
     case 'assistant': {
-      const blocks: AssistantBlock[] = message.content.length > 0 ? [{ type: 'text', text: message.content }] : [];
+      const blocks: AssistantBlock[] = VISIBLE.test(message.content) ? [{ type: 'text', text: message.content }] : [];
       for (const c of message.toolCalls ?? []) {
         blocks.push({ type: 'tool_use', id: c.callId, name: c.name, input: callInput(c.arguments) });
       }
@@ -138,7 +141,7 @@ function convert(message: RequestMessage): Converted {
       };
     default:
       // user messages and context rows (system or user form alike)
-      return { role: 'user', blocks: message.content.length > 0 ? [{ type: 'text', text: message.content }] : [] };
+      return { role: 'user', blocks: VISIBLE.test(message.content) ? [{ type: 'text', text: message.content }] : [] };
   }
 }
 
@@ -170,7 +173,7 @@ export function toAnthropic(request: ModelRequest, cache: CacheHints): Anthropic
   const system: AnthropicTextBlock[] = [];
   for (let i = 0; i < start && i < ordered.length; i++) {
     const text = ordered[i]!.content;
-    if (text.length > 0) system.push({ type: 'text', text });
+    if (VISIBLE.test(text)) system.push({ type: 'text', text });
   }
   const messages: AnthropicMessage[] = [];
   // The previous request's last block: only when this request extends it (no rebuild).
