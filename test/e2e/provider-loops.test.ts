@@ -178,6 +178,64 @@ describe('Contract v2 provider formats: agent loops with the official SDKs again
   );
 });
 
+describe('Contract v2 provider formats: a client call past its deadline, then its late answer (R35)', () => {
+  it.each(PROVIDER_FORMATS)(
+    '%s: the deadline result and the late-answer row are sent as the API takes them',
+    async (format) => {
+      await lateAnswer(format);
+    },
+  );
+});
+
+async function lateAnswer<F extends ProviderFormat>(format: F): Promise<void> {
+  const h = await createHarness();
+  const call = callModel[format];
+  const { agentId } = await json(h, 'POST', '/agents', {
+    ...AGENT,
+    tools: [{ name: 'ask_user', client: true, deadlineMs: 1000, parameters: { type: 'object', properties: {} } }],
+  });
+  const { sessionId } = await json(h, 'POST', '/sessions', { agentId });
+  const base = `/sessions/${sessionId}`;
+  const from = standIn.requests.length;
+  standIn.script(
+    { text: 'Let me ask.', toolCalls: [{ name: 'ask_user', arguments: {} }] },
+    { text: 'No answer yet; I will wait.' },
+    { text: 'Friday it is.' },
+  );
+  await json(h, 'POST', `${base}/messages`, { role: 'user', content: 'Book a slot.' });
+  const ask = await call((await step(h, sessionId, format)).request);
+  const callId = ask.toolCalls[0]!.callId;
+  await json(h, 'POST', `${base}/messages`, {
+    messages: [{ role: 'assistant', content: ask.content, toolCalls: ask.toolCalls }],
+  });
+  expect(await json(h, 'POST', `${base}/tool-calls`, { callId, name: 'ask_user' })).toMatchObject({
+    execute: true,
+    client: true,
+  });
+  h.clock.advance(1001);
+  // ctxflow answers the call (deadline_missed); the model is called with that result.
+  const missed = await step(h, sessionId, format);
+  const wait = await call(missed.request);
+  await json(h, 'POST', `${base}/messages`, { role: 'assistant', content: wait.content });
+  expect(await json(h, 'POST', `${base}/tool-calls/${callId}/answer`, { content: 'Friday' })).toEqual({
+    late: true,
+    recorded: 1,
+  });
+  // The late answer is a late-answer notice row (user form) at the next call.
+  const late = await step(h, sessionId, format);
+  expect(late.rows.map((r) => [r.kind, r.source])).toEqual([['notice', 'late-answer']]);
+  expect(await call(late.request)).toEqual({ content: 'Friday it is.', toolCalls: [] });
+  expect(standIn.requests.slice(from).map((r) => [r.status, r.error])).toEqual([
+    [200, undefined],
+    [200, undefined],
+    [200, undefined],
+  ]);
+  const sentText = JSON.stringify(standIn.requests.at(-1)!.body);
+  expect(sentText).toContain('No answer (deadline_missed): the client did not answer ask_user by its deadline');
+  expect(sentText).toContain('Late answer from tool ask_user');
+  expect(prefixShare(cachedPrefix[format](missed.request), cachedPrefix[format](late.request))).toBe(1);
+}
+
 async function loop<F extends ProviderFormat>(format: F): Promise<void> {
   const h = await createHarness();
   const call = callModel[format];
