@@ -47,7 +47,7 @@ export {
 } from './domain/provider-formats/index.ts';
 export { RecentMap } from './domain/recent-map.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
-export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
+export { quotedToolResult, renderNeutralRequest, renderRequest, renderRow, rowRole } from './domain/render-request.ts';
 export { SessionCache, type SessionCacheLimits } from './domain/session-cache.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 export type { Clock } from './ports/clock.ts';

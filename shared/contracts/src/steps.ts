@@ -3,7 +3,10 @@ import { z } from 'zod';
 export const STEP_MODES = ['first', 'retry', 'forced_completion'] as const;
 export type StepMode = (typeof STEP_MODES)[number];
 
-/** The shape of a step answer's request: absent for v1, `neutral` for Contract v2's neutral request. */
+/**
+ * The shape of a step answer's request. Absent: the neutral request of Contract v2 (its v1 fields
+ * unchanged), which `neutral` names.
+ */
 export const STEP_FORMATS = ['neutral'] as const;
 export type StepFormat = (typeof STEP_FORMATS)[number];
 

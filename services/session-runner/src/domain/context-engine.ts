@@ -44,7 +44,6 @@ import { RecentMap } from './recent-map.ts';
 import {
   type LogView,
   logView,
-  type ModelRequest,
   openTurn,
   renderNeutralRequest,
   renderRequest,
@@ -89,21 +88,23 @@ export interface AgentInput {
   cacheTtlMs?: number;
 }
 
+/**
+ * A step's answer (Contract v2): `request` is the neutral model request, `cache` the cache hints.
+ * The v1 answer's fields keep their names and meanings; v2 only adds fields (to the messages, the
+ * tools, the request and `cache`).
+ */
 export interface StepResult {
   stepId: string;
   mode: StepMode;
   rows: ContextRow[];
-  request: ModelRequest;
+  request: NeutralRequest;
   cursor: Cursor | null;
-  cache: { rebuilt: boolean; reason?: RebuildReason };
+  cache: CacheHints;
   skipped: { reason: SkipReason; message: string }[];
 }
 
-/** A step answer in Contract v2's neutral format (`format: 'neutral'`): the same step, the neutral request and cache hints. */
-export interface NeutralStepResult extends Omit<StepResult, 'request' | 'cache'> {
-  request: NeutralRequest;
-  cache: CacheHints;
-}
+/** The step answer: the neutral format is the default (`format: 'neutral'` names it). */
+export type NeutralStepResult = StepResult;
 
 /** A message to record (`POST /sessions/:id/messages`). */
 export interface MessageInput {
@@ -113,12 +114,14 @@ export interface MessageInput {
   toolCalls?: ToolCallEntry[];
 }
 
-/** A step as committed (or replayed): its v1 answer, its record, the log it covered and the declared tools. */
+/** A step as committed (or replayed): its record, the log it covered, the declared tools and its skips. */
 interface Stepped {
-  result: StepResult;
   step: StepRecord;
   log: readonly LogEntry[];
   tools: ToolDeclaration[];
+  skipped: { reason: SkipReason; message: string }[];
+  /** The answer's request, when the pass rendered it already (during its commit's round trip). */
+  request?: NeutralRequest;
 }
 
 /** A call of the last assistant message without a result, that ctxflow cannot answer yet. */
@@ -864,41 +867,23 @@ export class ContextEngine {
    * in ONE store commit, then render the request. A `requestId` already
    * committed returns that step again, committing nothing (R33, redelivery).
    */
-  async step(
-    tenant: string,
-    sessionId: string,
-    input?: { mode?: StepMode; requestId?: string; format?: undefined },
-  ): Promise<StepResult>;
-  async step(
-    tenant: string,
-    sessionId: string,
-    input: { mode?: StepMode; requestId?: string; format: StepFormat },
-  ): Promise<NeutralStepResult>;
-  async step(
-    tenant: string,
-    sessionId: string,
-    input?: { mode?: StepMode; requestId?: string; format?: StepFormat },
-  ): Promise<StepResult | NeutralStepResult>;
+  /**
+   * A model call's context pass. The answer is Contract v2's neutral request (the default;
+   * `format: 'neutral'` names it).
+   */
   async step(
     tenant: string,
     sessionId: string,
     input: { mode?: StepMode; requestId?: string; format?: StepFormat } = {},
-  ): Promise<StepResult | NeutralStepResult> {
+  ): Promise<StepResult> {
     const mode = input.mode ?? 'first';
     const stepped = await this.#locks.run(sessionId, () => this.#tracedPass(tenant, sessionId, mode, input.requestId));
-    return input.format === 'neutral' ? this.#neutral(sessionId, stepped) : stepped.result;
+    return this.#answer(sessionId, stepped);
   }
 
-  /** A step's answer in the neutral format of Contract v2, from the step and the log it covered. */
-  #neutral(sessionId: string, { result, step, log, tools }: Stepped): NeutralStepResult {
-    const request = renderNeutralRequest({
-      system: step.system,
-      log,
-      tools,
-      activeTools: step.activeTools,
-      model: step.model,
-      forced: step.mode === 'forced_completion',
-    });
+  /** A step's answer, from the step and the log it covered: the same for a redelivered request. */
+  #answer(sessionId: string, { step, log, tools, skipped, request }: Stepped): StepResult {
+    const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
     const cache: CacheHints = {
       rebuilt: step.cache.rebuilt,
       reason: step.cache.reason ?? null,
@@ -906,7 +891,27 @@ export class ContextEngine {
       prefixEnd: step.system.length > 0 ? 0 : -1,
       previousEnd: step.previousEnd ?? 0,
     };
-    return { ...result, request, cache };
+    return {
+      stepId: step.stepId,
+      mode: step.mode,
+      rows,
+      request: request ?? this.#request(step, log, tools),
+      cursor: step.cursor ?? null,
+      cache,
+      skipped,
+    };
+  }
+
+  /** The neutral model request of a step. */
+  #request(step: StepRecord, log: readonly LogEntry[], tools: readonly ToolDeclaration[]): NeutralRequest {
+    return renderNeutralRequest({
+      system: step.system,
+      log,
+      tools,
+      activeTools: step.activeTools,
+      model: step.model,
+      forced: step.mode === 'forced_completion',
+    });
   }
 
   /** The pass inside the telemetry's context-pass span, when the telemetry has one. */
@@ -1066,10 +1071,10 @@ export class ContextEngine {
       const committing = telemetry.storeCommit
         ? telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
         : commit();
-      // While the commit's round trip runs: the answer's request and its byte figures (used
+      // While the commit's round trip runs: the answer's request and the byte figures (used
       // only if it commits).
-      const request = renderRequest(system, view, tools, activeTools);
-      const figures = this.#requestFigures(step, request, view, previousSystem, previousEnd, tools);
+      const request = this.#request(step, log, tools);
+      const figures = this.#requestFigures(step, view, previousSystem, previousEnd, tools);
       const result = await committing;
       if (result.outcome !== 'committed') {
         // Another write came between the read (or the held state) and this commit.
@@ -1101,16 +1106,7 @@ export class ContextEngine {
         });
       }
       this.#report(sessionId, step, rows, skipped, started, figures);
-      const answer: StepResult = {
-        stepId,
-        mode,
-        rows: rows.map((r) => r.row),
-        request,
-        cursor: newCursor ?? null,
-        cache: step.cache,
-        skipped,
-      };
-      return { result: answer, step, log, tools };
+      return { step, log, tools, skipped, request };
     }
     throw new CtxflowError(
       'state_conflict',
@@ -1148,10 +1144,12 @@ export class ContextEngine {
     });
   }
 
-  /** The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix reuse). */
+  /**
+   * The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix
+   * reuse), measured on the messages' roles and contents (the log view).
+   */
   #requestFigures(
     step: StepRecord,
-    request: ModelRequest,
     view: LogView,
     previousSystem: string | undefined,
     previousEnd: number | undefined,
@@ -1169,7 +1167,8 @@ export class ContextEngine {
         const previous = renderRequest(previousSystem, [], tools, []).messages.concat(
           view.messages.slice(0, previousEnd),
         );
-        reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(request.messages));
+        const messages = renderRequest(step.system, view, tools, []).messages;
+        reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(messages));
       }
     }
     return { requestBytes, prefixReusedBytes: reused };
@@ -1179,28 +1178,13 @@ export class ContextEngine {
   async #replay(state: SessionState, step: StepRecord): Promise<Stepped> {
     const agent = await this.#agentOf(state.meta);
     const log = state.log.slice(0, step.logEnd);
-    const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
-    const tools = this.#tools(agent);
     // A step committed before the step record kept its model: the model of its run, if still known.
     const run = state.meta.run;
     const replayed =
       step.model === undefined && run?.runId === step.runId && run.model !== undefined
         ? { ...step, model: run.model }
         : step;
-    return {
-      result: {
-        stepId: step.stepId,
-        mode: step.mode,
-        rows,
-        request: renderRequest(step.system, log, tools, step.activeTools),
-        cursor: step.cursor ?? null,
-        cache: step.cache,
-        skipped: [],
-      },
-      step: replayed,
-      log,
-      tools,
-    };
+    return { step: replayed, log, tools: this.#tools(agent), skipped: [] };
   }
 
   #rebuildReason(
@@ -1418,23 +1402,8 @@ export class ContextEngine {
   async restartRun(
     tenant: string,
     sessionId: string,
-    input?: { requestId?: string; format?: undefined },
-  ): Promise<StepResult>;
-  async restartRun(
-    tenant: string,
-    sessionId: string,
-    input: { requestId?: string; format: StepFormat },
-  ): Promise<NeutralStepResult>;
-  async restartRun(
-    tenant: string,
-    sessionId: string,
-    input?: { requestId?: string; format?: StepFormat },
-  ): Promise<StepResult | NeutralStepResult>;
-  async restartRun(
-    tenant: string,
-    sessionId: string,
     input: { requestId?: string; format?: StepFormat } = {},
-  ): Promise<StepResult | NeutralStepResult> {
+  ): Promise<StepResult> {
     const stepped = await this.#locks.run(sessionId, async () => {
       const state = await this.#load(tenant, sessionId);
       // A redelivered restart answers its committed step; rewinding first would cut it (R33).
@@ -1448,7 +1417,7 @@ export class ContextEngine {
       if (first) await this.#rewind(tenant, sessionId, { beforeStepId: first.stepId });
       return this.#tracedPass(tenant, sessionId, 'retry', input.requestId);
     });
-    return input.format === 'neutral' ? this.#neutral(sessionId, stepped) : stepped.result;
+    return this.#answer(sessionId, stepped);
   }
 
   /** R32: a branch copies rows with their cursors and tool effects, never the queue. */
