@@ -98,6 +98,34 @@ describe('provider order', () => {
     ]);
   });
 
+  it('R3: a tool message without its call is a user turn quoting it, after the results of the turn it sits in', () => {
+    const orphan: RequestMessage = { role: 'tool', content: 'Friday', callId: 'q9', name: 'ask_user' };
+    const bare: RequestMessage = { role: 'tool', content: 'v1 result' };
+    const messages: RequestMessage[] = [
+      { role: 'user', content: 'go' },
+      bare,
+      { role: 'assistant', content: '', toolCalls: [{ callId: 'c1', name: 'lookup', arguments: '{}' }] },
+      orphan,
+      { role: 'tool', content: 'found', callId: 'c1', name: 'lookup' },
+      // a second result for c1: no call is waiting for it
+      { role: 'tool', content: 'again', callId: 'c1', name: 'lookup' },
+    ];
+    expect(providerOrder(messages)).toEqual([
+      { role: 'user', content: 'go' },
+      { role: 'user', content: '<tool_result>\nv1 result\n</tool_result>' },
+      messages[2],
+      messages[4],
+      { role: 'user', content: '<tool_result callId="q9" name="ask_user">\nFriday\n</tool_result>' },
+      { role: 'user', content: '<tool_result callId="c1" name="lookup">\nagain\n</tool_result>' },
+    ]);
+    // The same quoted message object on every request (converted once per format).
+    expect(providerOrder(messages)[1]).toBe(providerOrder(messages.slice(0, 2))[1]);
+    const chat = toOpenAIChat({ ...REQUEST, messages }, { ...CACHE, prefixEnd: -1, previousEnd: 0 });
+    expect(chat.messages.map((m) => m.role)).toEqual(['user', 'user', 'assistant', 'tool', 'user', 'user']);
+    const anthropic = toAnthropic({ ...REQUEST, messages }, { ...CACHE, prefixEnd: -1, previousEnd: 0 });
+    expect(anthropic.messages[2]!.content.map((b) => b.type)).toEqual(['tool_result', 'text', 'text']);
+  });
+
   it('returns the same array when nothing moves', () => {
     const plain = [MESSAGES[0]!, MESSAGES[1]!, MESSAGES[7]!];
     expect(providerOrder(plain)).toBe(plain);
@@ -343,9 +371,14 @@ describe('anthropic', () => {
 /** What a session does between two steps (one request per element, in order). */
 type Event =
   | { t: 'user'; text: string }
+  | { t: 'orphan'; text: string }
   | { t: 'row'; role: 'system' | 'user'; text: string }
   | { t: 'assistant'; text: string }
-  | { t: 'calls'; text: string; calls: { args: string; result: string; rowsBefore: string[] }[] };
+  | {
+      t: 'calls';
+      text: string;
+      calls: { args: string; result: string; rowsBefore: string[]; orphanBefore: boolean }[];
+    };
 
 const text = fc.oneof(
   fc.constant(''),
@@ -354,6 +387,7 @@ const text = fc.oneof(
 );
 const event: fc.Arbitrary<Event> = fc.oneof(
   fc.record({ t: fc.constant('user' as const), text }),
+  fc.record({ t: fc.constant('orphan' as const), text }),
   fc.record({ t: fc.constant('row' as const), role: fc.constantFrom('system' as const, 'user' as const), text }),
   fc.record({ t: fc.constant('assistant' as const), text }),
   fc.record({
@@ -364,6 +398,7 @@ const event: fc.Arbitrary<Event> = fc.oneof(
         args: fc.constantFrom('{}', '{"id":1}', 'oops', '[1]'),
         result: text,
         rowsBefore: fc.array(text, { maxLength: 2 }),
+        orphanBefore: fc.boolean(),
       }),
       { minLength: 1, maxLength: 3 },
     ),
@@ -379,12 +414,14 @@ function session(system: string, events: Event[]): { request: ModelRequest; cach
   for (const e of events) {
     n += 1;
     if (e.t === 'user') messages.push({ role: 'user', content: e.text });
+    else if (e.t === 'orphan') messages.push({ role: 'tool', content: e.text, callId: `x${n}`, name: 'ask_user' });
     else if (e.t === 'assistant') messages.push({ role: 'assistant', content: e.text });
     else if (e.t === 'row') messages.push({ role: e.role, content: e.text, row: ref(`r${n}`, 'notice', 'app') });
     else {
       const calls = e.calls.map((c, i) => ({ callId: `c${n}-${i}`, name: 'lookup', arguments: c.args }));
       messages.push({ role: 'assistant', content: e.text, toolCalls: calls });
       e.calls.forEach((c, i) => {
+        if (c.orphanBefore) messages.push({ role: 'tool', content: c.result, callId: `o${n}-${i}` });
         for (const [j, row] of c.rowsBefore.entries()) {
           messages.push({ role: 'user', content: row, row: ref(`r${n}-${i}-${j}`, 'tools', 'tool') });
         }

@@ -1,6 +1,6 @@
-import type { CacheHints, ModelRequest, RequestMessage, RequestTool } from '@ctxflow/contracts';
+import type { CacheHints, ModelRequest, RequestTool } from '@ctxflow/contracts';
 import { perMessage } from './per-message.ts';
-import { providerOrder } from './provider-order.ts';
+import { type ProviderMessage, providerOrder } from './provider-order.ts';
 
 /*
  * Anthropic Messages request body (POST /v1/messages), without `model` and `max_tokens`:
@@ -121,7 +121,7 @@ type AssistantBlock = AnthropicTextBlock | AnthropicToolUseBlock;
 /** A neutral message's blocks, and the role of the turn they go to (no block: nothing to send). */
 type Converted = { role: 'user'; blocks: UserBlock[] } | { role: 'assistant'; blocks: AssistantBlock[] };
 
-function convert(message: RequestMessage): Converted {
+function convert(message: ProviderMessage): Converted {
   switch (message.role) {
     case 'assistant': {
       const blocks: AssistantBlock[] = VISIBLE.test(message.content) ? [{ type: 'text', text: message.content }] : [];

@@ -1,6 +1,6 @@
-import type { CacheHints, ModelRequest, RequestMessage, RequestTool } from '@ctxflow/contracts';
+import type { CacheHints, ModelRequest, RequestTool } from '@ctxflow/contracts';
 import { perMessage } from './per-message.ts';
-import { providerOrder } from './provider-order.ts';
+import { type ProviderMessage, providerOrder } from './provider-order.ts';
 
 /*
  * OpenAI Chat Completions request body (POST /v1/chat/completions), without `model`:
@@ -53,7 +53,7 @@ export interface OpenAIChatRequest {
   prompt_cache_key: string;
 }
 
-function convert(message: RequestMessage): OpenAIChatMessage {
+function convert(message: ProviderMessage): OpenAIChatMessage {
   switch (message.role) {
     case 'system':
       return { role: 'system', content: message.content };

@@ -1,6 +1,6 @@
-import type { CacheHints, ModelRequest, RequestMessage, RequestTool } from '@ctxflow/contracts';
+import type { CacheHints, ModelRequest, RequestTool } from '@ctxflow/contracts';
 import { perMessage } from './per-message.ts';
-import { providerOrder } from './provider-order.ts';
+import { type ProviderMessage, providerOrder } from './provider-order.ts';
 
 /*
  * OpenAI Responses request body (POST /v1/responses), without `model`:
@@ -50,7 +50,7 @@ export interface OpenAIResponsesRequest {
   prompt_cache_key: string;
 }
 
-function convert(message: RequestMessage): OpenAIResponsesInputItem[] {
+function convert(message: ProviderMessage): OpenAIResponsesInputItem[] {
   switch (message.role) {
     case 'system':
     case 'user':

@@ -1,5 +1,3 @@
-import type { RequestMessage } from '@ctxflow/contracts';
-
 function deepFreeze<T>(value: T): T {
   if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
     for (const v of Object.values(value)) deepFreeze(v);
@@ -14,8 +12,8 @@ function deepFreeze<T>(value: T): T {
  * format, not once per step. What `convert` returns is frozen (deeply) and shared by every
  * body that contains it: it must build new objects from the message's strings only.
  */
-export function perMessage<T>(convert: (message: RequestMessage) => T): (message: RequestMessage) => T {
-  const done = new WeakMap<RequestMessage, T>();
+export function perMessage<M extends object, T>(convert: (message: M) => T): (message: M) => T {
+  const done = new WeakMap<M, T>();
   return (message) => {
     let out = done.get(message);
     if (out === undefined) {
