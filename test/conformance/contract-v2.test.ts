@@ -144,11 +144,11 @@ describe('Contract v2: tool calls round-trip', () => {
     await message(s, s.sessionId, 'user', 'Any refunds?');
     await neutral(s);
     let writes = 0;
-    const append = s.store.appendMessages.bind(s.store);
-    s.store.appendMessages = (...args) => {
+    const append = s.store.appendMessages.bind(s.store) as (...args: unknown[]) => Promise<unknown>;
+    s.store.appendMessages = ((...args: unknown[]) => {
       writes += 1;
       return append(...args);
-    };
+    }) as typeof s.store.appendMessages;
     const recorded = await record(s, [
       { role: 'assistant', content: 'Searching.', toolCalls: [searchCall('c1'), searchCall('c2', 'open')] },
       { role: 'tool', callId: 'c1', content: '2 refunds' },

@@ -16,9 +16,11 @@ import type {
 } from '../domain/model.ts';
 import { RecentMap } from '../domain/recent-map.ts';
 import type {
+  Appended,
   CommitResult,
   EnqueueDedupe,
   EnqueueResult,
+  NewMessage,
   RewindCommit,
   SessionStore,
   StepCommit,
@@ -385,17 +387,29 @@ export class RedisSessionStore implements SessionStore {
     return reply ?? undefined;
   }
 
+  appendMessages(sessionId: string, messages: NewMessage[], meta?: SessionMeta): Promise<Appended>;
+  appendMessages(
+    sessionId: string,
+    messages: NewMessage[],
+    meta: SessionMeta | undefined,
+    expectedVersion: string,
+  ): Promise<Appended | 'conflict'>;
   async appendMessages(
     sessionId: string,
-    messages: Omit<MessageEntry, 'seq'>[],
+    messages: NewMessage[],
     meta?: SessionMeta,
-  ): Promise<{ entries: LogEntry[]; written: Written }> {
+    expectedVersion?: string,
+  ): Promise<Appended | 'conflict'> {
     const reply = await this.#session('ctxAppendMessages', sessionId, [
       meta === undefined ? '' : JSON.stringify(meta),
+      expectedVersion ?? '-',
       ...messages.map((message) => JSON.stringify(message)),
     ]);
     const outcome = scriptOutcome(reply);
-    if ('refusal' in outcome) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    if ('refusal' in outcome) {
+      if (outcome.refusal === 'version_changed') return 'conflict';
+      throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    }
     const [start, version, previous] = outcome.ok as [number, string, string];
     return {
       entries: messages.map((message, i) => ({ ...structuredClone(message), seq: start + i }) as MessageEntry),

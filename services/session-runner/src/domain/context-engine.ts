@@ -571,8 +571,28 @@ export class ContextEngine {
     sessionId: string,
     messages: Omit<MessageEntry, 'seq'>[],
     meta?: SessionMeta,
-  ): Promise<LogEntry[]> {
-    const { entries, written } = await this.#deps.store.appendMessages(sessionId, messages, meta);
+  ): Promise<LogEntry[]>;
+  async #appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta: SessionMeta | undefined,
+    expectedVersion: string,
+  ): Promise<LogEntry[] | 'conflict'>;
+  async #appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta?: SessionMeta,
+    expectedVersion?: string,
+  ): Promise<LogEntry[] | 'conflict'> {
+    const appended =
+      expectedVersion === undefined
+        ? await this.#deps.store.appendMessages(sessionId, messages, meta)
+        : await this.#deps.store.appendMessages(sessionId, messages, meta, expectedVersion);
+    if (appended === 'conflict') {
+      this.#held.drop(sessionId);
+      return 'conflict';
+    }
+    const { entries, written } = appended;
     this.#held.follow(sessionId, written, (held) => ({
       ...held,
       log: [...held.log, ...entries],
@@ -685,80 +705,102 @@ export class ContextEngine {
    */
   async appendMessages(tenant: string, sessionId: string, inputs: MessageInput[]): Promise<MessageEntry[]> {
     return this.#locks.run(sessionId, async () => {
-      const state = await this.#load(tenant, sessionId);
-      const next = structuredClone(state.meta);
-      const now = this.#deps.clock.now();
-      const at = new Date(now).toISOString();
-      const log: LogEntry[] = state.log.slice();
-      const added: Omit<MessageEntry, 'seq'>[] = [];
-      /** Per input: the index of its entry in `added`, or an entry already in the log. */
-      const answers: (number | MessageEntry)[] = [];
-      const push = (entry: Omit<MessageEntry, 'seq'>) => {
-        added.push(entry);
-        log.push({ ...entry, seq: log.length } as MessageEntry);
-        return added.length - 1;
-      };
-      const usedCallIds = new Set<string>();
-      for (const entry of state.log) {
-        if (entry.type === 'message') for (const call of entry.toolCalls ?? []) usedCallIds.add(call.callId);
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const recorded = await this.#recordMessages(tenant, sessionId, inputs);
+        if (recorded !== 'conflict') return recorded;
       }
-      for (const [i, input] of inputs.entries()) {
-        const where = inputs.length > 1 ? `messages.${i}` : 'message';
-        const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
-        if (input.role === 'tool') {
-          if (input.callId === undefined) {
-            answers.push(push(message));
-            continue;
-          }
-          message.callId = input.callId;
-          const result = this.#resultFor(log, state.calls, input.callId, where);
-          if (result.existing) {
-            if (result.existing.content !== input.content) {
-              throw new CtxflowError(
-                'validation_error',
-                `${where}: call ${input.callId} already has a result (seq ${result.existing.seq}); a second result is refused`,
-              );
-            }
-            answers.push(result.existing);
-            continue;
-          }
-          message.name = result.name;
+      throw new CtxflowError(
+        'state_conflict',
+        `session ${sessionId} kept changing while the messages were recorded; send them again`,
+      );
+    });
+  }
+
+  /**
+   * One attempt of appendMessages: validates the inputs against one read of the session and
+   * appends them only while the session still has that read's version; `conflict` (nothing
+   * written) when another write came in between (another runner), to validate again.
+   */
+  async #recordMessages(
+    tenant: string,
+    sessionId: string,
+    inputs: MessageInput[],
+  ): Promise<MessageEntry[] | 'conflict'> {
+    const state = await this.#load(tenant, sessionId);
+    const next = structuredClone(state.meta);
+    const now = this.#deps.clock.now();
+    const at = new Date(now).toISOString();
+    const log: LogEntry[] = state.log.slice();
+    const added: Omit<MessageEntry, 'seq'>[] = [];
+    /** Per input: the index of its entry in `added`, or an entry already in the log. */
+    const answers: (number | MessageEntry)[] = [];
+    const push = (entry: Omit<MessageEntry, 'seq'>) => {
+      added.push(entry);
+      log.push({ ...entry, seq: log.length } as MessageEntry);
+      return added.length - 1;
+    };
+    const usedCallIds = new Set<string>();
+    for (const entry of state.log) {
+      if (entry.type === 'message') for (const call of entry.toolCalls ?? []) usedCallIds.add(call.callId);
+    }
+    for (const [i, input] of inputs.entries()) {
+      const where = inputs.length > 1 ? `messages.${i}` : 'message';
+      const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
+      if (input.role === 'tool') {
+        if (input.callId === undefined) {
           answers.push(push(message));
           continue;
         }
-        // A user or assistant message closes the turn of the last assistant message.
-        const closing = closeTurn(log, state.calls, now, at);
-        if (closing.pending.length > 0) throw pendingError(closing.pending, `${where} (${input.role})`);
-        for (const result of closing.results) push(result);
-        if (input.role === 'user' && next.run?.open) next.run.open = false; // A user turn ends the run (N3).
-        if (input.callId !== undefined) message.callId = input.callId;
-        if (input.toolCalls?.length) {
-          for (const call of input.toolCalls) {
-            if (usedCallIds.has(call.callId)) {
-              throw new CtxflowError(
-                'validation_error',
-                `${where}: callId ${call.callId} is already used by another call`,
-              );
-            }
-            usedCallIds.add(call.callId);
+        message.callId = input.callId;
+        const result = this.#resultFor(log, state.calls, input.callId, where);
+        if (result.existing) {
+          if (result.existing.content !== input.content) {
+            throw new CtxflowError(
+              'validation_error',
+              `${where}: call ${input.callId} already has a result (seq ${result.existing.seq}); a second result is refused`,
+            );
           }
-          message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
+          answers.push(result.existing);
+          continue;
         }
+        message.name = result.name;
         answers.push(push(message));
+        continue;
       }
-      if (added.length === 0) return answers as MessageEntry[];
-      const stored = (await this.#appendMessages(sessionId, added, next)) as MessageEntry[];
-      for (const entry of stored) {
-        this.#deps.events.publish(sessionId, {
-          type: 'message',
-          seq: entry.seq,
-          role: entry.role,
-          content: entry.content,
-          at,
-        });
+      // A user or assistant message closes the turn of the last assistant message.
+      const closing = closeTurn(log, state.calls, now, at);
+      if (closing.pending.length > 0) throw pendingError(closing.pending, `${where} (${input.role})`);
+      for (const result of closing.results) push(result);
+      if (input.role === 'user' && next.run?.open) next.run.open = false; // A user turn ends the run (N3).
+      if (input.callId !== undefined) message.callId = input.callId;
+      if (input.toolCalls?.length) {
+        for (const call of input.toolCalls) {
+          if (usedCallIds.has(call.callId)) {
+            throw new CtxflowError(
+              'validation_error',
+              `${where}: callId ${call.callId} is already used by another call`,
+            );
+          }
+          usedCallIds.add(call.callId);
+        }
+        message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
       }
-      return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
-    });
+      answers.push(push(message));
+    }
+    if (added.length === 0) return answers as MessageEntry[];
+    const appended = await this.#appendMessages(sessionId, added, next, state.version);
+    if (appended === 'conflict') return 'conflict';
+    const stored = appended as MessageEntry[];
+    for (const entry of stored) {
+      this.#deps.events.publish(sessionId, {
+        type: 'message',
+        seq: entry.seq,
+        role: entry.role,
+        content: entry.content,
+        at,
+      });
+    }
+    return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
   }
 
   /**
@@ -1289,47 +1331,77 @@ export class ContextEngine {
   }
 
   /** R35: a client tool's answer; after its deadline it becomes a late-answer notice. */
-  async answerClientCall(tenant: string, sessionId: string, callId: string, content: string) {
+  async answerClientCall(
+    tenant: string,
+    sessionId: string,
+    callId: string,
+    content: string,
+  ): Promise<{ late: boolean; recorded: number }> {
     return this.#locks.run(sessionId, async () => {
-      const state = await this.#load(tenant, sessionId);
-      const call = state.calls.find((c) => c.callId === callId);
-      if (!call || (call.status !== 'awaiting_client' && call.status !== 'answered')) {
-        throw new CtxflowError('state_call_not_found', `call ${callId} is not waiting for a client answer`);
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const answered = await this.#answerClientCall(tenant, sessionId, callId, content);
+        if (answered !== 'conflict') return answered;
       }
-      if (call.status === 'answered') return { late: false, recorded: 0 };
-      const now = this.#deps.clock.now();
-      const at = new Date(now).toISOString();
-      const late = now > (call.deadlineAt ?? Number.POSITIVE_INFINITY);
-      if (late) {
-        const item: SourcedItem = {
-          kind: 'notice',
-          source: 'late-answer',
-          content: `Late answer from tool ${call.name} (call ${callId}), after its deadline:\n${content}`,
-        };
-        validateItems([{ kind: item.kind, content: item.content }], 'app');
-        const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {
-          type: 'site',
-          callId,
-          site: 'late-answer',
-        });
-        this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
-      } else {
-        // A result the runtime already recorded for this call stays the only one.
-        const turn = openTurn(state.log);
-        const answered = turn.assistant?.toolCalls?.some((c) => c.callId === callId)
-          ? turn.answered.has(callId)
-          : state.log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === callId);
-        if (answered) {
-          await this.#putCall(sessionId, { ...call, status: 'answered' });
-          return { late: false, recorded: 0 };
-        }
-        await this.#appendMessages(sessionId, [
-          { type: 'message', role: 'tool', content, callId, name: call.name, at },
-        ]);
-      }
-      await this.#putCall(sessionId, { ...call, status: 'answered' });
-      return { late, recorded: 1 };
+      throw new CtxflowError(
+        'state_conflict',
+        `session ${sessionId} kept changing while the answer was recorded; send it again`,
+      );
     });
+  }
+
+  /**
+   * One attempt of answerClientCall. An on-time answer is recorded only while the session has
+   * the version it was checked on (no result of the runtime came in between); `conflict`
+   * (nothing written) otherwise.
+   */
+  async #answerClientCall(
+    tenant: string,
+    sessionId: string,
+    callId: string,
+    content: string,
+  ): Promise<{ late: boolean; recorded: number } | 'conflict'> {
+    const state = await this.#load(tenant, sessionId);
+    const call = state.calls.find((c) => c.callId === callId);
+    if (!call || (call.status !== 'awaiting_client' && call.status !== 'answered')) {
+      throw new CtxflowError('state_call_not_found', `call ${callId} is not waiting for a client answer`);
+    }
+    if (call.status === 'answered') return { late: false, recorded: 0 };
+    const now = this.#deps.clock.now();
+    const at = new Date(now).toISOString();
+    const late = now > (call.deadlineAt ?? Number.POSITIVE_INFINITY);
+    if (late) {
+      const item: SourcedItem = {
+        kind: 'notice',
+        source: 'late-answer',
+        content: `Late answer from tool ${call.name} (call ${callId}), after its deadline:\n${content}`,
+      };
+      validateItems([{ kind: item.kind, content: item.content }], 'app');
+      const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {
+        type: 'site',
+        callId,
+        site: 'late-answer',
+      });
+      this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
+    } else {
+      // A result the runtime already recorded for this call stays the only one.
+      const turn = openTurn(state.log);
+      const answered = turn.assistant?.toolCalls?.some((c) => c.callId === callId)
+        ? turn.answered.has(callId)
+        : state.log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === callId);
+      if (answered) {
+        await this.#putCall(sessionId, { ...call, status: 'answered' });
+        return { late: false, recorded: 0 };
+      }
+      const appended = await this.#appendMessages(
+        sessionId,
+        [{ type: 'message', role: 'tool', content, callId, name: call.name, at }],
+        undefined,
+        state.version,
+      );
+      if (appended === 'conflict') return 'conflict';
+    }
+    await this.#putCall(sessionId, { ...call, status: 'answered' });
+    return { late, recorded: 1 };
   }
 
   // ---------------------------------------------------------------- rewinds, branches, restarts
