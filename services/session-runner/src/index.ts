@@ -27,6 +27,31 @@ export type {
 export { ContextEngine, fingerprint, foldCursor } from './domain/context-engine.ts';
 export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook-batch.ts';
 export type * from './domain/model.ts';
+export type {
+  AnthropicMessage,
+  AnthropicRequest,
+  CachedPrefix,
+  OpenAIChatMessage,
+  OpenAIChatRequest,
+  OpenAIResponsesInputItem,
+  OpenAIResponsesRequest,
+  ProviderFormat,
+  ProviderRequests,
+} from './domain/provider-formats/index.ts';
+export {
+  ANTHROPIC_MAX_BREAKPOINTS,
+  anthropicPrefix,
+  cachedPrefix,
+  chatPrefix,
+  PROVIDER_FORMATS,
+  prefixShare,
+  providerOrder,
+  responsesPrefix,
+  toAnthropic,
+  toOpenAIChat,
+  toOpenAIResponses,
+  toProviderRequest,
+} from './domain/provider-formats/index.ts';
 export { RecentMap } from './domain/recent-map.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { quotedToolResult, renderNeutralRequest, renderRequest, renderRow, rowRole } from './domain/render-request.ts';

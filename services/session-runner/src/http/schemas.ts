@@ -11,6 +11,7 @@ import {
 } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
+import { PROVIDER_FORMATS } from '../domain/provider-formats/index.ts';
 import { TOOL_NAME } from '../domain/tool-schema.ts';
 
 const toolName = z.string().regex(TOOL_NAME, 'tool names are 1 to 64 letters, digits, _ or -');
@@ -103,16 +104,22 @@ export const callContextBody = z.strictObject({
   items: z.array(z.unknown()).min(1).max(1000),
 });
 
+/**
+ * The shape of a step answer's `request` over HTTP: absent for v1, `neutral` for Contract v2's neutral
+ * request, or a provider's request body (provider-formats/).
+ */
+const HTTP_STEP_FORMATS = [...STEP_FORMATS, ...PROVIDER_FORMATS] as const;
+
 export const stepBody = z
   .strictObject({
     mode: z.enum(STEP_MODES).optional(),
     requestId: idSchema.optional(),
-    format: z.enum(STEP_FORMATS).optional(),
+    format: z.enum(HTTP_STEP_FORMATS).optional(),
   })
   .default({});
 
 export const restartBody = z
-  .strictObject({ requestId: idSchema.optional(), format: z.enum(STEP_FORMATS).optional() })
+  .strictObject({ requestId: idSchema.optional(), format: z.enum(HTTP_STEP_FORMATS).optional() })
   .default({});
 
 /** A tool call's arguments: the JSON text of an object, as the model produced it. */

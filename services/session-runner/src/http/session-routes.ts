@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { ContextEngine } from '../domain/context-engine.ts';
+import type { ContextEngine, NeutralStepResult } from '../domain/context-engine.ts';
 import type { AgentRecord } from '../domain/model.ts';
+import { type ProviderFormat, toProviderRequest } from '../domain/provider-formats/index.ts';
 import {
   answerBody,
   approvalBody,
@@ -41,6 +42,14 @@ function publicAgent(agent: AgentRecord) {
     cacheTtlMs: agent.cacheTtlMs,
     version: agent.version,
   };
+}
+
+/**
+ * A neutral step answer with its `request` in a provider's format: that API's body without
+ * `model` (and `max_tokens`). Rows, cursor and cache hints are the neutral answer's.
+ */
+function inProviderFormat(format: ProviderFormat, answer: NeutralStepResult) {
+  return { ...answer, request: toProviderRequest(format, answer.request, answer.cache) };
 }
 
 /**
@@ -109,13 +118,19 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   app.post('/context', async (request) => engine.addContext(request.tenant, parseContextBody(request.body)));
 
   app.post<SessionParams>('/sessions/:sessionId/steps', async (request) => {
-    const body = parseBody(stepBody, request.body);
-    return engine.step(request.tenant, request.params.sessionId, body);
+    const { format, ...body } = parseBody(stepBody, request.body);
+    const { tenant } = request;
+    if (format === undefined) return engine.step(tenant, request.params.sessionId, body);
+    const answer = await engine.step(tenant, request.params.sessionId, { ...body, format: 'neutral' });
+    return format === 'neutral' ? answer : inProviderFormat(format, answer);
   });
 
   app.post<SessionParams>('/sessions/:sessionId/runs/restart', async (request) => {
-    const body = parseBody(restartBody, request.body);
-    return engine.restartRun(request.tenant, request.params.sessionId, body);
+    const { format, ...body } = parseBody(restartBody, request.body);
+    const { tenant } = request;
+    if (format === undefined) return engine.restartRun(tenant, request.params.sessionId, body);
+    const answer = await engine.restartRun(tenant, request.params.sessionId, { ...body, format: 'neutral' });
+    return format === 'neutral' ? answer : inProviderFormat(format, answer);
   });
 
   app.post<SessionParams>('/sessions/:sessionId/messages', async (request, reply) => {
