@@ -1,6 +1,8 @@
 import { FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
 import {
   blank,
+  connectionSecurity,
+  connectionSecurityVars,
   hostListVar,
   kafkaClientVar,
   logLevelVar,
@@ -45,8 +47,9 @@ export const feedConfigSchema = z
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
     REDIS_URL: redisUrlVar(),
+    ...connectionSecurityVars(),
   })
-  .transform((env) => {
+  .transform((env, ctx) => {
     const secrets: Partial<Record<FeedSource, string>> = {};
     for (const source of FEED_SOURCES) {
       const value = env[`CTXFLOW_FEED_SECRET_${source.toUpperCase()}` as keyof typeof env];
@@ -66,6 +69,7 @@ export const feedConfigSchema = z
       logLevel: env.CTXFLOW_LOG_LEVEL,
       shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
       redisUrl: env.REDIS_URL,
+      ...connectionSecurity(env, ctx),
     };
   });
 

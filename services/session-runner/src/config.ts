@@ -1,4 +1,12 @@
-import { blank, isLoopback, parseApiKeys, parseConfigWithAuth, portVar, stackVars } from '@ctxflow/service-kit';
+import {
+  blank,
+  connectionSecurity,
+  isLoopback,
+  parseApiKeys,
+  parseConfigWithAuth,
+  portVar,
+  stackVars,
+} from '@ctxflow/service-kit';
 import { z } from 'zod';
 
 /**
@@ -25,7 +33,7 @@ export const runnerConfigSchema = z
     ),
     ...stackVars(),
   })
-  .transform((env) => ({
+  .transform((env, ctx) => ({
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_PORT,
     stepContextUrl: env.CTXFLOW_STEP_CONTEXT_URL,
@@ -41,6 +49,7 @@ export const runnerConfigSchema = z
     kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,
+    ...connectionSecurity(env, ctx),
   }));
 
 export type RunnerConfig = ReturnType<typeof loadRunnerConfig>;

@@ -3,12 +3,15 @@ import { TOPICS } from '@ctxflow/contracts';
 import {
   closeHttp,
   configOrExit,
+  connectOrExit,
   connectRedis,
   createAuthenticator,
   createLogger,
   HTTP_GRACE_SHARE,
   handleShutdown,
+  kafkaBusSecurity,
   sessionTimeoutOptions,
+  verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
 import { createConsumerTelemetry, createContextTelemetry, startTelemetry } from '@ctxflow/telemetry';
@@ -31,6 +34,7 @@ async function main() {
   const telemetry = startTelemetry({ serviceName: 'ctxflow-session-runner' });
 
   const redis = connectRedis(config);
+  if (redis) await connectOrExit('session-runner', 'Redis', config.redisSecurity, () => verifyRedis(redis));
   let store: SessionStore = new MemorySessionStore();
   let memory: MemoryRecall | undefined;
   if (redis) {
@@ -52,13 +56,16 @@ async function main() {
     clientId: 'ctxflow-session-runner',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
     ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
+    ...kafkaBusSecurity(config.kafkaSecurity),
   });
   let consumer: Awaited<ReturnType<typeof startStepRequestConsumer>> | undefined;
   if (config.kafkaBrokers) {
-    await bus.admin.ensureTopics([
-      { name: TOPICS.stepRequests, partitions: 12 },
-      { name: TOPICS.stepResults, partitions: 12 },
-    ]);
+    await connectOrExit('session-runner', 'Kafka', config.kafkaSecurity, () =>
+      bus.admin.ensureTopics([
+        { name: TOPICS.stepRequests, partitions: 12 },
+        { name: TOPICS.stepResults, partitions: 12 },
+      ]),
+    );
     consumer = await startStepRequestConsumer({
       engine,
       store,
