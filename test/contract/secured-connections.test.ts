@@ -256,15 +256,23 @@ sessionStoreContract('redis cluster over TLS with an ACL user (credentials in th
   return { store: new RedisSessionStore(client, { prefix }), cleanup: () => deletePrefix(client, prefix) };
 });
 
-/** step-context started with `env` until it is ready or exits; everything it wrote, and how it ended. */
-async function startStepContext(
+/**
+ * A service started with `env` until it is ready or exits (then SIGTERM): everything it
+ * wrote, and how it ended. step-context by default; `feed-ingestor` routes its Kafka
+ * client's own log lines through its logger too.
+ */
+async function startService(
   env: Record<string, string>,
+  service: 'step-context' | 'feed-ingestor' = 'step-context',
 ): Promise<{ ready: boolean; exitCode: number | null; output: string }> {
   const port = await freePort();
-  const child = spawn(process.execPath, [join(ROOT, ENTRIES.stepContext)], {
+  const entry = service === 'step-context' ? ENTRIES.stepContext : ENTRIES.feedIngestor;
+  const child = spawn(process.execPath, [join(ROOT, entry)], {
     cwd: ROOT,
     env: serviceEnv({
       CTXFLOW_STEP_CONTEXT_PORT: String(port),
+      CTXFLOW_FEED_PORT: String(port),
+      CTXFLOW_FEED_SECRET_GENERIC: 'feed-secret',
       CTXFLOW_STEP_CONTEXT_GROUP: `ctxflow-test-secured-${randomUUID().slice(0, 8)}`,
       CTXFLOW_REDIS_PREFIX: `ctxtest-${randomUUID().slice(0, 12)}`,
       KAFKA_TOPIC_PREFIX: `ctxflow-test-secured-${randomUUID().slice(0, 8)}.`,
@@ -283,7 +291,7 @@ async function startStepContext(
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const ready = await waitFor(
-    'step-context to be ready or to exit',
+    `${service} to be ready or to exit`,
     async () => {
       if (child.exitCode !== null) return 'exited';
       const res = await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined);
@@ -308,7 +316,7 @@ describe('a service on secured Kafka and Redis', () => {
   });
 
   it('starts over SASL_SSL and TLS Redis, and no line it writes holds a password', async () => {
-    const started = await startStepContext({ ...saslEnv('SCRAM-SHA-512'), ...redisEnv() });
+    const started = await startService({ ...saslEnv('SCRAM-SHA-512'), ...redisEnv() });
     expect(started.ready, started.output).toBe(true);
     expect(started.exitCode).toBe(0);
     expect(started.output).toContain('step-context: listening');
@@ -316,8 +324,32 @@ describe('a service on secured Kafka and Redis', () => {
     expect(started.output).not.toContain(redis.password);
   });
 
+  it('feed-ingestor on kafkajs (its client log lines go through the logger): no password in any line', async () => {
+    const started = await startService(
+      { ...saslEnv('PLAIN'), KAFKA_CLIENT: 'kafkajs', ...redisEnv() },
+      'feed-ingestor',
+    );
+    expect(started.ready, started.output).toBe(true);
+    expect(started.exitCode).toBe(0);
+    expect(started.output).toContain('feed-ingestor: listening');
+    expect(started.output).not.toContain(kafka.password);
+    expect(started.output).not.toContain(redis.password);
+  });
+
+  it('feed-ingestor on kafkajs: a wrong Kafka password stops the start naming KAFKA_SASL_PASSWORD_FILE', async () => {
+    const started = await startService(
+      { ...saslEnv('SCRAM-SHA-512', 'wrong-kafka-password'), KAFKA_CLIENT: 'kafkajs', ...redisEnv() },
+      'feed-ingestor',
+    );
+    expect(started.exitCode, started.output).toBe(2);
+    expect(started.output).toMatch(
+      /feed-ingestor: cannot start: KAFKA_SASL_PASSWORD_FILE: Kafka refused the credentials/,
+    );
+    expect(started.output).not.toContain('wrong-kafka-password');
+  });
+
   it('a wrong Kafka password stops the start naming KAFKA_SASL_PASSWORD_FILE', async () => {
-    const started = await startStepContext({ ...saslEnv('SCRAM-SHA-256', 'not-the-password'), ...redisEnv() });
+    const started = await startService({ ...saslEnv('SCRAM-SHA-256', 'not-the-password'), ...redisEnv() });
     expect(started.ready).toBe(false);
     expect(started.exitCode).toBe(2);
     expect(started.output).toMatch(
@@ -327,7 +359,7 @@ describe('a service on secured Kafka and Redis', () => {
   });
 
   it('an untrusted Kafka certificate stops the start naming KAFKA_SSL_CA_FILE', async () => {
-    const started = await startStepContext({
+    const started = await startService({
       ...saslEnv('SCRAM-SHA-512'),
       KAFKA_SSL_CA_FILE: certs.otherCaFile,
       ...redisEnv(),
@@ -339,14 +371,14 @@ describe('a service on secured Kafka and Redis', () => {
   });
 
   it('a wrong Redis password stops the start naming REDIS_PASSWORD', async () => {
-    const started = await startStepContext({ ...redisEnv(), REDIS_PASSWORD: 'not-the-password' });
+    const started = await startService({ ...redisEnv(), REDIS_PASSWORD: 'not-the-password' });
     expect(started.exitCode).toBe(2);
     expect(started.output).toMatch(/step-context: cannot start: REDIS_PASSWORD: Redis refused the credentials/);
     expect(started.output).not.toContain('not-the-password');
   });
 
   it('an untrusted Redis certificate stops the start naming REDIS_TLS_CA_FILE', async () => {
-    const started = await startStepContext({ ...redisEnv(), REDIS_TLS_CA_FILE: certs.otherCaFile });
+    const started = await startService({ ...redisEnv(), REDIS_TLS_CA_FILE: certs.otherCaFile });
     expect(started.exitCode).toBe(2);
     expect(started.output).toMatch(
       /step-context: cannot start: REDIS_TLS_CA_FILE: the Redis server's certificate is not trusted/,
@@ -354,7 +386,7 @@ describe('a service on secured Kafka and Redis', () => {
   });
 
   it('a missing CA file stops the start before any connection, naming the variable', async () => {
-    const started = await startStepContext({ ...redisEnv(), REDIS_TLS_CA_FILE: join(work, 'no-such-ca.pem') });
+    const started = await startService({ ...redisEnv(), REDIS_TLS_CA_FILE: join(work, 'no-such-ca.pem') });
     expect(started.exitCode).toBe(2);
     expect(started.output).toContain(`REDIS_TLS_CA_FILE: cannot read ${join(work, 'no-such-ca.pem')} (ENOENT)`);
   });
