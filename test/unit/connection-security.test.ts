@@ -9,7 +9,14 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { inspect } from 'node:util';
 import { loadFeedConfig } from '@ctxflow/feed-ingestor';
-import { ConfigError, createLogger, explainConnectionFailure, kafkaBusSecurity, Secret } from '@ctxflow/service-kit';
+import {
+  ConfigError,
+  createLogger,
+  explainConnectionFailure,
+  kafkaBusSecurity,
+  redactUrl,
+  Secret,
+} from '@ctxflow/service-kit';
 import { loadRunnerConfig } from '@ctxflow/session-runner';
 import { loadStepContextConfig } from '@ctxflow/step-context';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -214,6 +221,12 @@ describe('secured connections: configuration', () => {
     expect(explainConnectionFailure(new Error('connect ECONNREFUSED 127.0.0.1:9092'), 'Kafka', security)).toBe(
       undefined,
     );
+  });
+
+  it('redactUrl: a Redis URL as `npm run stack` prints it keeps its user and hides its password', () => {
+    expect(redactUrl('rediss://app:s3cret@redis.example:6380/0')).toBe('rediss://app:***@redis.example:6380/0');
+    expect(redactUrl('redis://127.0.0.1:6379')).toBe('redis://127.0.0.1:6379');
+    expect(redactUrl('not a url s3cret')).toBe('[unparsable URL]');
   });
 
   it('Secret: reveal() gives the value; JSON, String and inspect never do', () => {

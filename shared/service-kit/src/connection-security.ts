@@ -293,6 +293,17 @@ export function connectionSecurity(
   return { kafkaSecurity, redisSecurity };
 }
 
+/** A URL as it may be shown: its password (if any) replaced by `***`; text that is not a URL is shown as `[unparsable URL]`. */
+export function redactUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    if (parsed.password !== '') parsed.password = '***';
+    return parsed.toString();
+  } catch {
+    return '[unparsable URL]';
+  }
+}
+
 /** tls.connect options from the files: the server's certificate is always verified. */
 export function tlsOptions(files: TlsFiles): { ca?: string; cert?: string; key?: string; rejectUnauthorized: true } {
   return {
@@ -347,7 +358,7 @@ const UNTRUSTED_CERTIFICATE_TEXT =
 
 /** Refusals of credentials: Kafka SASL (both clients) and Redis AUTH. */
 const REFUSED_CREDENTIALS_TEXT =
-  /SASL_AUTHENTICATION_FAILED|SASL \S+ authentication failed|Authentication failed|Invalid username or password|WRONGPASS|NOAUTH|NOPERM/i;
+  /SASL_AUTHENTICATION_FAILED|SASL \S+ authentication failed|Authentication failed|Invalid username or password|WRONGPASS|NOAUTH/i;
 
 /** Every error inside `err`: itself, its `cause`, `errors`, `originalError`, `lastNodeError`. */
 function errorChain(err: unknown): Error[] {

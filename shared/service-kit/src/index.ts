@@ -8,6 +8,7 @@ export {
   type KafkaSecurity,
   kafkaBusSecurity,
   type RedisSecurity,
+  redactUrl,
   Secret,
   tlsOptions,
 } from './connection-security.ts';

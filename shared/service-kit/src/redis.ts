@@ -26,7 +26,12 @@ export function connectRedis(
         const colon = node.lastIndexOf(':');
         return { host: node.slice(0, colon), port: Number(node.slice(colon + 1)) };
       }),
-      { redisOptions: security },
+      {
+        redisOptions: security,
+        // On TLS, nodes are reached by the names given (not resolved to addresses first), so
+        // the certificate is checked against the name it was issued for (as for ElastiCache).
+        ...(security.tls !== undefined ? { dnsLookup: (address, callback) => callback(null, address) } : {}),
+      },
     );
   }
   if (config.redisUrl) {
