@@ -307,7 +307,9 @@ async function startService(
   return { ready: ready === 'ready', exitCode, output };
 }
 
-describe('a service on secured Kafka and Redis', () => {
+// Concurrent: each test is its own process, mostly waiting on a start or a client's retries
+// (a refused start waits for the client's retries: up to ~10 s on a loaded machine).
+describe.concurrent('a service on secured Kafka and Redis', { timeout: 90_000 }, () => {
   const redisEnv = () => ({
     REDIS_URL: redis.url,
     REDIS_TLS_CA_FILE: certs.caFile,
