@@ -9,7 +9,7 @@ export type {
 } from './bus.ts';
 export type { Bus, CreateBusOptions, KafkaClientName } from './create-bus.ts';
 export { createBus } from './create-bus.ts';
-export type { BusLog, KafkaBusOptions } from './kafka-options.ts';
+export type { BusLog, KafkaBusOptions, KafkaSasl, KafkaTls } from './kafka-options.ts';
 export type { KafkajsBus } from './kafkajs-bus.ts';
 export { createKafkajsBus } from './kafkajs-bus.ts';
 export type { MemoryBus, MemoryBusOptions } from './memory-bus.ts';
