@@ -12,7 +12,6 @@ export type { AgentInput, EngineDeps, StepResult, ToolDecision } from './domain/
 export { ContextEngine, fingerprint, foldCursor } from './domain/context-engine.ts';
 export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook-batch.ts';
 export type * from './domain/model.ts';
-export { RecentMap } from './domain/recent-map.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
 export { SessionCache, type SessionCacheLimits } from './domain/session-cache.ts';
