@@ -11,9 +11,9 @@ import {
   memoryBody,
   messageBody,
   parseBody,
-  parseContextBody,
   patchAgentBody,
   patchSessionBody,
+  postContextBody,
   restartBody,
   rewindBody,
   stepBody,
@@ -104,7 +104,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     return engine.updateSession(request.tenant, request.params.sessionId, body);
   });
 
-  app.post('/context', async (request) => engine.addContext(request.tenant, parseContextBody(request.body)));
+  app.post('/context', async (request) => engine.addContext(request.tenant, parseBody(postContextBody, request.body)));
 
   app.post<SessionParams>('/sessions/:sessionId/steps', async (request) => {
     const body = parseBody(stepBody, request.body);
