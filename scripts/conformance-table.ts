@@ -18,7 +18,7 @@ const README = join(ROOT, 'README.md');
 const START = '<!-- conformance-table:start -->';
 const END = '<!-- conformance-table:end -->';
 
-/** The requirement table of DESIGN.md, one line each. */
+/** The requirements R1-R35 and N1-N6, one line each: the source of the table docs/conformance.md shows. */
 const REQUIREMENTS: [string, string][] = [
   ['R1', 'rows have role `context` and a kind: instruction, notice, tools (disable / enable lists), memory'],
   [

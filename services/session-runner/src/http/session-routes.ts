@@ -46,9 +46,8 @@ function sse(reply: FastifyReply, event: string, data: unknown) {
 }
 
 /**
- * The session-runner's HTTP contract (DESIGN.md "Public HTTP contract") and the
- * tool-side routes documented in the README. Register inside a scope that sets
- * `request.tenant`.
+ * The session-runner's HTTP contract and its tool-side routes (README.md "HTTP API").
+ * Register inside a scope that sets `request.tenant`.
  */
 export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDeps) {
   const { engine } = deps;
