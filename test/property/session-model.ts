@@ -1,8 +1,9 @@
 /**
  * The reference model for the context engine's property test: plain bookkeeping
- * of what a session must contain, written from the seed, DESIGN.md and the
- * README, without the engine's code. The runner (run-commands.ts) applies every
- * command to the engine and to this model and compares them after each one.
+ * of what a session must contain, written from the requirements (docs/conformance.md)
+ * and the README's "HTTP API", without the engine's code. The runner
+ * (run-commands.ts) applies every command to the engine and to this model and
+ * compares them after each one.
  */
 import type { ContextRow, Cursor, RowSource } from '@ctxflow/contracts';
 import type { StepResult } from '@ctxflow/session-runner';

@@ -27,7 +27,7 @@ export const runnerConfigSchema = z
     CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
     /** Sessions whose state the runner holds between steps (0: read every step). */
     CTXFLOW_HELD_SESSIONS: blank(z.coerce.number().int().min(0).default(1_000)),
-    /** Estimated bytes of held session states at most (their logs' and queues' text). */
+    /** Estimated heap bytes of held session states at most (session-cache.ts). */
     CTXFLOW_HELD_BYTES: blank(
       z.coerce
         .number()

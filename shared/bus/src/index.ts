@@ -14,7 +14,6 @@ export type { KafkajsBus } from './kafkajs-bus.ts';
 export { createKafkajsBus } from './kafkajs-bus.ts';
 export type { MemoryBus, MemoryBusOptions } from './memory-bus.ts';
 export { createMemoryBus } from './memory-bus.ts';
-export { murmur2, partitionForKey } from './partition-for-key.ts';
 export type { PlatformaticBus } from './platformatic-bus.ts';
 export { createPlatformaticBus } from './platformatic-bus.ts';
 export { withTopicPrefix } from './topic-prefix.ts';

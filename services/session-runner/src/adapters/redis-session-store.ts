@@ -2,6 +2,7 @@ import { hash, randomFillSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
 import type {
   AgentRecord,
   CallRecord,
@@ -14,7 +15,6 @@ import type {
   SessionState,
   StepRecord,
 } from '../domain/model.ts';
-import { RecentMap } from '../domain/recent-map.ts';
 import type {
   Appended,
   CommitResult,
@@ -180,13 +180,13 @@ export class RedisSessionStore implements SessionStore {
   readonly #reads: ReadScripts;
   readonly #keys: StoreKeys;
   /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
-  readonly #promptIds = new RecentMap<string, string>(1_000);
-  readonly #promptTexts = new RecentMap<string, string>(1_000);
+  readonly #promptIds = new LRUCache<string, string>({ max: 1_000 });
+  readonly #promptTexts = new LRUCache<string, string>({ max: 1_000 });
   /**
    * sessionId -> the id of the prompt its `seq` names (the last commit stored or used it):
    * a commit of that prompt sends its id alone. Only a hint: the commit script checks it.
    */
-  readonly #sessionPrompts = new RecentMap<string, string>(10_000);
+  readonly #sessionPrompts = new LRUCache<string, string>({ max: 10_000 });
 
   constructor(client: Redis | Cluster, options: RedisSessionStoreOptions = {}) {
     this.#keys = storeKeys(options.prefix);

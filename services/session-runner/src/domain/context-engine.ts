@@ -14,6 +14,7 @@ import {
   type StepMode,
   validateItems,
 } from '@ctxflow/contracts';
+import { LRUCache } from 'lru-cache';
 import type { Clock } from '../ports/clock.ts';
 import type { MemoryRecall } from '../ports/memory-recall.ts';
 import type { SessionEvents } from '../ports/session-events.ts';
@@ -42,7 +43,6 @@ import type {
   ToolDeclaration,
   ToolOutcome,
 } from './model.ts';
-import { RecentMap } from './recent-map.ts';
 import {
   type LogView,
   logView,
@@ -74,7 +74,7 @@ export interface EngineDeps {
   newId?: (prefix: string) => string;
   /** Sessions whose state this runner holds between steps (session-cache.ts); default 1,000, 0 for none. */
   heldSessions?: number;
-  /** Estimated bytes of held session states at most; default 64 MiB. */
+  /** Estimated heap bytes of held session states at most (session-cache.ts); default 64 MiB. */
   heldBytes?: number;
 }
 
@@ -351,23 +351,23 @@ export class ContextEngine {
   readonly #deps: EngineDeps;
   readonly #locks = new KeyedMutex();
   /** sessionId -> agentId, immutable once created; bounded. */
-  readonly #agentIds = new RecentMap<string, string>(10_000);
+  readonly #agentIds = new LRUCache<string, string>({ max: 10_000 });
   /**
    * agentId -> the agent as last read. Only what never changes is used from it
    * (tools, stepContext, memory, cacheTtlMs): a run's context and model come from a
    * fresh read at the run's start (N3, N6).
    */
-  readonly #agents = new RecentMap<string, AgentRecord>(1_000);
+  readonly #agents = new LRUCache<string, AgentRecord>({ max: 1_000 });
   readonly #held: SessionCache;
   /** sessionId -> tenant, immutable once created; bounded, least recently used first out. */
-  readonly #owners = new RecentMap<string, string>(10_000);
+  readonly #owners = new LRUCache<string, string>({ max: 10_000 });
   /**
    * `<sessionId length>:<sessionId><key>` -> the items a request key was last replayed
    * with, as received; bounded. A key's stored fingerprint never changes, so the same raw
    * items again are a replay once the store confirms the fingerprint (a new key costs
    * nothing here: only a replay the store answered is remembered).
    */
-  readonly #replayedKeys = new RecentMap<string, ReplayedKey>(1_000);
+  readonly #replayedKeys = new LRUCache<string, ReplayedKey>({ max: 1_000 });
   readonly #newId: (prefix: string) => string;
 
   constructor(deps: EngineDeps) {

@@ -5,7 +5,6 @@ import {
   MAX_CACHE_TTL_MS,
   MAX_DEADLINE_MS,
   MAX_ERROR_DETAILS,
-  MAX_ID_LENGTH,
   STEP_FORMATS,
   STEP_MODES,
 } from '@ctxflow/contracts';
@@ -68,35 +67,6 @@ export const postContextBody = z.strictObject({
   items: z.array(z.unknown()).min(1).max(1000),
   key: idSchema.optional(),
 });
-
-/**
- * `POST /context`'s body. One with exactly the shape `postContextBody` accepts (only its
- * properties; `sessionId` of 1 to MAX_ID_LENGTH characters; 1 to 1,000 items; `key` absent
- * or 1 to MAX_ID_LENGTH characters) is taken as it is, checked without zod; anything else goes through
- * `parseBody`, so every refusal is zod's, word for word.
- */
-export function parseContextBody(body: unknown): z.infer<typeof postContextBody> {
-  if (typeof body === 'object' && body !== null && Object.getPrototypeOf(body) === Object.prototype) {
-    const { sessionId, items, key } = body as Record<string, unknown>;
-    let properties = 0;
-    for (const name in body) {
-      if (name !== 'sessionId' && name !== 'items' && name !== 'key') return parseBody(postContextBody, body);
-      properties += 1;
-    }
-    if (
-      typeof sessionId === 'string' &&
-      sessionId.length >= 1 &&
-      sessionId.length <= MAX_ID_LENGTH &&
-      Array.isArray(items) &&
-      items.length >= 1 &&
-      items.length <= 1000
-    ) {
-      if (key === undefined && properties === 2) return { sessionId, items };
-      if (typeof key === 'string' && key.length >= 1 && key.length <= MAX_ID_LENGTH) return { sessionId, items, key };
-    }
-  }
-  return parseBody(postContextBody, body);
-}
 
 export const callContextBody = z.strictObject({
   origin: z.enum(['tool', 'hook']).default('tool'),

@@ -11,10 +11,10 @@ import {
   createSessionBody,
   memoryBody,
   parseBody,
-  parseContextBody,
   parseMessageBody,
   patchAgentBody,
   patchSessionBody,
+  postContextBody,
   restartBody,
   rewindBody,
   stepBody,
@@ -53,9 +53,8 @@ function inProviderFormat(format: ProviderFormat, answer: NeutralStepResult) {
 }
 
 /**
- * The session-runner's HTTP contract (DESIGN.md "Public HTTP contract") and the
- * tool-side routes documented in the README. Register inside a scope that sets
- * `request.tenant`.
+ * The session-runner's HTTP contract and its tool-side routes (README.md "HTTP API").
+ * Register inside a scope that sets `request.tenant`.
  */
 export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDeps) {
   const { engine } = deps;
@@ -115,7 +114,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     return engine.updateSession(request.tenant, request.params.sessionId, body);
   });
 
-  app.post('/context', async (request) => engine.addContext(request.tenant, parseContextBody(request.body)));
+  app.post('/context', async (request) => engine.addContext(request.tenant, parseBody(postContextBody, request.body)));
 
   app.post<SessionParams>('/sessions/:sessionId/steps', async (request) => {
     const { format, ...body } = parseBody(stepBody, request.body);
