@@ -47,9 +47,15 @@ async function main() {
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
     ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
   });
-  if (config.kafkaBrokers) await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 12 }]);
+  if (config.kafkaBrokers) {
+    await bus.admin.ensureTopics([
+      { name: TOPICS.ticketUpdates, partitions: 12 },
+      { name: TOPICS.ticketUpdatesDlq, partitions: 12 },
+    ]);
+  }
   const service = new StepContextService({
     subscriber: bus.subscriber,
+    deadLetters: bus.publisher,
     batches,
     subscriptions,
     log: logger,

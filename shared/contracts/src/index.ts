@@ -17,6 +17,8 @@ export {
   ROW_SOURCES,
   validateItems,
 } from './context-items.ts';
+export type { DeadLetterReason, DeadLetterSource } from './dead-letters.ts';
+export { DEAD_LETTER_REASONS, DLQ_HEADERS, DLQ_TOPIC_OF, deadLetterOf, MAX_DLQ_ERROR_LENGTH } from './dead-letters.ts';
 export type { ErrorBody, ErrorCode } from './errors.ts';
 export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts';
 export {
@@ -46,4 +48,4 @@ export {
   updateTenant,
 } from './ticket-update.ts';
 export type { TopicName } from './topics.ts';
-export { TOPICS } from './topics.ts';
+export { RECORD_ID_HEADER, TOPICS } from './topics.ts';

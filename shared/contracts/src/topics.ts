@@ -1,8 +1,24 @@
-/** Kafka topic names. Keys: ticket updates by `${source}:${ticket}`, steps by session id. */
+/**
+ * Kafka topic names, versioned by their `.vN` suffix: a breaking change of a
+ * record's shape gets a new topic name, never a new shape on the old one.
+ * Keys: ticket updates by `${source}:${ticket}`, steps by session id; a dead
+ * letter keeps its source record's key.
+ */
 export const TOPICS = {
   ticketUpdates: 'ctxflow.ticket-updates.v1',
   stepRequests: 'ctxflow.step-requests.v1',
   stepResults: 'ctxflow.step-results.v1',
+  /** Ticket-update records step-context could not apply (see dead-letters.ts). */
+  ticketUpdatesDlq: 'ctxflow.ticket-updates.dlq.v1',
+  /** Step-request records session-runner could not run (see dead-letters.ts). */
+  stepRequestsDlq: 'ctxflow.step-requests.dlq.v1',
 } as const;
 
 export type TopicName = (typeof TOPICS)[keyof typeof TOPICS];
+
+/**
+ * The header carrying a record's own id (a ticket update's `id`, a step
+ * result's `requestId`): the producer's idempotence ends at a producer
+ * restart, so every sink drops a record whose id it has already applied.
+ */
+export const RECORD_ID_HEADER = 'ctxflow-record-id';
