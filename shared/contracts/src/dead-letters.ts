@@ -4,6 +4,7 @@
  * headers added, BEFORE the consumer's offset moves past it. Nothing is lost:
  * a dead letter that is not acknowledged makes the consumer retry the record.
  */
+import { z } from 'zod';
 import { capText } from './limits.ts';
 import { TOPICS } from './topics.ts';
 
@@ -39,6 +40,20 @@ export const DLQ_HEADERS = {
 
 /** Most characters of the `ctxflow-dlq-error` header. */
 export const MAX_DLQ_ERROR_LENGTH = 512;
+
+/** The headers of a dead letter (besides its source record's own, which are kept). */
+export const deadLetterHeadersSchema = z.looseObject({
+  [DLQ_HEADERS.reason]: z.enum(DEAD_LETTER_REASONS),
+  [DLQ_HEADERS.error]: z.string().max(MAX_DLQ_ERROR_LENGTH),
+  [DLQ_HEADERS.topic]: z.string().min(1),
+  [DLQ_HEADERS.partition]: z.string().regex(/^\d+$/),
+  [DLQ_HEADERS.offset]: z.string().regex(/^\d+$/),
+});
+
+/** The headers of a replay marker on a dead-letter topic (its value is empty). */
+export const replayMarkerHeadersSchema = z.looseObject({
+  [DLQ_HEADERS.replayed]: z.string().regex(/^.+:\d+:\d+$/),
+});
 
 /** The dead-letter topic of each consumed topic (unprefixed names). */
 export const DLQ_TOPIC_OF: Readonly<Record<string, string>> = {

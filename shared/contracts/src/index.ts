@@ -18,7 +18,15 @@ export {
   validateItems,
 } from './context-items.ts';
 export type { DeadLetterReason, DeadLetterSource } from './dead-letters.ts';
-export { DEAD_LETTER_REASONS, DLQ_HEADERS, DLQ_TOPIC_OF, deadLetterOf, MAX_DLQ_ERROR_LENGTH } from './dead-letters.ts';
+export {
+  DEAD_LETTER_REASONS,
+  DLQ_HEADERS,
+  DLQ_TOPIC_OF,
+  deadLetterHeadersSchema,
+  deadLetterOf,
+  MAX_DLQ_ERROR_LENGTH,
+  replayMarkerHeadersSchema,
+} from './dead-letters.ts';
 export type { ErrorBody, ErrorCode } from './errors.ts';
 export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts';
 export {
@@ -36,8 +44,8 @@ export {
   MAX_ID_LENGTH,
   MAX_JSON_DEPTH,
 } from './limits.ts';
-export type { StepMode, StepRequest } from './steps.ts';
-export { STEP_MODES, stepRequestSchema } from './steps.ts';
+export type { StepMode, StepRequest, StepResultRecordWire } from './steps.ts';
+export { contextRowSchema, STEP_MODES, stepRequestSchema, stepResultRecordSchema } from './steps.ts';
 export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
 export {
   DEFAULT_TENANT,
@@ -48,4 +56,4 @@ export {
   updateTenant,
 } from './ticket-update.ts';
 export type { TopicName } from './topics.ts';
-export { RECORD_ID_HEADER, TOPICS } from './topics.ts';
+export { RECORD_ID_HEADER, recordHeadersSchema, TOPICS } from './topics.ts';

@@ -1,3 +1,5 @@
+import { z } from 'zod';
+
 /**
  * Kafka topic names, versioned by their `.vN` suffix: a breaking change of a
  * record's shape gets a new topic name, never a new shape on the old one.
@@ -22,3 +24,16 @@ export type TopicName = (typeof TOPICS)[keyof typeof TOPICS];
  * restart, so every sink drops a record whose id it has already applied.
  */
 export const RECORD_ID_HEADER = 'ctxflow-record-id';
+
+/**
+ * Headers every record may carry: `traceparent` (W3C trace context of the
+ * span that produced it; consumers continue the trace) and the record id.
+ * Other headers are allowed and kept.
+ */
+export const recordHeadersSchema = z.looseObject({
+  traceparent: z
+    .string()
+    .regex(/^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/)
+    .optional(),
+  [RECORD_ID_HEADER]: z.string().min(1).optional(),
+});
