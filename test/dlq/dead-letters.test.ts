@@ -9,10 +9,12 @@ import { randomUUID } from 'node:crypto';
 import { createMemoryBus, type IncomingRecord, type OutgoingRecord, type Publisher } from '@ctxflow/bus';
 import { CtxflowError, DEFAULT_TENANT, DLQ_HEADERS, RECORD_ID_HEADER, TOPICS, ticketKey } from '@ctxflow/contracts';
 import { buildEmbeddedApp } from '@ctxflow/embedded';
-import { createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
+import { createConsumerLag, createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
 import { type BatchStore, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
+import { ATTR_CONSUMER_GROUP, ATTR_DLQ_REASON, ATTR_TOPIC, METRIC_DEAD_LETTERS } from '@ctxflow/telemetry';
 import { describe, expect, it } from 'vitest';
 import { eventually, makeUpdate } from '../step-context/helpers.ts';
+import { createTestTelemetry } from '../support/telemetry.ts';
 
 type Bus = ReturnType<typeof createMemoryBus>;
 
@@ -218,5 +220,53 @@ describe('dead letters: session-runner (step requests)', () => {
     ]);
     await sub.close();
     await out.close();
+  });
+});
+
+describe('dead letters: metrics', () => {
+  it('DLQ6: ctxflow.consumer.dead_letters counts dead letters by reason, source topic and group, in both services', async () => {
+    const t = createTestTelemetry();
+    const bus = createMemoryBus({ retryBackoffMs: 5 });
+    const topic = `tu-${randomUUID()}`;
+    const service = new StepContextService({
+      subscriber: bus.subscriber,
+      batches: new MemoryBatchStore(),
+      subscriptions: new MemorySubscriptionStore(),
+      topic,
+      deadLetters: bus.publisher,
+      telemetry: t.consumerTelemetry,
+    });
+    await service.start();
+    const store = new MemorySessionStore();
+    const sub = await startStepRequestConsumer({
+      engine: createEngine({ store }),
+      store,
+      subscriber: bus.subscriber,
+      publisher: bus.publisher,
+      telemetry: createConsumerLag(t),
+    });
+    const ticketsOut = await collect(bus, TOPICS.ticketUpdatesDlq);
+    const stepsOut = await collect(bus, TOPICS.stepRequestsDlq);
+    await bus.publisher.publish(topic, [
+      { key: 'k', value: 'x' },
+      { key: 'k', value: 'y' },
+      { key: 'k', value: '{}' },
+    ]);
+    await bus.publisher.publish(TOPICS.stepRequests, [
+      { key: 'k', value: 'x' },
+      { key: 'k', value: JSON.stringify({ sessionId: 'ses_none', requestId: 'r' }) },
+    ]);
+    await eventually(async () => expect(ticketsOut.records.length + stepsOut.records.length).toBe(5));
+    const count = (group: string, source: string, reason: string) =>
+      t.metric(METRIC_DEAD_LETTERS, { [ATTR_CONSUMER_GROUP]: group, [ATTR_TOPIC]: source, [ATTR_DLQ_REASON]: reason });
+    expect(await count('ctxflow-step-context', topic, 'not_json')).toBe(2);
+    expect(await count('ctxflow-step-context', topic, 'invalid')).toBe(1);
+    expect(await count('ctxflow-session-runner', TOPICS.stepRequests, 'not_json')).toBe(1);
+    expect(await count('ctxflow-session-runner', TOPICS.stepRequests, 'failed')).toBe(1);
+    expect(await t.metric(METRIC_DEAD_LETTERS)).toBe(5);
+    await sub.close();
+    await service.stop();
+    await ticketsOut.close();
+    await stepsOut.close();
   });
 });
