@@ -77,8 +77,10 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
         'Deployment/session-runner',
         'Deployment/step-context',
         'HorizontalPodAutoscaler/feed-ingestor',
+        'KafkaTopic/ctxflow.step-requests.dlq.v1',
         'KafkaTopic/ctxflow.step-requests.v1',
         'KafkaTopic/ctxflow.step-results.v1',
+        'KafkaTopic/ctxflow.ticket-updates.dlq.v1',
         'KafkaTopic/ctxflow.ticket-updates.v1',
         'KafkaUser/ctxflow',
         'Namespace/ctxflow',
@@ -163,7 +165,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     expect(() => loadEmbeddedConfig(secret.stringData)).not.toThrow();
   });
 
-  it('topics: the three contract topics, 12 partitions, 3 replicas, min.insync.replicas 2', () => {
+  it('topics: the contract topics and their dead-letter topics, 12 partitions, 3 replicas, min.insync.replicas 2', () => {
     const topics = allManifests()
       .filter(({ doc }) => doc.kind === 'KafkaTopic')
       .map(({ doc }) => doc);

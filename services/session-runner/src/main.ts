@@ -103,6 +103,7 @@ async function main() {
       bus.admin.ensureTopics([
         { name: TOPICS.stepRequests, partitions: 12 },
         { name: TOPICS.stepResults, partitions: 12 },
+        { name: TOPICS.stepRequestsDlq, partitions: 12 },
         ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
       ]),
     );

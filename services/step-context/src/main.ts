@@ -54,11 +54,15 @@ async function main() {
   });
   if (config.kafkaBrokers) {
     await connectOrExit('step-context', 'Kafka', config.kafkaSecurity, () =>
-      bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 12 }]),
+      bus.admin.ensureTopics([
+        { name: TOPICS.ticketUpdates, partitions: 12 },
+        { name: TOPICS.ticketUpdatesDlq, partitions: 12 },
+      ]),
     );
   }
   const service = new StepContextService({
     subscriber: bus.subscriber,
+    deadLetters: bus.publisher,
     batches,
     subscriptions,
     log: logger,

@@ -12,6 +12,8 @@ export { createBus } from './create-bus.ts';
 export type { BusLog, KafkaBusOptions, KafkaSasl, KafkaTls } from './kafka-options.ts';
 export type { KafkajsBus } from './kafkajs-bus.ts';
 export { createKafkajsBus } from './kafkajs-bus.ts';
+export type { ReadTopicOptions } from './kafkajs-topic-reader.ts';
+export { readTopic } from './kafkajs-topic-reader.ts';
 export type { MemoryBus, MemoryBusOptions } from './memory-bus.ts';
 export { createMemoryBus } from './memory-bus.ts';
 export type { PlatformaticBus } from './platformatic-bus.ts';
