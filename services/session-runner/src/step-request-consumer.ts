@@ -1,5 +1,5 @@
 import type { IncomingRecord, Publisher, Subscriber, Subscription } from '@ctxflow/bus';
-import { isCtxflowError, stepRequestSchema, TOPICS } from '@ctxflow/contracts';
+import { isCtxflowError, stepRequestRecordSchema, TOPICS } from '@ctxflow/contracts';
 import { withRemoteParent } from '@ctxflow/telemetry';
 import type { ContextEngine } from './domain/context-engine.ts';
 import type { SessionStore } from './ports/session-store.ts';
@@ -49,7 +49,8 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
       deps.log?.warn({ offset: record.offset, partition: record.partition }, 'step request is not JSON: skipped');
       return;
     }
-    const parsed = stepRequestSchema.safeParse(raw);
+    // A tolerant reader: fields this version does not know are accepted (a producer may add one).
+    const parsed = stepRequestRecordSchema.safeParse(raw);
     if (!parsed.success) {
       deps.log?.warn({ offset: record.offset, partition: record.partition }, 'invalid step request: skipped');
       return;

@@ -38,3 +38,4 @@ export type { SubscriptionRoutesDeps } from './subscription-routes.ts';
 export { subscriptionBodySchema, subscriptionRoutes } from './subscription-routes.ts';
 export type { Subscription, SubscriptionStore, UpdateTarget } from './subscription-store.ts';
 export { ANY_TICKET, candidateSubscriptions, matchesUpdate, subscriptionId } from './subscription-store.ts';
+export { type ParsedRecord, parseTicketUpdateRecord } from './ticket-update-record.ts';

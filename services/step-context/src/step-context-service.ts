@@ -1,5 +1,5 @@
 import type { Subscription as BusSubscription, IncomingRecord, Subscriber } from '@ctxflow/bus';
-import { type TicketUpdate, TOPICS, ticketUpdateSchema } from '@ctxflow/contracts';
+import { type TicketUpdate, TOPICS } from '@ctxflow/contracts';
 import {
   ATTR_FEED_EVENT_ID,
   ATTR_FEED_SOURCE,
@@ -13,6 +13,7 @@ import {
 import type { BatchRecord, BatchStore } from './batch-store.ts';
 import type { ConsumerTelemetry } from './consumer-telemetry.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
+import { parseTicketUpdateRecord } from './ticket-update-record.ts';
 
 /** The consumer group of step-context on TOPICS.ticketUpdates. */
 export const STEP_CONTEXT_GROUP = 'ctxflow-step-context';
@@ -82,7 +83,9 @@ interface Parsed {
  * Records at or below the stored offset are skipped by that write (a
  * redelivery, or late writes of a consumer that lost the partition).
  *
- * A record that is not a valid TicketUpdate (poison) is logged with its
+ * A record is a TicketUpdate (unknown fields kept) or a CloudEvent of the
+ * Kafka binding, binary or structured (ticket-update-record.ts). A record that
+ * is neither (poison) is logged with its
  * position and skipped (its offset recorded with its run), never retried and
  * never a crash. A store failure rejects the delivery: the bus delivers it
  * again, and the offset check drops what was already applied.
@@ -198,20 +201,13 @@ export class StepContextService {
   }
 
   #parse(record: IncomingRecord): Parsed {
-    let value: unknown;
-    try {
-      value = JSON.parse(record.value);
-    } catch (err) {
-      this.#log.warn({ ...where(record), reason: (err as Error).message }, 'ticket update skipped: not JSON');
+    const parsed = parseTicketUpdateRecord(record, new Date().toISOString());
+    if ('problem' in parsed) {
+      const fields = parsed.problem === 'not JSON' ? { reason: parsed.issues[0] } : { issues: parsed.issues };
+      this.#log.warn({ ...where(record), ...fields }, `ticket update skipped: ${parsed.problem}`);
       return { record, update: undefined };
     }
-    const parsed = ticketUpdateSchema.safeParse(value);
-    if (!parsed.success) {
-      const issues = parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`);
-      this.#log.warn({ ...where(record), issues }, 'ticket update skipped: not a valid TicketUpdate');
-      return { record, update: undefined };
-    }
-    return { record, update: parsed.data };
+    return { record, update: parsed.update };
   }
 
   /**

@@ -1,3 +1,14 @@
+export type { CloudEventContext, CloudEventLike } from './cloudevents.ts';
+export {
+  CLOUDEVENT_TENANT_ATTRIBUTE,
+  CLOUDEVENT_TYPE_PREFIX,
+  CLOUDEVENTS_SOURCE,
+  cloudEventDataSchema,
+  REQUIRED_CLOUDEVENT_ATTRIBUTES,
+  requireCloudEventAttributes,
+  ticketUpdateFromCloudEvent,
+  validateCloudEvent,
+} from './cloudevents.ts';
 export type {
   ContextItem,
   ContextKind,
@@ -35,13 +46,17 @@ export {
   MAX_JSON_DEPTH,
 } from './limits.ts';
 export type { StepMode, StepRequest } from './steps.ts';
-export { STEP_MODES, stepRequestSchema } from './steps.ts';
-export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
+export { STEP_MODES, stepRequestRecordSchema, stepRequestSchema } from './steps.ts';
+export type { BuiltinFeedSource, FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
 export {
   DEFAULT_TENANT,
+  FEED_SOURCE_NAME,
   FEED_SOURCES,
+  feedSourceSchema,
+  isBuiltinFeedSource,
   ticketChangeSchema,
   ticketKey,
+  ticketUpdateRecordSchema,
   ticketUpdateSchema,
   updateTenant,
 } from './ticket-update.ts';

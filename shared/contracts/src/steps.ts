@@ -12,3 +12,6 @@ export const stepRequestSchema = z.strictObject({
   tenant: z.string().optional(),
 });
 export type StepRequest = z.infer<typeof stepRequestSchema>;
+
+/** A step request as the consumer reads it: unknown fields are accepted and kept (forward compatible). */
+export const stepRequestRecordSchema = stepRequestSchema.loose();
