@@ -103,7 +103,9 @@ describe('subscription routes', () => {
     const bad = async (body: object) => (await call('POST', '/sessions/s-acme/subscriptions', body)).body.error;
     // Sources are configured names now: a name that breaks the name rule is refused.
     expect(await bad({ source: 'Git_Lab', ticket: 'x' })).toMatchObject({ code: 'validation_error', retryable: false });
-    expect((await bad({ source: 'a'.repeat(33), ticket: 'x' })).message).toMatch(/^source: expected a feed source name/);
+    expect((await bad({ source: 'a'.repeat(33), ticket: 'x' })).message).toMatch(
+      /^source: expected a feed source name/,
+    );
     expect((await bad({ source: 'github', ticket: '*' })).message).toBe(
       'scope: ticket "*" of github needs a scope (a GitHub owner/repo, a Jira project key, a Zendesk account id)',
     );

@@ -60,7 +60,7 @@ function structuredEvent(attributes: unknown, where: string): CloudEventLike {
 /** The SDK's event of a binary-mode request: attributes in `ce-*` headers, the data in the body. */
 function binaryEvent(headers: Headers, rawBody: Buffer, type: string): CloudEventLike {
   const attributes: Record<string, unknown> = {};
-  for (const name of REQUIRED_CLOUDEVENT_ATTRIBUTES) attributes[name] = headers[`ce-${name}`];
+  for (const name of [...REQUIRED_CLOUDEVENT_ATTRIBUTES, 'time']) attributes[name] = headers[`ce-${name}`];
   requireCloudEventAttributes(attributes);
   if (type !== 'application/json') {
     throw new CtxflowError('validation_error', 'datacontenttype: expected application/json (the content-type)');

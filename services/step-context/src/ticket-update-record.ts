@@ -63,7 +63,7 @@ function fromCloudEvent(record: IncomingRecord, structured: boolean, receivedAt:
       if (!hasTime) value = JSON.stringify({ ...event, time: receivedAt });
     } else {
       const attributes: Record<string, unknown> = {};
-      for (const name of REQUIRED_CLOUDEVENT_ATTRIBUTES) attributes[name] = record.headers[`ce_${name}`];
+      for (const name of [...REQUIRED_CLOUDEVENT_ATTRIBUTES, 'time']) attributes[name] = record.headers[`ce_${name}`];
       requireCloudEventAttributes(attributes);
       hasTime = record.headers.ce_time !== undefined;
     }

@@ -42,8 +42,8 @@ function refuse(where: string, attribute: string, message: string): CtxflowError
 
 /**
  * Refuses an event whose wire attributes (the structured JSON object, or the
- * binary mode's headers with the prefix taken off) lack a required attribute
- * or are not CloudEvents 1.0. Runs before the SDK, which fills in a missing
+ * binary mode's headers with the prefix taken off) lack a required attribute,
+ * are not CloudEvents 1.0, or carry a `time` that is not RFC 3339. Runs before the SDK, which fills in a missing
  * `id` and `specversion`.
  */
 export function requireCloudEventAttributes(attributes: Readonly<Record<string, unknown>>, where = ''): void {
@@ -52,7 +52,13 @@ export function requireCloudEventAttributes(attributes: Readonly<Record<string, 
     if (typeof value !== 'string' || value === '') throw refuse(where, name, 'required (a non-empty string)');
   }
   if (attributes.specversion !== '1.0') throw refuse(where, 'specversion', 'expected "1.0"');
+  // The SDK reads a time it cannot parse as "now": refused here instead.
+  if (attributes.time !== undefined && !timeSchema.safeParse(attributes.time).success) {
+    throw refuse(where, 'time', 'expected an RFC 3339 timestamp (e.g. 2024-05-01T09:30:00Z)');
+  }
 }
+
+const timeSchema = z.iso.datetime({ offset: true });
 
 interface SdkValidationIssue {
   instancePath?: string;
