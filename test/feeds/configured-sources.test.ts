@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { buildEmbeddedApp, type EmbeddedApp, loadEmbeddedConfig } from '@ctxflow/embedded';
 import { feedSecretVar, feedSourceOfVar, loadFeedConfig } from '@ctxflow/feed-ingestor';
 import { ConfigError } from '@ctxflow/service-kit';
+import { loadRunnerConfig } from '@ctxflow/session-runner';
 import { afterEach, describe, expect, it } from 'vitest';
 import { feedApp, genericHeaders, RECEIVED_AT, SECRETS } from './helpers.ts';
 
@@ -22,8 +23,11 @@ describe('configured feed sources', () => {
       'my-tracker': [{ tenant: 'default', secret: TRACKER_SECRET }],
       ops2: [{ tenant: 'default', secret: 'ops' }],
     });
-    // The embedded service reads them the same way.
+    // The embedded service and the session-runner (its feed routes) read them the same way.
     expect(loadEmbeddedConfig({ CTXFLOW_FEED_SECRET_MY_TRACKER: TRACKER_SECRET }).secrets).toEqual({
+      'my-tracker': [{ tenant: 'default', secret: TRACKER_SECRET }],
+    });
+    expect(loadRunnerConfig({ CTXFLOW_FEED_SECRET_MY_TRACKER: TRACKER_SECRET }).secrets).toEqual({
       'my-tracker': [{ tenant: 'default', secret: TRACKER_SECRET }],
     });
     expect(feedSecretVar('my-tracker')).toBe('CTXFLOW_FEED_SECRET_MY_TRACKER');
