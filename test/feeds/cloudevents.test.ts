@@ -253,4 +253,46 @@ describe('POST /feeds/cloudevents', () => {
     expect(response.json().error.message).toBe('content-type: expected application/json');
     expect(publisher.published).toEqual([]);
   });
+
+  it('batch mode: a bus failure part-way is 503; the retry publishes only the events not yet published', async () => {
+    const { app, publisher } = await feedApp({ secrets: { cloudevents: CE_SECRET } });
+    const events = [attributes(), attributes({ id: 'evt-2' }), attributes({ id: 'evt-3' })];
+    const body = JSON.stringify(events);
+    const send = () =>
+      app.inject({
+        method: 'POST',
+        url: '/feeds/cloudevents',
+        headers: { 'content-type': 'application/cloudevents-batch+json', ...signature(body) },
+        payload: body,
+      });
+    // The bus acknowledges the first event, then is down.
+    const publish = publisher.publish.bind(publisher);
+    publisher.publish = async (topic, records) => {
+      await publish(topic, records);
+      publisher.failing = true;
+    };
+    const failed = await send();
+    expect(failed.statusCode).toBe(503);
+    expect(failed.json().error.code).toBe('bus_unavailable');
+    expect(failed.headers['retry-after']).toBe('5');
+    publisher.publish = publish;
+    publisher.failing = false;
+    const retried = await send();
+    expect(retried.json().results).toEqual([
+      { id: `cloudevents:${JIRA}:evt-1`, duplicate: true },
+      { id: `cloudevents:${JIRA}:evt-2` },
+      { id: `cloudevents:${JIRA}:evt-3` },
+    ]);
+    expect(publisher.published.map((p) => JSON.parse(p.record.value).eventId)).toEqual(['evt-1', 'evt-2', 'evt-3']);
+  });
+
+  it('batch mode takes at most 100 events', async () => {
+    const { batch, publisher } = await setup();
+    const events = Array.from({ length: 101 }, (_, i) => attributes({ id: `evt-${i}` }));
+    const response = await batch(events);
+    expect(response.statusCode).toBe(400);
+    expect(response.json().error.message).toBe('body: more than 100 events in one batch');
+    expect((await batch(events.slice(0, 100))).json().results).toHaveLength(100);
+    expect(publisher.published).toHaveLength(100);
+  });
 });
