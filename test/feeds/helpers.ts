@@ -1,14 +1,14 @@
 import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { OutgoingRecord, Publisher } from '@ctxflow/bus';
-import { CtxflowError, type FeedSource } from '@ctxflow/contracts';
+import { type BuiltinFeedSource, CtxflowError } from '@ctxflow/contracts';
 import { buildFeedApp, type FeedAppDeps, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
 
 /** Fixed "now" of the feed tests: 2024-05-01T09:31:00Z, in epoch milliseconds. */
 export const NOW = Date.parse('2024-05-01T09:31:00Z');
 export const RECEIVED_AT = new Date(NOW).toISOString();
 
-export const SECRETS: Record<FeedSource, string> = {
+export const SECRETS: Record<Exclude<BuiltinFeedSource, 'cloudevents'>, string> = {
   generic: 'generic-test-secret-9f1c',
   github: 'github-test-secret-27ab',
   jira: 'jira-test-secret-c04e',

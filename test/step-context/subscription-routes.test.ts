@@ -101,7 +101,11 @@ describe('subscription routes', () => {
 
   it('a bad body is 400 validation_error naming the problem', async () => {
     const bad = async (body: object) => (await call('POST', '/sessions/s-acme/subscriptions', body)).body.error;
-    expect(await bad({ source: 'gitlab', ticket: 'x' })).toMatchObject({ code: 'validation_error', retryable: false });
+    // Sources are configured names now: a name that breaks the name rule is refused.
+    expect(await bad({ source: 'Git_Lab', ticket: 'x' })).toMatchObject({ code: 'validation_error', retryable: false });
+    expect((await bad({ source: 'a'.repeat(33), ticket: 'x' })).message).toMatch(
+      /^source: expected a feed source name/,
+    );
     expect((await bad({ source: 'github', ticket: '*' })).message).toBe(
       'scope: ticket "*" of github needs a scope (a GitHub owner/repo, a Jira project key, a Zendesk account id)',
     );
@@ -111,5 +115,16 @@ describe('subscription routes', () => {
     expect((await bad({ source: 'generic', ticket: '' })).message).toMatch(/^ticket: /);
     expect((await bad({ source: 'generic', ticket: 'T', extra: 1 })).message).toMatch(/extra/);
     expect(await subscriptions.list('s-acme')).toEqual([]);
+  });
+
+  it('configured sources: any source name subscribes; its unscoped wildcard is allowed, as for cloudevents', async () => {
+    for (const body of [
+      { source: 'my-tracker', ticket: 'T-1' },
+      { source: 'my-tracker', ticket: '*' },
+      { source: 'cloudevents', ticket: '*', scope: 'https://jira.example.com' },
+    ]) {
+      expect((await call('POST', '/sessions/s-acme/subscriptions', body)).status).toBe(201);
+    }
+    expect(await subscriptions.list('s-acme')).toHaveLength(3);
   });
 });

@@ -67,4 +67,21 @@ describe('step requests over the bus', () => {
     });
     await sub.close();
   });
+
+  it('tolerant reader: a step request with a field this version does not know is answered, not skipped', async () => {
+    const bus = createMemoryBus();
+    const store = new MemorySessionStore();
+    const engine = createEngine({ store });
+    const session = await engine.createSession('default', {});
+    await engine.addContext('default', { sessionId: session.sessionId, items: [{ kind: 'notice', content: 'n1' }] });
+    const { results, ready } = collectResults(bus);
+    await ready;
+    const sub = await startStepRequestConsumer({ engine, store, subscriber: bus.subscriber, publisher: bus.publisher });
+    const request = { sessionId: session.sessionId, requestId: 'req-x', mode: 'first', priority: 'high' };
+    await bus.publisher.publish(TOPICS.stepRequests, [{ key: session.sessionId, value: JSON.stringify(request) }]);
+    await until(() => results.length === 1);
+    expect(results[0]).toMatchObject({ requestId: 'req-x', sessionId: session.sessionId, ok: true });
+    expect(results[0].rows.map((r: any) => r.content)).toEqual(['n1']);
+    await sub.close();
+  });
 });

@@ -24,9 +24,12 @@ export const embeddedConfigSchema = z
     CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_ZENDESK: blank(z.string().min(1).optional()),
+    CTXFLOW_FEED_SECRET_CLOUDEVENTS: blank(z.string().min(1).optional()),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
   })
+  // Kept: every other CTXFLOW_FEED_SECRET_<NAME> configures a source (feed-secrets.ts).
+  .loose()
   .superRefine(refineFeedSecrets, REFINE_ALWAYS)
   .transform((env) => {
     const { secrets } = readFeedSecrets(env);

@@ -23,7 +23,8 @@ const secret = blank(z.string().min(1).optional());
  * `KAFKA_BROKERS` / `REDIS_URL` set: the real bus and ledger; unset: in-memory.
  * `CTXFLOW_API_KEYS` set (the same value as the API's): every feed secret is a
  * list of `tenant:secret` pairs naming tenants of those keys (feed-secrets.ts);
- * the feed-ingestor itself takes no bearer keys.
+ * the feed-ingestor itself takes no bearer keys. Any other
+ * `CTXFLOW_FEED_SECRET_<NAME>` configures a source `<name>` (generic format).
  */
 export const feedConfigSchema = z
   .object({
@@ -34,6 +35,7 @@ export const feedConfigSchema = z
     CTXFLOW_FEED_SECRET_GITHUB: secret,
     CTXFLOW_FEED_SECRET_JIRA: secret,
     CTXFLOW_FEED_SECRET_ZENDESK: secret,
+    CTXFLOW_FEED_SECRET_CLOUDEVENTS: secret,
     CTXFLOW_FEED_MAX_BYTES: blank(
       z.coerce
         .number()
@@ -54,6 +56,8 @@ export const feedConfigSchema = z
     REDIS_URL: redisUrlVar(),
     ...connectionSecurityVars(),
   })
+  // Kept: every other CTXFLOW_FEED_SECRET_<NAME> configures a source (feed-secrets.ts); nothing else is read.
+  .loose()
   .superRefine((env, ctx) => {
     try {
       parseApiKeys(env.CTXFLOW_API_KEYS);

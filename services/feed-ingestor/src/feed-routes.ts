@@ -1,8 +1,10 @@
 import type { KeyObject } from 'node:crypto';
 import type { Publisher } from '@ctxflow/bus';
 import {
+  CLOUDEVENTS_SOURCE,
   CtxflowError,
   errorBody,
+  FEED_SOURCE_NAME,
   FEED_SOURCES,
   type FeedSource,
   isCtxflowError,
@@ -23,11 +25,25 @@ import {
   type SpanOptions,
 } from '@ctxflow/telemetry';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import {
+  CE_BATCH,
+  CE_STRUCTURED,
+  CLOUDEVENTS_MEDIA_TYPES,
+  cloudEventUpdates,
+  mediaTypeOf,
+} from './cloudevents-feed.ts';
 import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
 import { type FeedSecrets, tenantSecrets } from './feed-secrets.ts';
 import { type FeedTelemetry, noopFeedTelemetry } from './feed-telemetry.ts';
-import { FEEDS } from './feeds.ts';
+import { feedOf } from './feeds.ts';
+import { verifyGeneric } from './verifiers/generic.ts';
 import { secretKey } from './verifiers/verifier.ts';
+
+/** Whether a request came as CloudEvents structured or batch mode (only the cloudevents feed takes those). */
+function mediaTypeIsCloudEvents(request: FastifyRequest): boolean {
+  const type = mediaTypeOf(request.headers).type;
+  return type === CE_STRUCTURED || type === CE_BATCH;
+}
 
 /** Default body limit of a feed request, in bytes (256 KiB). */
 export const DEFAULT_FEED_MAX_BYTES = 256 * 1024;
@@ -68,12 +84,12 @@ const PRODUCER: SpanOptions = { kind: 'producer' };
 const UNTRACED: SpanHandle = { traceparent: undefined, link() {}, setAttributes() {} };
 
 /** Fastify's own refusals in this scope, mapped to public codes. */
-function fromFastify(err: FastifyError, maxBodyBytes: number): CtxflowError | undefined {
+function fromFastify(err: FastifyError, maxBodyBytes: number, source: string | undefined): CtxflowError | undefined {
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new CtxflowError('payload_too_large', `body is over the ${maxBodyBytes}-byte limit`);
     case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new CtxflowError('validation_error', 'content-type: expected application/json');
+      return new CtxflowError('validation_error', `content-type: expected ${expectedMediaTypes(source)}`);
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new CtxflowError('validation_error', 'content-length does not match the body');
   }
@@ -81,6 +97,16 @@ function fromFastify(err: FastifyError, maxBodyBytes: number): CtxflowError | un
     return new CtxflowError('validation_error', err.message);
   }
   return undefined;
+}
+
+/** The media types a feed's route takes, for a refusal's message. */
+function expectedMediaTypes(source: string | undefined): string {
+  return source === CLOUDEVENTS_SOURCE ? CLOUDEVENTS_MEDIA_TYPES.join(', ') : 'application/json';
+}
+
+/** The source of a feed route (its route config), for the refusal counter. */
+function routeSource(request: FastifyRequest): string | undefined {
+  return (request.routeOptions.config as { source?: string } | undefined)?.source;
 }
 
 /**
@@ -103,7 +129,9 @@ function parseJson(rawBody: Buffer): unknown {
 }
 
 /**
- * `POST /feeds/<source>` for every feed source. The plugin reads request
+ * `POST /feeds/<source>` for every built-in feed (github, jira, zendesk,
+ * generic, cloudevents) and every configured source (a name in `secrets`
+ * other than those: the generic feed's format under that name). The plugin reads request
  * bodies as raw bytes (its own application/json parser, in this plugin's
  * encapsulated scope only: register it without fastify-plugin), verifies the
  * sender's signature over those bytes, normalizes to one TicketUpdate and
@@ -127,7 +155,11 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   const traced = deps.telemetry !== undefined;
   // Each secret becomes its HMAC key once, not on every delivery; the tenants in the same order.
   const keys: Partial<Record<FeedSource, { keys: KeyObject[]; tenants: string[] }>> = {};
-  for (const source of FEED_SOURCES) {
+  const sources = [...new Set([...FEED_SOURCES, ...Object.keys(deps.secrets)])];
+  for (const source of sources) {
+    if (!FEED_SOURCE_NAME.test(source)) {
+      throw new Error(`feed source "${source}": expected lowercase letters, digits and "-", 1 to 32 characters`);
+    }
     const secrets = deps.secrets[source];
     const pairs = secrets === undefined ? [] : tenantSecrets(secrets).filter((p) => p.secret !== '');
     if (pairs.length > 0) {
@@ -139,10 +171,16 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: maxBodyBytes }, (_request, body, done) =>
     done(null, body),
   );
+  // CloudEvents structured and batch mode; every other feed refuses them (ingest).
+  app.addContentTypeParser(
+    [CE_STRUCTURED, CE_BATCH],
+    { parseAs: 'buffer', bodyLimit: maxBodyBytes },
+    (_r, body, done) => done(null, body),
+  );
 
   app.setErrorHandler((err: FastifyError, request, reply) => {
-    const known = isCtxflowError(err) ? err : fromFastify(err, maxBodyBytes);
-    const source = FEED_SOURCES.find((s) => request.routeOptions.url?.endsWith(`/feeds/${s}`));
+    const source = routeSource(request);
+    const known = isCtxflowError(err) ? err : fromFastify(err, maxBodyBytes, source);
     if (source) telemetry.refused({ source, reason: known?.code ?? 'internal_error' });
     if (!known) {
       request.log.error({ errName: err.name, errCode: err.code }, 'feed request failed');
@@ -215,13 +253,17 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   ): Promise<FastifyReply> {
     const feedKeys = keys[source];
     if (!feedKeys) throw new CtxflowError('feed_disabled', `the ${source} feed is not configured`);
-    // Only this scope's application/json parser yields a Buffer; another media type was parsed by another parser.
+    // Only this scope's parsers yield a Buffer; another media type was parsed by another parser.
     if (request.body !== undefined && !Buffer.isBuffer(request.body)) {
-      throw new CtxflowError('validation_error', 'content-type: expected application/json');
+      throw new CtxflowError('validation_error', `content-type: expected ${expectedMediaTypes(source)}`);
     }
     const rawBody = request.body ?? Buffer.alloc(0);
     const now = clock();
-    const feed = FEEDS[source];
+    if (source === CLOUDEVENTS_SOURCE) return ingestCloudEvents(feedKeys, request, reply, span, rawBody, now);
+    if (request.body !== undefined && mediaTypeIsCloudEvents(request)) {
+      throw new CtxflowError('validation_error', 'content-type: expected application/json');
+    }
+    const feed = feedOf(source);
     // The secret that verified the delivery names its tenant.
     const tenant = feedKeys.tenants[feed.verify({ headers: request.headers, rawBody }, feedKeys.keys, now)]!;
     const body = parseJson(rawBody);
@@ -243,11 +285,47 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
       );
   }
 
-  for (const source of FEED_SOURCES) {
+  /**
+   * One `POST /feeds/cloudevents` request (verified like the generic feed):
+   * every event is validated before any is published (a batch is all or
+   * nothing), then each is published once, in order (a repeated id is a
+   * duplicate, also within one batch). A bus failure part-way answers 503;
+   * the retry of the same request publishes only the events not yet
+   * published (the ledger remembers the others).
+   */
+  async function ingestCloudEvents(
+    feedKeys: { keys: KeyObject[]; tenants: string[] },
+    request: FastifyRequest,
+    reply: FastifyReply,
+    span: SpanHandle,
+    rawBody: Buffer,
+    now: number,
+  ): Promise<FastifyReply> {
+    const tenant = feedKeys.tenants[verifyGeneric({ headers: request.headers, rawBody }, feedKeys.keys, now)]!;
+    const { mode, updates } = cloudEventUpdates(request.headers, rawBody, {
+      tenant,
+      receivedAt: new Date(now).toISOString(),
+    });
+    const results: { id: string; duplicate?: true }[] = [];
+    for (const update of updates) {
+      if (traced) span.setAttributes({ [ATTR_FEED_EVENT_ID]: update.id, [ATTR_TICKET]: update.ticket });
+      const result = await publishOnce(update, request);
+      telemetry.ingested({ source: CLOUDEVENTS_SOURCE });
+      request.log.info(
+        { source: CLOUDEVENTS_SOURCE, mode, tenant, id: update.id, ticket: update.ticket, result },
+        'feed delivery accepted',
+      );
+      results.push(result === 'duplicate' ? { id: update.id, duplicate: true } : { id: update.id });
+    }
+    if (mode === 'batch') return reply.status(202).send({ accepted: true, results });
+    return reply.status(202).send({ accepted: true, ...results[0] });
+  }
+
+  for (const source of sources) {
     const attributes = { [ATTR_FEED_SOURCE]: source };
     app.post(
       `/feeds/${source}`,
-      { bodyLimit: maxBodyBytes },
+      { bodyLimit: maxBodyBytes, config: { source } },
       traced
         ? (request: FastifyRequest, reply: FastifyReply) =>
             telemetry.withSpan(SPAN_WEBHOOK_INGEST, attributes, (span) => ingest(source, request, reply, span), {

@@ -1,4 +1,4 @@
-import { DEFAULT_TENANT, FEED_SOURCES, type FeedSource } from '@ctxflow/contracts';
+import { DEFAULT_TENANT, FEED_SOURCE_NAME, type FeedSource } from '@ctxflow/contracts';
 import { parseApiKeys } from '@ctxflow/service-kit';
 import type { z } from 'zod';
 
@@ -18,9 +18,25 @@ export type FeedSecrets = Partial<Record<FeedSource, string | readonly TenantSec
 /** The longest tenant a TicketUpdate carries (ticket-update.ts). */
 export const MAX_TENANT_LENGTH = 256;
 
-/** The variable that holds a source's secrets: `CTXFLOW_FEED_SECRET_<SOURCE>`. */
+/** The prefix of every feed's secret variable. */
+export const FEED_SECRET_PREFIX = 'CTXFLOW_FEED_SECRET_';
+
+/** The variable that holds a source's secrets: `CTXFLOW_FEED_SECRET_<SOURCE>` (upper case, `-` as `_`). */
 export function feedSecretVar(source: FeedSource): string {
-  return `CTXFLOW_FEED_SECRET_${source.toUpperCase()}`;
+  return `${FEED_SECRET_PREFIX}${source.toUpperCase().replaceAll('-', '_')}`;
+}
+
+/**
+ * The source a secret variable configures: `CTXFLOW_FEED_SECRET_MY_TRACKER`
+ * is `my-tracker` (lower case, `_` as `-`); undefined when the rest is not a
+ * source name (FEED_SOURCE_NAME).
+ */
+export function feedSourceOfVar(variable: string): FeedSource | undefined {
+  if (!variable.startsWith(FEED_SECRET_PREFIX)) return undefined;
+  const rest = variable.slice(FEED_SECRET_PREFIX.length);
+  if (!/^[A-Z0-9_]+$/.test(rest)) return undefined;
+  const name = rest.toLowerCase().replaceAll('_', '-');
+  return FEED_SOURCE_NAME.test(name) ? name : undefined;
 }
 
 /** A source's secrets as tenant and secret pairs (a plain string is the default tenant's). */
@@ -35,8 +51,11 @@ export interface SecretProblem {
 }
 
 /**
- * Reads `CTXFLOW_FEED_SECRET_<SOURCE>` of every source (unset or empty: the
- * feed is off).
+ * Reads every `CTXFLOW_FEED_SECRET_<NAME>` variable (unset or empty: the feed
+ * is off). A built-in source's variable switches that feed on; any other name
+ * configures a source of that name speaking the generic feed's format at
+ * `/feeds/<name>`. A variable whose name is not a source name (after the
+ * prefix: upper-case letters, digits and `_`, 1 to 32 characters) is refused.
  *
  * - `CTXFLOW_API_KEYS` unset (one tenant, loopback only): the value is one
  *   plain secret, as it is, of DEFAULT_TENANT.
@@ -64,10 +83,20 @@ export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
     tenants = undefined;
   }
   const multiTenant = Boolean(rawKeys);
-  for (const source of FEED_SOURCES) {
-    const variable = feedSecretVar(source);
+  for (const variable of Object.keys(env).sort()) {
+    if (!variable.startsWith(FEED_SECRET_PREFIX)) continue;
     const value = env[variable];
     if (typeof value !== 'string' || value === '') continue;
+    const source = feedSourceOfVar(variable);
+    if (source === undefined) {
+      problems.push({
+        variable,
+        message:
+          'not a feed source name: after CTXFLOW_FEED_SECRET_ use 1 to 32 upper-case letters, digits and _ ' +
+          '(the route is /feeds/<name in lower case, _ as ->)',
+      });
+      continue;
+    }
     if (!multiTenant) {
       secrets[source] = Object.freeze([{ tenant: DEFAULT_TENANT, secret: value }]);
       continue;

@@ -1,4 +1,4 @@
-import type { FeedSource } from '@ctxflow/contracts';
+import type { BuiltinFeedSource, FeedSource } from '@ctxflow/contracts';
 import { normalizeGeneric } from './normalizers/generic.ts';
 import { normalizeGithub } from './normalizers/github.ts';
 import { normalizeJira } from './normalizers/jira.ts';
@@ -16,10 +16,38 @@ export interface Feed {
   normalize: Normalizer;
 }
 
-/** Every feed, by source; the route is `POST /feeds/<source>`, the secret `CTXFLOW_FEED_SECRET_<SOURCE>`. */
-export const FEEDS: Readonly<Record<FeedSource, Feed>> = {
+/**
+ * Every built-in feed with a body format of its own, by source; the route is
+ * `POST /feeds/<source>`, the secret `CTXFLOW_FEED_SECRET_<SOURCE>`. The
+ * cloudevents feed has routes of its own (cloudevents-feed.ts).
+ */
+export const FEEDS: Readonly<Record<Exclude<BuiltinFeedSource, 'cloudevents'>, Feed>> = {
   generic: { verify: verifyGeneric, normalize: normalizeGeneric },
   github: { verify: verifyGithub, normalize: normalizeGithub },
   jira: { verify: verifyJira, normalize: normalizeJira },
   zendesk: { verify: verifyZendesk, normalize: normalizeZendesk },
 };
+
+/**
+ * A configured source (`CTXFLOW_FEED_SECRET_<NAME>`): the generic feed's
+ * signature and body under its own name, so its updates are `<name>:<eventId>`
+ * of source `<name>`.
+ */
+export function configuredFeed(source: FeedSource): Feed {
+  return {
+    verify: verifyGeneric,
+    normalize(delivery) {
+      const outcome = normalizeGeneric(delivery);
+      if ('update' in outcome) {
+        outcome.update.source = source;
+        outcome.update.id = `${source}:${outcome.update.eventId}`;
+      }
+      return outcome;
+    },
+  };
+}
+
+/** The feed of a source that is not cloudevents: a built-in one, else a configured one. */
+export function feedOf(source: FeedSource): Feed {
+  return Object.hasOwn(FEEDS, source) ? FEEDS[source as keyof typeof FEEDS] : configuredFeed(source);
+}

@@ -4,7 +4,7 @@ import {
   deadLetterOf,
   isCtxflowError,
   RECORD_ID_HEADER,
-  stepRequestSchema,
+  stepRequestRecordSchema,
   TOPICS,
 } from '@ctxflow/contracts';
 import { withRemoteParent } from '@ctxflow/telemetry';
@@ -76,7 +76,8 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
       await deadLetter(record, 'not_json', (err as Error).message);
       return;
     }
-    const parsed = stepRequestSchema.safeParse(raw);
+    // A tolerant reader: fields this version does not know are accepted (a producer may add one).
+    const parsed = stepRequestRecordSchema.safeParse(raw);
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`);
       await deadLetter(record, 'invalid', issues.join('; '));

@@ -29,3 +29,4 @@ export { RECORD_ID_HEADER, STEP_CONTEXT_GROUP, StepContextService } from './step
 export type { SubscriptionRoutesDeps } from './subscription-routes.ts';
 export { subscriptionRoutes } from './subscription-routes.ts';
 export type { Subscription, SubscriptionStore, UpdateTarget } from './subscription-store.ts';
+export { type ParsedRecord, parseTicketUpdateRecord } from './ticket-update-record.ts';

@@ -6,7 +6,6 @@ import {
   RECORD_ID_HEADER,
   type TicketUpdate,
   TOPICS,
-  ticketUpdateSchema,
 } from '@ctxflow/contracts';
 import {
   ATTR_FEED_EVENT_ID,
@@ -21,6 +20,7 @@ import {
 import type { BatchRecord, BatchStore } from './batch-store.ts';
 import type { ConsumerTelemetry } from './consumer-telemetry.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
+import { parseTicketUpdateRecord } from './ticket-update-record.ts';
 
 /** The consumer group of step-context on TOPICS.ticketUpdates. */
 export const STEP_CONTEXT_GROUP = 'ctxflow-step-context';
@@ -100,16 +100,17 @@ interface Parsed {
  * Records at or below the stored offset are skipped by that write (a
  * redelivery, or late writes of a consumer that lost the partition).
  *
- * A record that is not JSON or not a valid TicketUpdate (poison) is published
- * onto the dead-letter topic (`deadLetters`) with its reason and position,
- * and only once that publish is acknowledged is its offset recorded (with its
- * run, in the store's atomic write): a dead-letter publish that fails rejects
- * the delivery, and the bus delivers the run again. A record the store refuses
- * with a non-retryable error (`failed`) is found by applying its run one
- * record at a time, dead-lettered the same way and its offset recorded alone.
- * Poison is never a crash and never stalls its partition. Any other store
- * failure rejects the delivery: the bus delivers it again, and the offset
- * check drops what was already applied.
+ * A record is a TicketUpdate (unknown fields kept) or a CloudEvent of the
+ * Kafka binding, binary or structured (ticket-update-record.ts). A record that
+ * is neither (poison) is published onto the dead-letter topic (`deadLetters`)
+ * with its reason and position, and only once that publish is acknowledged is
+ * its offset recorded (with its run, in the store's atomic write): a
+ * dead-letter publish that fails rejects the delivery, and the bus delivers the
+ * run again. A record the store refuses with a non-retryable error (`failed`)
+ * is found by applying its run one record at a time, dead-lettered the same way
+ * and its offset recorded alone. Poison is never a crash and never stalls its
+ * partition. Any other store failure rejects the delivery: the bus delivers it
+ * again, and the offset check drops what was already applied.
  */
 export class StepContextService {
   readonly #deps: StepContextServiceDeps;
@@ -273,20 +274,14 @@ export class StepContextService {
   }
 
   #parse(record: IncomingRecord): Parsed {
-    let value: unknown;
-    try {
-      value = JSON.parse(record.value);
-    } catch (err) {
-      this.#log.warn({ ...where(record), reason: (err as Error).message }, 'ticket update skipped: not JSON');
-      return { record, update: undefined, poison: { reason: 'not_json', error: (err as Error).message } };
+    const parsed = parseTicketUpdateRecord(record, new Date().toISOString());
+    if ('problem' in parsed) {
+      const fields = parsed.problem === 'not JSON' ? { reason: parsed.issues[0] } : { issues: parsed.issues };
+      this.#log.warn({ ...where(record), ...fields }, `ticket update skipped: ${parsed.problem}`);
+      const reason: DeadLetterReason = parsed.problem === 'not JSON' ? 'not_json' : 'invalid';
+      return { record, update: undefined, poison: { reason, error: parsed.issues.join('; ') } };
     }
-    const parsed = ticketUpdateSchema.safeParse(value);
-    if (!parsed.success) {
-      const issues = parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`);
-      this.#log.warn({ ...where(record), issues }, 'ticket update skipped: not a valid TicketUpdate');
-      return { record, update: undefined, poison: { reason: 'invalid', error: issues.join('; ') } };
-    }
-    return { record, update: parsed.data };
+    return { record, update: parsed.update };
   }
 
   /**

@@ -1,4 +1,4 @@
-import { CtxflowError, FEED_SOURCES } from '@ctxflow/contracts';
+import { CtxflowError, feedSourceSchema } from '@ctxflow/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
 import type { SessionDirectory } from './session-directory.ts';
@@ -14,11 +14,18 @@ export interface SubscriptionRoutesDeps {
  * `{ "source": "github", "ticket": "octo/app#12" }`,
  * `{ "source": "github", "ticket": "*", "scope": "octo/app" }` (a whole repository),
  * `{ "source": "jira", "ticket": "*", "scope": "PROJ" }`, `{ "source": "zendesk", "ticket": "*", "scope": "<account id>" }`,
- * `{ "source": "generic", "ticket": "*" }` (every generic ticket).
+ * `{ "source": "generic", "ticket": "*" }` (every generic ticket),
+ * `{ "source": "cloudevents", "ticket": "*", "scope": "<CloudEvents source>" }` (one ticket system),
+ * `{ "source": "<configured source>", "ticket": "*" }`.
+ * Sources are names (lowercase letters, digits, `-`): the built-in feeds and
+ * any configured one; a name no feed publishes simply matches nothing.
  */
+/** Sources whose unscoped wildcard would span a whole ticket system: refused without a scope. */
+const SCOPED_SOURCES: ReadonlySet<string> = new Set(['github', 'jira', 'zendesk']);
+
 export const subscriptionBodySchema = z
   .strictObject({
-    source: z.enum(FEED_SOURCES),
+    source: feedSourceSchema,
     ticket: z.string().min(1).max(256),
     scope: z.string().min(1).max(256).optional(),
   })
@@ -26,7 +33,7 @@ export const subscriptionBodySchema = z
     if (body.ticket !== ANY_TICKET && body.scope !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['scope'], message: `scope is only allowed with ticket "${ANY_TICKET}"` });
     }
-    if (body.ticket === ANY_TICKET && body.scope === undefined && body.source !== 'generic') {
+    if (body.ticket === ANY_TICKET && body.scope === undefined && SCOPED_SOURCES.has(body.source)) {
       ctx.addIssue({
         code: 'custom',
         path: ['scope'],

@@ -13,8 +13,9 @@ export type UpdateTarget = Pick<TicketUpdate, 'tenant' | 'source' | 'ticket' | '
  *   (`owner/repo`), a Jira project (`PROJ`), a Zendesk account id. For github,
  *   jira and zendesk the scope is required: a wildcard never spans a whole
  *   ticket system.
- * - `{ source: 'generic', ticket: '*' }` without a scope matches every generic
- *   update (generic updates carry no scope).
+ * - `{ source, ticket: '*' }` without a scope (any source but github, jira and
+ *   zendesk) matches every update of that source: every generic or configured
+ *   source's update (they carry no scope), every CloudEvents update.
  *
  * `scope` is only meaningful with `ticket: '*'`; an exact subscription never has one.
  */

@@ -1,3 +1,14 @@
+export type { CloudEventContext, CloudEventLike } from './cloudevents.ts';
+export {
+  CLOUDEVENT_TENANT_ATTRIBUTE,
+  CLOUDEVENT_TYPE_PREFIX,
+  CLOUDEVENTS_SOURCE,
+  cloudEventDataSchema,
+  REQUIRED_CLOUDEVENT_ATTRIBUTES,
+  requireCloudEventAttributes,
+  ticketUpdateFromCloudEvent,
+  validateCloudEvent,
+} from './cloudevents.ts';
 export type {
   ContextItem,
   ContextKind,
@@ -54,13 +65,24 @@ export type {
   ToolChoice,
 } from './model-request.ts';
 export type { StepFormat, StepMode, StepRequest, StepResultRecordWire } from './steps.ts';
-export { contextRowSchema, STEP_FORMATS, STEP_MODES, stepRequestSchema, stepResultRecordSchema } from './steps.ts';
-export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
+export {
+  contextRowSchema,
+  STEP_FORMATS,
+  STEP_MODES,
+  stepRequestRecordSchema,
+  stepRequestSchema,
+  stepResultRecordSchema,
+} from './steps.ts';
+export type { BuiltinFeedSource, FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
 export {
   DEFAULT_TENANT,
+  FEED_SOURCE_NAME,
   FEED_SOURCES,
+  feedSourceSchema,
+  isBuiltinFeedSource,
   ticketChangeSchema,
   ticketKey,
+  ticketUpdateRecordSchema,
   ticketUpdateSchema,
   updateTenant,
 } from './ticket-update.ts';

@@ -57,7 +57,7 @@ export const stepResultRecordSchema = z.discriminatedUnion('ok', [
     /** The model request of the step, as the HTTP step answer carries it (see docs/openapi). */
     request: z.record(z.string(), z.unknown()),
     cursor: wireCursorSchema,
-    cache: z.looseObject({ rebuilt: z.boolean(), reason: z.string().optional() }),
+    cache: z.looseObject({ rebuilt: z.boolean(), reason: z.string().nullable().optional() }),
     skipped: z.array(z.looseObject({ reason: z.string(), message: z.string() })),
   }),
   z.strictObject({
@@ -68,3 +68,6 @@ export const stepResultRecordSchema = z.discriminatedUnion('ok', [
   }),
 ]);
 export type StepResultRecordWire = z.infer<typeof stepResultRecordSchema>;
+
+/** A step request as the consumer reads it: unknown fields are accepted and kept (forward compatible). */
+export const stepRequestRecordSchema = stepRequestSchema.loose();

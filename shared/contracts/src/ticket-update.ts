@@ -1,8 +1,25 @@
 import { z } from 'zod';
 
-/** Ticket systems a feed can come from; each has its own webhook route and secret. */
-export const FEED_SOURCES = ['generic', 'github', 'jira', 'zendesk'] as const;
-export type FeedSource = (typeof FEED_SOURCES)[number];
+/**
+ * The built-in feeds, each with its own verifier and body format. Any other
+ * source is configured (`CTXFLOW_FEED_SECRET_<NAME>`) and speaks the generic
+ * feed's format under its own name.
+ */
+export const FEED_SOURCES = ['generic', 'github', 'jira', 'zendesk', 'cloudevents'] as const;
+export type BuiltinFeedSource = (typeof FEED_SOURCES)[number];
+
+/** A feed source's name: lowercase letters, digits and `-`, 1 to 32 characters. */
+export const FEED_SOURCE_NAME = /^[a-z0-9-]{1,32}$/;
+/** A feed source: a built-in one or a configured name (FEED_SOURCE_NAME). */
+export type FeedSource = string;
+export const feedSourceSchema = z
+  .string()
+  .regex(FEED_SOURCE_NAME, 'expected a feed source name: lowercase letters, digits and "-", 1 to 32 characters');
+
+/** Whether `source` is one of the built-in feeds. */
+export function isBuiltinFeedSource(source: string): source is BuiltinFeedSource {
+  return (FEED_SOURCES as readonly string[]).includes(source);
+}
 
 /**
  * The tenant of a single-tenant deployment (no `CTXFLOW_API_KEYS`): every
@@ -32,7 +49,8 @@ export const ticketUpdateSchema = z.strictObject({
    * had tenants: read as DEFAULT_TENANT (see `updateTenant`).
    */
   tenant: z.string().min(1).max(256).optional(),
-  source: z.enum(FEED_SOURCES),
+  /** The feed it came in on: a built-in one or a configured source name. */
+  source: feedSourceSchema,
   /** The ticket key within its source: `owner/repo#12`, `PROJ-123`, `35436`, or any string for generic. */
   ticket: z.string().min(1).max(256),
   /** The container a wildcard subscription matches: `owner/repo`, `PROJ`, the Zendesk account; absent for generic. */
@@ -54,6 +72,16 @@ export const ticketUpdateSchema = z.strictObject({
 });
 
 export type TicketUpdate = z.infer<typeof ticketUpdateSchema>;
+
+/**
+ * The TicketUpdate as a consumer reads it off the topic: the same fields and
+ * rules, but unknown fields (here and in `changes`) are accepted and kept, so
+ * a producer can add an optional field without making its records poison.
+ * Producers still write `ticketUpdateSchema` (strict).
+ */
+export const ticketUpdateRecordSchema = ticketUpdateSchema
+  .extend({ changes: z.array(ticketChangeSchema.loose()).optional() })
+  .loose();
 export type TicketChange = z.infer<typeof ticketChangeSchema>;
 
 export function ticketKey(update: Pick<TicketUpdate, 'source' | 'ticket'>): string {
