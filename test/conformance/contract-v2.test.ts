@@ -1,5 +1,5 @@
 /**
- * Contract v2 (DESIGN.md "Contract v2"): tool schemas, tool calls that round-trip, every call
+ * Contract v2 (docs/contract-v2.md): tool schemas, tool calls that round-trip, every call
  * answered, the neutral request and its cache hints: the default step answer (`format: "neutral"`
  * names it). It keeps every v1 field (the other conformance files prove them), v2 only adds fields.
  * Each test names the requirement its rule serves.

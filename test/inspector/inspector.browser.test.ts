@@ -27,7 +27,7 @@ describe('session inspector in headless Chromium', () => {
 
   beforeAll(async () => {
     embedded = await buildEmbeddedApp({
-      config: { apiKeys: new Map([[apiKey, tenant]]), secrets: { generic: feedSecret } },
+      config: { apiKeys: new Map([[apiKey, tenant]]), secrets: { generic: [{ tenant, secret: feedSecret }] } },
     });
     await embedded.app.listen({ host: '127.0.0.1', port: 0 });
     base = `http://127.0.0.1:${(embedded.app.server.address() as AddressInfo).port}`;
