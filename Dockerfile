@@ -16,9 +16,12 @@ ARG NODE_IMAGE=node:24-slim
 # --- base: the runtime every stage shares --------------------------------------------------
 FROM ${NODE_IMAGE} AS base
 WORKDIR /app
+# NODE_OPTIONS: V8's heap cap for the 512 MiB memory limit the manifests give each service
+# (75% of it); a deployment with another limit sets its own (docs/operations.md, "Memory").
 ENV NODE_ENV=production \
     NPM_CONFIG_UPDATE_NOTIFIER=false \
-    NPM_CONFIG_FUND=false
+    NPM_CONFIG_FUND=false \
+    NODE_OPTIONS=--max-old-space-size=384
 
 # --- deps: production dependencies of the workspaces, from the lockfile only ---------------
 # Only the manifests are copied (every workspace's: test/deploy/dockerfile.test.ts checks the

@@ -5,7 +5,11 @@
  *   npm run dlq -- list   [--topic ticket-updates|step-requests] [--reason not_json|invalid|failed] [--offset N] [--all]
  *   npm run dlq -- replay [--topic ticket-updates|step-requests] [--reason ...] [--offset N]
  *
- * Reads KAFKA_BROKERS and KAFKA_TOPIC_PREFIX as the services do. Without
+ * Reads KAFKA_BROKERS, KAFKA_TOPIC_PREFIX and the secured-connection variables
+ * (KAFKA_SSL, KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE,
+ * KAFKA_SASL_MECHANISM, KAFKA_SASL_USERNAME, KAFKA_SASL_PASSWORD[_FILE],
+ * KAFKA_SASL_OAUTHBEARER_TOKEN_FILE) as the services do, with the same
+ * schema: a configuration a service refuses is refused here too. Without
  * --topic both dead-letter topics are read. --offset N keeps the dead letters
  * of source offset N (`ctxflow-dlq-offset`; add --partition P to name one
  * partition). `list` leaves replayed ones out unless --all is given.
@@ -26,8 +30,19 @@
  * new source position, and can be replayed again after the next fix.
  */
 import { parseArgs } from 'node:util';
-import { createBus, type IncomingRecord, type OutgoingRecord, readTopic } from '@ctxflow/bus';
+import { createBus, type IncomingRecord, type KafkaBusOptions, type OutgoingRecord, readTopic } from '@ctxflow/bus';
 import { DEAD_LETTER_REASONS, DLQ_HEADERS, TOPICS } from '@ctxflow/contracts';
+import {
+  ConfigError,
+  connectionSecurity,
+  connectionSecurityVars,
+  hostListVar,
+  kafkaBusSecurity,
+  parseConfig,
+  redisUrlVar,
+  topicPrefixVar,
+} from '@ctxflow/service-kit';
+import { z } from 'zod';
 
 export const DLQ_TOPICS = {
   'ticket-updates': TOPICS.ticketUpdatesDlq,
@@ -36,6 +51,10 @@ export const DLQ_TOPICS = {
 
 export interface DlqOptions {
   brokers: string[];
+  /** TLS to the brokers (KAFKA_SSL*); absent: plaintext. */
+  tls?: KafkaBusOptions['tls'];
+  /** SASL (KAFKA_SASL_*); absent: none. */
+  sasl?: KafkaBusOptions['sasl'];
   /** KAFKA_TOPIC_PREFIX; default none. */
   topicPrefix?: string;
   /** Which dead-letter topics; default both. */
@@ -45,6 +64,56 @@ export interface DlqOptions {
   offset?: string;
   /** Source partition (`ctxflow-dlq-partition`). */
   partition?: number;
+}
+
+/** The connection part of {@link DlqOptions}. */
+export type DlqConnection = Pick<DlqOptions, 'brokers' | 'topicPrefix' | 'tls' | 'sasl'>;
+
+/**
+ * The services' Kafka variables: brokers, topic prefix and connectionSecurityVars
+ * (REDIS_URL and REDIS_CLUSTER_NODES too, so the Redis checks of a shared
+ * environment judge it as the services do).
+ */
+const dlqEnvSchema = z
+  .object({
+    KAFKA_BROKERS: hostListVar(),
+    KAFKA_TOPIC_PREFIX: topicPrefixVar(),
+    REDIS_URL: redisUrlVar(),
+    REDIS_CLUSTER_NODES: hostListVar(),
+    ...connectionSecurityVars(),
+  })
+  .transform((env, ctx): DlqConnection => {
+    const { kafkaSecurity } = connectionSecurity(env, ctx);
+    if (env.KAFKA_BROKERS === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['KAFKA_BROKERS'],
+        message: 'not set: the dead-letter topics live on Kafka',
+      });
+    }
+    return {
+      brokers: env.KAFKA_BROKERS ?? [],
+      topicPrefix: env.KAFKA_TOPIC_PREFIX,
+      ...kafkaBusSecurity(kafkaSecurity),
+    };
+  });
+
+/**
+ * Brokers, prefix, TLS and SASL from the environment, parsed as the services
+ * parse theirs; throws a ConfigError naming every variable in error.
+ */
+export function dlqConnectionFromEnv(env: Record<string, string | undefined>): DlqConnection {
+  return parseConfig(dlqEnvSchema, env);
+}
+
+/** The bus options of a DLQ run: TLS and SASL only when configured. */
+function kafkaOptions(options: DlqOptions): Pick<KafkaBusOptions, 'brokers' | 'clientId' | 'tls' | 'sasl'> {
+  return {
+    clientId: 'ctxflow-dlq',
+    brokers: options.brokers,
+    ...(options.tls === undefined ? {} : { tls: options.tls }),
+    ...(options.sasl === undefined ? {} : { sasl: options.sasl }),
+  };
 }
 
 /** One dead letter as `list` shows it. */
@@ -74,7 +143,7 @@ export async function listDeadLetters(options: DlqOptions): Promise<DeadLetter[]
   );
   const out: DeadLetter[] = [];
   for (const topic of names) {
-    const records = await readTopic({ brokers: options.brokers, clientId: 'ctxflow-dlq' }, topic);
+    const records = await readTopic(kafkaOptions(options), topic);
     const replayed = new Set<string>();
     for (const r of records) {
       const marker = r.headers[DLQ_HEADERS.replayed];
@@ -131,7 +200,7 @@ export async function replayDeadLetters(
   transform: ReplayTransform = sourceRecordOf,
 ): Promise<DeadLetter[]> {
   const letters = (await listDeadLetters(options)).filter((l) => !l.replayed);
-  const bus = createBus({ client: 'kafkajs', clientId: 'ctxflow-dlq', brokers: options.brokers });
+  const bus = createBus({ client: 'kafkajs', ...kafkaOptions(options) });
   const replayed: DeadLetter[] = [];
   const seen = new Set<string>();
   try {
@@ -186,16 +255,16 @@ async function main(argv: string[]): Promise<number> {
     },
   });
   const command = positionals[0];
-  const brokers = (process.env.KAFKA_BROKERS ?? '')
-    .split(',')
-    .map((b) => b.trim())
-    .filter(Boolean);
   if ((command !== 'list' && command !== 'replay') || positionals.length !== 1) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  if (brokers.length === 0) {
-    process.stderr.write('KAFKA_BROKERS is not set: the dead-letter topics live on Kafka\n');
+  let connection: DlqConnection;
+  try {
+    connection = dlqConnectionFromEnv(process.env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`dlq: ${err.message}\n`);
     return 2;
   }
   if (values.topic !== undefined && !(values.topic in DLQ_TOPICS)) {
@@ -214,7 +283,7 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write('--partition must be a partition number\n');
     return 2;
   }
-  const options: DlqOptions = { brokers, topicPrefix: process.env.KAFKA_TOPIC_PREFIX ?? '' };
+  const options: DlqOptions = { ...connection };
   if (values.topic !== undefined) options.topics = [values.topic as keyof typeof DLQ_TOPICS];
   if (values.reason !== undefined) options.reason = values.reason;
   if (values.offset !== undefined) options.offset = BigInt(values.offset).toString();

@@ -12,9 +12,13 @@ import { dirname, join } from 'node:path';
 import { TOPICS } from '@ctxflow/contracts';
 import { loadEmbeddedConfig } from '@ctxflow/embedded';
 import { loadFeedConfig } from '@ctxflow/feed-ingestor';
+import { DEFAULT_SHUTDOWN_GRACE_MS, shutdownGraceVar } from '@ctxflow/service-kit';
 import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
+import { z } from 'zod';
+import { DEFAULT_PROMPT_CACHE_BYTES } from '../../services/session-runner/src/adapters/redis-session-store.ts';
+import { DEFAULT_HELD_BYTES } from '../../services/session-runner/src/domain/context-engine.ts';
 import { STEP_CONSUMER_GROUP } from '../../services/session-runner/src/step-request-consumer.ts';
 import { STEP_CONTEXT_GROUP } from '../../services/step-context/src/step-context-service.ts';
 import { prepareDeclaredFields, ROOT, validateManifest } from './kube-schemas.ts';
@@ -51,6 +55,26 @@ function find(kind: string, name: string): Doc {
   const hit = allManifests().find(({ doc }) => doc.kind === kind && doc.metadata?.name === name);
   if (!hit) throw new Error(`no ${kind} ${name} in deploy/kubernetes`);
   return hit.doc;
+}
+
+/** A Kubernetes or Compose memory quantity (`512Mi`, `1Gi`, `512m` in Compose) in bytes. */
+function quantityBytes(quantity: string): number {
+  const match = /^(\d+)(Ki|Mi|Gi|k|m|g)?$/.exec(String(quantity));
+  if (!match) throw new Error(`unexpected memory quantity ${quantity}`);
+  const unit = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, k: 2 ** 10, m: 2 ** 20, g: 2 ** 30 }[match[2] ?? ''] ?? 1;
+  return Number(match[1]) * unit;
+}
+
+/** V8's old-space cap from NODE_OPTIONS (`--max-old-space-size=<MiB>`), in bytes. */
+function heapCapBytes(nodeOptions: string | undefined): number {
+  const match = /(?:^|\s)--max-old-space-size=(\d+)(?:\s|$)/.exec(nodeOptions ?? '');
+  if (!match) throw new Error(`NODE_OPTIONS sets no heap cap: ${nodeOptions}`);
+  return Number(match[1]) * 2 ** 20;
+}
+
+/** The NODE_OPTIONS the image sets by default. */
+function dockerfileNodeOptions(): string | undefined {
+  return /NODE_OPTIONS=(\S+)/.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1];
 }
 
 const SERVICES = [
@@ -146,6 +170,44 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     expect(svc.spec.selector).toEqual(labels);
     expect(svc.spec.ports).toEqual([{ name: 'http', port: service.port, targetPort: 'http', protocol: 'TCP' }]);
   });
+
+  it.each(SERVICES)(
+    '$name: the heap cap (NODE_OPTIONS) is below the memory limit, and what it holds fits',
+    (service) => {
+      const container = find('Deployment', service.name).spec.template.spec.containers[0];
+      const env = Object.fromEntries(container.env.map((e: Doc) => [e.name, e.value]));
+      const heap = heapCapBytes(env.NODE_OPTIONS);
+      const limit = quantityBytes(container.resources.limits.memory);
+      expect(quantityBytes(container.resources.requests.memory)).toBeLessThanOrEqual(limit);
+      // Room outside the V8 heap for buffers, code and native memory: at most 80% of the limit.
+      expect(heap).toBeLessThan(limit);
+      expect(heap).toBeLessThanOrEqual(limit * 0.8);
+      // The image's default is the same cap (a container started without NODE_OPTIONS).
+      expect(dockerfileNodeOptions()).toBe(env.NODE_OPTIONS);
+      if (service.name === 'session-runner') {
+        // Held session states plus both prompt caches leave at least half of the heap free.
+        const held = Number(env.CTXFLOW_HELD_BYTES);
+        expect(held).toBe(DEFAULT_HELD_BYTES);
+        expect(held + 2 * DEFAULT_PROMPT_CACHE_BYTES).toBeLessThanOrEqual(heap / 2);
+      }
+    },
+  );
+
+  it.each(SERVICES)(
+    '$name: preStop pause, then SIGTERM; the grace period outlasts pause + CTXFLOW_SHUTDOWN_GRACE_MS',
+    (service) => {
+      const pod = find('Deployment', service.name).spec.template.spec;
+      const container = pod.containers[0];
+      const config = find('ConfigMap', 'ctxflow-config');
+      // The grace the process uses is the ConfigMap's (no Deployment overrides it), parsed as the services do.
+      expect(container.env.map((e: Doc) => e.name)).not.toContain('CTXFLOW_SHUTDOWN_GRACE_MS');
+      const graceMs = z.object({ g: shutdownGraceVar() }).parse({ g: config.data.CTXFLOW_SHUTDOWN_GRACE_MS }).g;
+      expect(graceMs).toBe(DEFAULT_SHUTDOWN_GRACE_MS);
+      expect(container.lifecycle.preStop).toEqual({ sleep: { seconds: 5 } });
+      const preStopSeconds = container.lifecycle.preStop.sleep.seconds;
+      expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(preStopSeconds + graceMs / 1000);
+    },
+  );
 
   it('the Secret holds only clearly marked placeholders for the API keys and feed secrets', () => {
     const secret = find('Secret', 'ctxflow-secrets');
@@ -398,6 +460,20 @@ describe('docker-compose.yml', () => {
       'http://step-context:8082/step-context',
     );
     expect(services['step-context'].environment.CTXFLOW_RUNNER_URL).toBe('http://session-runner:8080');
+  });
+
+  it('each ctxflow service: heap cap below mem_limit, stop grace above CTXFLOW_SHUTDOWN_GRACE_MS', () => {
+    const { services } = readCompose();
+    for (const { name } of SERVICES) {
+      const service = services[name];
+      const heap = heapCapBytes(service.environment.NODE_OPTIONS);
+      const limit = quantityBytes(service.mem_limit);
+      expect(heap, name).toBeLessThanOrEqual(limit * 0.8);
+      expect(service.environment.NODE_OPTIONS, name).toBe(dockerfileNodeOptions());
+      const graceMs = Number(service.environment.CTXFLOW_SHUTDOWN_GRACE_MS);
+      expect(graceMs, name).toBe(DEFAULT_SHUTDOWN_GRACE_MS);
+      expect(Number(/^(\d+)s$/.exec(service.stop_grace_period)?.[1]) * 1000, name).toBeGreaterThan(graceMs);
+    }
   });
 
   it('the env file gives the API keys and feed secrets, as placeholders', () => {

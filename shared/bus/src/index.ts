@@ -13,7 +13,7 @@ export type { BusLog, KafkaBusOptions, KafkaSasl, KafkaTls } from './kafka-optio
 export type { KafkajsBus } from './kafkajs-bus.ts';
 export { createKafkajsBus } from './kafkajs-bus.ts';
 export type { ReadTopicOptions } from './kafkajs-topic-reader.ts';
-export { readTopic } from './kafkajs-topic-reader.ts';
+export { readTopic, topicReaderConfig } from './kafkajs-topic-reader.ts';
 export type { MemoryBus, MemoryBusOptions } from './memory-bus.ts';
 export { createMemoryBus } from './memory-bus.ts';
 export type { PlatformaticBus } from './platformatic-bus.ts';

@@ -67,7 +67,10 @@ export function createKafkajsBus(options: KafkaBusOptions): KafkajsBus {
 }
 
 /** kafkajs's `ssl` (tls.connect options) and `sasl` (lower-case mechanism names). */
-function kafkajsSecurity({ tls, sasl }: ResolvedKafkaBusOptions): Pick<KafkaConfig, 'ssl' | 'sasl'> {
+export function kafkajsSecurity({
+  tls,
+  sasl,
+}: Pick<KafkaBusOptions, 'tls' | 'sasl'>): Pick<KafkaConfig, 'ssl' | 'sasl'> {
   const security: Pick<KafkaConfig, 'ssl' | 'sasl'> = {};
   if (tls !== undefined) security.ssl = { ...tls, rejectUnauthorized: true };
   if (sasl?.mechanism === 'oauthbearer') {

@@ -4,22 +4,32 @@
  * throwaway consumer group, deleted afterwards; it commits nothing.
  */
 import { randomUUID } from 'node:crypto';
-import kafkajs from 'kafkajs';
+import kafkajs, { type KafkaConfig } from 'kafkajs';
 import type { IncomingRecord } from './bus.ts';
-import { busUnavailable } from './kafka-options.ts';
+import { busUnavailable, type KafkaBusOptions } from './kafka-options.ts';
+import { kafkajsSecurity } from './kafkajs-bus.ts';
 
 const { Kafka: KafkaClient, logLevel } = kafkajs;
 
-export interface ReadTopicOptions {
-  brokers: string[];
-  clientId: string;
+/** Brokers, TLS and SASL as the bus takes them (KafkaBusOptions). */
+export interface ReadTopicOptions extends Pick<KafkaBusOptions, 'brokers' | 'clientId' | 'tls' | 'sasl'> {
   /** Gives up after this long, in ms. Default 30,000. */
   timeoutMs?: number;
 }
 
+/** The kafkajs client configuration of a read: the same TLS and SASL mapping as the bus. */
+export function topicReaderConfig(options: ReadTopicOptions): KafkaConfig {
+  return {
+    clientId: options.clientId,
+    brokers: options.brokers,
+    logLevel: logLevel.NOTHING,
+    ...kafkajsSecurity(options),
+  };
+}
+
 /** Every record of `topic`, by partition then offset; [] for a topic that does not exist. */
 export async function readTopic(options: ReadTopicOptions, topic: string): Promise<IncomingRecord[]> {
-  const kafka = new KafkaClient({ clientId: options.clientId, brokers: options.brokers, logLevel: logLevel.NOTHING });
+  const kafka = new KafkaClient(topicReaderConfig(options));
   const admin = kafka.admin();
   await admin.connect();
   const groupId = `${options.clientId}-read-${randomUUID()}`;

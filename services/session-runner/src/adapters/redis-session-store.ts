@@ -162,7 +162,34 @@ function parseCalls(hash: Record<string, string>): CallRecord[] {
 export interface RedisSessionStoreOptions {
   /** Key prefix (default `ctx`): keys are `<prefix>:{<sessionId>}:log` etc. No braces. */
   prefix?: string;
+  /**
+   * Estimated bytes each of the two prompt caches (text -> id, id -> text) holds
+   * at most; default {@link DEFAULT_PROMPT_CACHE_BYTES}. A prompt bigger than
+   * this is not cached (its id is computed, its text read from Redis).
+   */
+  promptCacheBytes?: number;
 }
+
+/** Default bound of each prompt cache: 16 MiB (the session-runner's heap budget in docs/operations.md). */
+export const DEFAULT_PROMPT_CACHE_BYTES = 16 * 1024 * 1024;
+/** Most prompts each prompt cache holds, whatever their size. */
+const PROMPT_CACHE_ENTRIES = 1_000;
+
+/**
+ * Estimated heap bytes of a prompt cache entry: both strings at 2 bytes per
+ * UTF-16 unit (V8's two-byte strings; one-byte ones take half) plus the
+ * cache's own per-entry bookkeeping.
+ */
+export function promptEntryBytes(key: string, value: string): number {
+  return 2 * (key.length + value.length) + 64;
+}
+
+const promptCache = (maxSize: number) =>
+  new LRUCache<string, string>({
+    max: PROMPT_CACHE_ENTRIES,
+    maxSize,
+    sizeCalculation: (value, key) => promptEntryBytes(key, value),
+  });
 
 /**
  * The session store on Redis or a Redis Cluster (see redis/keys.ts for the key
@@ -180,8 +207,8 @@ export class RedisSessionStore implements SessionStore {
   readonly #reads: ReadScripts;
   readonly #keys: StoreKeys;
   /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
-  readonly #promptIds = new LRUCache<string, string>({ max: 1_000 });
-  readonly #promptTexts = new LRUCache<string, string>({ max: 1_000 });
+  readonly #promptIds: LRUCache<string, string>;
+  readonly #promptTexts: LRUCache<string, string>;
   /**
    * sessionId -> the id of the prompt its `seq` names (the last commit stored or used it):
    * a commit of that prompt sends its id alone. Only a hint: the commit script checks it.
@@ -190,6 +217,9 @@ export class RedisSessionStore implements SessionStore {
 
   constructor(client: Redis | Cluster, options: RedisSessionStoreOptions = {}) {
     this.#keys = storeKeys(options.prefix);
+    const promptBytes = options.promptCacheBytes ?? DEFAULT_PROMPT_CACHE_BYTES;
+    this.#promptIds = promptCache(promptBytes);
+    this.#promptTexts = promptCache(promptBytes);
     // defineCommand sends EVALSHA and falls back to EVAL on NOSCRIPT (a restarted Redis).
     const scripts = client as unknown as Partial<ScriptClient>;
     for (const [name, file] of Object.entries(SESSION_SCRIPTS)) {
@@ -505,6 +535,11 @@ export class RedisSessionStore implements SessionStore {
   }
 
   // ---------------------------------------------------------------- system prompts of step records
+
+  /** Estimated bytes the prompt caches hold now: text -> id and id -> text. */
+  get promptCacheBytes(): { ids: number; texts: number } {
+    return { ids: this.#promptIds.calculatedSize, texts: this.#promptTexts.calculatedSize };
+  }
 
   /** The id of a system prompt: a hash of its text ('' for none, kept in the record). */
   #promptId(text: string): string {
