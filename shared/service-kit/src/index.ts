@@ -2,12 +2,14 @@ export { createAuthenticator, DEFAULT_TENANT, isLoopback, parseApiKeys, tenantHo
 export { ConfigError, configOrExit, parseConfig, parseConfigWithAuth } from './config.ts';
 export {
   blank,
+  DEFAULT_SESSION_TTL_MS,
   hostListVar,
   kafkaClientVar,
   logLevelVar,
   portVar,
   redisUrlVar,
   sessionTimeoutVar,
+  sessionTtlVar,
   shutdownGraceVar,
   stackVars,
   topicPrefixVar,
