@@ -9,7 +9,7 @@ import {
 } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteKeys, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
+import { deleteKeys, keysOfSession, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { batchStoreContract } from './batch-store.contract.ts';
 import { subscriptionStoreContract } from './subscription-store.contract.ts';
@@ -42,45 +42,57 @@ function onCluster() {
 
 batchStoreContract({
   name: 'memory',
-  create: async () => ({ store: new MemoryBatchStore(), cleanup: async () => {} }),
-});
-
-batchStoreContract({
-  name: 'redis',
-  create: async () => {
-    const { redis, prefix, cleanup } = onRedis();
-    return { store: new RedisBatchStore({ redis, prefix }), cleanup };
+  create: async (options = {}) => {
+    const subscriptions = new MemorySubscriptionStore(options);
+    const store = new MemoryBatchStore({
+      ...options,
+      ...(options.subscribedOnly ? { subscribed: (id: string) => subscriptions.holds(id) } : {}),
+    });
+    return { store, subscriptions, cleanup: async () => {} };
   },
 });
 
-batchStoreContract({
-  name: 'redis cluster (one script per session)',
-  create: async () => {
-    const { redis, prefix, cleanup } = onCluster();
-    return { store: new RedisBatchStore({ redis, prefix }), cleanup };
-  },
-});
+for (const [name, open] of [
+  ['redis', onRedis],
+  ['redis cluster (one script per session)', onCluster],
+] as const) {
+  batchStoreContract({
+    name,
+    create: async (options = {}) => {
+      const { redis, prefix, cleanup } = open();
+      const ttl = options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs };
+      return {
+        store: new RedisBatchStore({ redis, prefix, ...ttl, subscribedOnly: options.subscribedOnly === true }),
+        subscriptions: new RedisSubscriptionStore({ redis, prefix, ...ttl }),
+        keysOf: (sessionId) => keysOfSession(redis, prefix, sessionId),
+        cleanup,
+      };
+    },
+  });
+}
 
 subscriptionStoreContract({
   name: 'memory',
-  create: async () => ({ store: new MemorySubscriptionStore(), cleanup: async () => {} }),
+  create: async (options = {}) => ({ store: new MemorySubscriptionStore(options), cleanup: async () => {} }),
 });
 
-subscriptionStoreContract({
-  name: 'redis',
-  create: async () => {
-    const { redis, prefix, cleanup } = onRedis();
-    return { store: new RedisSubscriptionStore({ redis, prefix }), cleanup };
-  },
-});
-
-subscriptionStoreContract({
-  name: 'redis cluster',
-  create: async () => {
-    const { redis, prefix, cleanup } = onCluster();
-    return { store: new RedisSubscriptionStore({ redis, prefix }), cleanup };
-  },
-});
+for (const [name, open] of [
+  ['redis', onRedis],
+  ['redis cluster', onCluster],
+] as const) {
+  subscriptionStoreContract({
+    name,
+    create: async (options = {}) => {
+      const { redis, prefix, cleanup } = open();
+      const ttl = options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs };
+      return {
+        store: new RedisSubscriptionStore({ redis, prefix, ...ttl }),
+        keysOf: (sessionId) => keysOfSession(redis, prefix, sessionId),
+        cleanup,
+      };
+    },
+  });
+}
 
 // Redis only: the key shapes of the subscription index per tenant.
 for (const [name, open] of [

@@ -144,6 +144,8 @@ describe('StepContextService', () => {
       append: (s, u) => inner.append(s, u),
       readSince: (s, a, l) => inner.readSince(s, a, l),
       copy: (f, t) => inner.copy(f, t),
+      erase: (s) => inner.erase(s),
+      touch: (s) => inner.touch(s),
       recordOffset: (p) => inner.recordOffset(p),
       resumeFrom: (t, p) => inner.resumeFrom(t, p),
       async applyUpdate(update, sessions, position) {
@@ -174,6 +176,7 @@ describe('StepContextService', () => {
     const subscriptions: SubscriptionStore = {
       subscribe: (t, s, sub) => inner.subscribe(t, s, sub),
       unsubscribe: (t, s, sub) => inner.unsubscribe(t, s, sub),
+      eraseSession: (t, s) => inner.eraseSession(t, s),
       list: (s) => inner.list(s),
       sessionsFor: (u) => inner.sessionsFor(u),
       async sessionsForMany(updates) {
@@ -185,6 +188,8 @@ describe('StepContextService', () => {
       append: (s, u) => batches.append(s, u),
       readSince: (s, a, l) => batches.readSince(s, a, l),
       copy: (f, t) => batches.copy(f, t),
+      erase: (s) => batches.erase(s),
+      touch: (s) => batches.touch(s),
       recordOffset: (p) => batches.recordOffset(p),
       resumeFrom: (t, p) => batches.resumeFrom(t, p),
       applyUpdate: (u, s, p, t) => batches.applyUpdate(u, s, p, t),

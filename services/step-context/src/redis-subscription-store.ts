@@ -20,27 +20,52 @@ import {
  * complete: `subscribe` adds to the subscriber set first, then to the
  * session's set (a crash between them leaves a session that already receives
  * updates, and the retry lists it); `unsubscribe` removes from the session's
- * set first, then from the subscriber set.
+ * set first, then from the subscriber set. `eraseSession` removes the session
+ * from the subscriber sets first and deletes its own set last: the session
+ * stays subscribed (and the batch store's `subscribedOnly` check lets updates
+ * in) until nothing names it, and a retry finds every subscription left.
+ * With `ttlMs`, the session's set gets that TTL at each subscribe (the batch
+ * store refreshes it with the session's other keys).
  */
 export class RedisSubscriptionStore implements SubscriptionStore {
   readonly #redis: Redis | Cluster;
   readonly #keys: StepContextKeys;
   readonly #ownsClient: boolean;
   readonly #cluster: boolean;
+  readonly #ttlMs: number;
 
-  /** `cluster`: detected from the client unless given. */
-  constructor(options: { redis: Redis | Cluster; prefix?: string; ownsClient?: boolean; cluster?: boolean }) {
+  /** `cluster`: detected from the client unless given. `ttlMs`: retention (CTXFLOW_SESSION_TTL_MS; default 0, kept). */
+  constructor(options: {
+    redis: Redis | Cluster;
+    prefix?: string;
+    ownsClient?: boolean;
+    cluster?: boolean;
+    ttlMs?: number;
+  }) {
     this.#redis = options.redis;
     this.#keys = stepContextKeys(options.prefix ?? 'ctxflow');
     this.#ownsClient = options.ownsClient ?? false;
     this.#cluster = options.cluster ?? (options.redis as { isCluster?: boolean }).isCluster === true;
+    this.#ttlMs = options.ttlMs ?? 0;
   }
 
   async subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
     const id = subscriptionId(subscription);
     return this.#guard(async () => {
       await this.#redis.sadd(this.#keys.subscribers(tenant, id), sessionId);
-      return (await this.#redis.sadd(this.#keys.session(sessionId).subscriptions, id)) === 1;
+      const own = this.#keys.session(sessionId).subscriptions;
+      const added = (await this.#redis.sadd(own, id)) === 1;
+      if (this.#ttlMs > 0) await this.#redis.pexpire(own, this.#ttlMs);
+      return added;
+    });
+  }
+
+  async eraseSession(tenant: string, sessionId: string): Promise<void> {
+    const own = this.#keys.session(sessionId).subscriptions;
+    await this.#guard(async () => {
+      const ids = await this.#redis.smembers(own);
+      await Promise.all(ids.map((id) => this.#redis.srem(this.#keys.subscribers(tenant, id), sessionId)));
+      await this.#redis.del(own);
     });
   }
 

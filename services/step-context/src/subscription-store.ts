@@ -79,6 +79,12 @@ export interface SubscriptionStore {
   subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean>;
   /** Removes a subscription of `tenant`'s session; false when the session did not have it. */
   unsubscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean>;
+  /**
+   * Erases the session's subscriptions: `tenant`'s subscriber sets no longer name it,
+   * then its own set goes (so a retry after a failure finds what is left). Nothing
+   * when it has none (idempotent).
+   */
+  eraseSession(tenant: string, sessionId: string): Promise<void>;
   /** The session's subscriptions, sorted by source, ticket, scope. */
   list(sessionId: string): Promise<Subscription[]>;
   /**
