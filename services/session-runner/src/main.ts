@@ -19,7 +19,10 @@ import {
   withinMs,
 } from '@ctxflow/service-kit';
 import {
+  FeedStepContext,
+  MemoryBatchStore,
   MemorySubscriptionStore,
+  RedisBatchStore,
   RedisSubscriptionStore,
   type SessionDirectory,
   type SubscriptionStore,
@@ -56,15 +59,25 @@ async function main() {
   const telemetry = startTelemetry({ serviceName: 'ctxflow-session-runner' });
 
   const redis = connectRedis(config);
-  let store: SessionStore = new MemorySessionStore();
+  const ttlMs = config.sessionTtlMs;
+  let store: SessionStore = new MemorySessionStore({ ttlMs });
   let memory: MemoryRecall | undefined;
   if (redis) {
-    store = new RedisSessionStore(redis, { prefix: config.redisPrefix });
+    store = new RedisSessionStore(redis, { prefix: config.redisPrefix, ttlMs });
     memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });
   }
   const subscriptions: SubscriptionStore = redis
-    ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix })
-    : new MemorySubscriptionStore();
+    ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix, ttlMs })
+    : new MemorySubscriptionStore({ ttlMs });
+  // Erasing a session erases step-context's data of it too: its subscriptions here, and its
+  // batch stream through step-context's own store adapter on the same Redis and prefix
+  // (one DEL, idempotent). Without Redis, step-context's streams are in its own process.
+  const feedData = new FeedStepContext({
+    subscriptions,
+    batches: redis
+      ? new RedisBatchStore({ redis, prefix: config.redisPrefix, ttlMs, subscribedOnly: true })
+      : new MemoryBatchStore(),
+  });
   if (!redis) {
     logger.warn('no REDIS_URL: subscriptions made on this port stay in this process; step-context does not see them');
   }
@@ -78,6 +91,7 @@ async function main() {
     telemetry: createContextTelemetry(),
     heldSessions: config.heldSessions,
     heldBytes: config.heldBytes,
+    feedData,
     ...(memory ? { memory } : {}),
   });
 
