@@ -8,7 +8,7 @@
 import { createHmac, randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
-import { RedisSessionStore } from '@ctxflow/session-runner';
+import { createEngine, RedisSessionStore } from '@ctxflow/session-runner';
 import { RedisBatchStore, RedisSubscriptionStore } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -142,6 +142,13 @@ for (const backend of BACKENDS) {
       expect(gone.status).toBe(404);
       expect(gone.body.error.code).toBe('state_session_not_found');
       expect((await call('GET', `/sessions/${session}/subscriptions`)).status).toBe(404);
+      expect((await call('POST', `/sessions/${session}/steps`, {})).status).toBe(404);
+      expect(
+        (await call('POST', '/context', { sessionId: session, items: [{ kind: 'notice', content: 'x' }] })).status,
+      ).toBe(404);
+      expect((await call('GET', `/sessions/${session}/messages`)).status).toBe(404);
+      const replay = await call('GET', `/sessions/${session}/stream?follow=false`);
+      expect(replay.status).toBe(404);
       expect((await call('GET', '/sessions')).body.sessions.map((s: { sessionId: string }) => s.sessionId)).toEqual([
         branch,
       ]);
@@ -198,3 +205,16 @@ for (const backend of BACKENDS) {
     });
   });
 }
+
+describe('data lifecycle in the engine', () => {
+  it("erasing a session drops its stream's replay (it holds message text)", async () => {
+    const engine = createEngine();
+    const { sessionId } = await engine.createSession('tenant-a', {});
+    await engine.appendMessage('tenant-a', sessionId, { role: 'user', content: 'my account number is 42' });
+    expect(engine.recentChunks(sessionId).length).toBeGreaterThan(0);
+    await engine.deleteSession('tenant-b', sessionId); // another tenant's: untouched
+    expect(engine.recentChunks(sessionId).length).toBeGreaterThan(0);
+    await engine.deleteSession('tenant-a', sessionId);
+    expect(engine.recentChunks(sessionId)).toEqual([]);
+  });
+});

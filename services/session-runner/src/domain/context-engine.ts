@@ -337,6 +337,7 @@ export class ContextEngine {
       this.#held.drop(sessionId);
       await this.#deps.store.deleteSession(sessionId);
       this.#held.drop(sessionId);
+      this.#deps.events.forget(sessionId); // the stream's replay holds message text
       await this.#deps.feedData?.eraseSession(sessionId, tenant);
     });
   }
