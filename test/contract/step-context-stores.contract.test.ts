@@ -156,3 +156,38 @@ for (const [name, open] of [
     });
   });
 }
+
+// Redis only: a session whose subscriptions set expired stays in the subscriber sets until
+// an update names it: the apply refuses it (`unsubscribed`) and the service prunes it.
+for (const [name, open] of [
+  ['redis', onRedis],
+  ['redis cluster', onCluster],
+] as const) {
+  describe(`RedisSubscriptionStore on ${name}: pruning expired sessions from the index`, () => {
+    const { redis, prefix, cleanup } = open();
+    afterAll(cleanup);
+
+    it('an expired session leaves the subscriber sets at prune; a live one keeps its entries', async () => {
+      const store = new RedisSubscriptionStore({ redis, prefix });
+      const batches = new RedisBatchStore({ redis, prefix, subscribedOnly: true });
+      const keys = stepContextKeys(prefix);
+      const [expired, live, t] = [`s-${randomUUID()}`, `s-${randomUUID()}`, `topic-${randomUUID().slice(0, 8)}`];
+      const ticket = `EXP-${randomUUID().slice(0, 8)}`;
+      for (const id of [expired, live]) await store.subscribe('tx', id, { source: 'generic', ticket });
+      await redis.del(keys.session(expired).subscriptions); // as its TTL would
+      const target = { tenant: 'tx', source: 'generic' as const, ticket };
+      const sessionIds = await store.sessionsFor(target);
+      expect(sessionIds).toEqual([expired, live].sort());
+      const [result] = await batches.applyBatch([
+        { position: { topic: t, partition: 0, offset: '1' }, update: makeUpdate(target), sessionIds },
+      ]);
+      expect(result).toEqual({
+        applied: true,
+        sessions: { [expired]: { outcome: 'unsubscribed' }, [live]: { outcome: 'appended', cursor: 1 } },
+      });
+      await store.prune(target, [expired]);
+      expect(await store.sessionsFor(target)).toEqual([live]);
+      expect(await keysOfSession(redis, prefix, expired)).toEqual([]);
+    });
+  });
+}

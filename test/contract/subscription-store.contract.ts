@@ -163,6 +163,18 @@ export function subscriptionStoreContract(fixture: SubscriptionStoreFixture): vo
       expect((await store.list(kept)).length).toBe(2);
     });
 
+    it('prune keeps every entry of a session that holds the subscriptions; removes only what it lacks', async () => {
+      const [held, gone] = [session('prune-held'), session('prune-gone')];
+      const ticket = `PRUNE-${run}`;
+      await store.subscribe('tp', held, { source: 'jira', ticket });
+      await store.subscribe('tp', gone, { source: 'jira', ticket });
+      await store.eraseSession('tp', gone);
+      await store.prune({ tenant: 'tp', source: 'jira', ticket }, [held, gone]);
+      await store.prune({ tenant: 'tp', source: 'jira', ticket }, [held, gone]);
+      expect(await store.sessionsFor({ tenant: 'tp', source: 'jira', ticket })).toEqual([held]);
+      expect(await store.list(held)).toEqual([{ source: 'jira', ticket }]);
+    });
+
     it('retention: a subscription expires with its session, refreshed by each subscribe', async () => {
       let now = Date.parse('2026-01-01T00:00:00Z');
       const ttlMs = 60_000;

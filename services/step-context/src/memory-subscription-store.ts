@@ -95,6 +95,22 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     return removed;
   }
 
+  async prune(update: UpdateTarget, sessionIds: readonly string[]): Promise<void> {
+    const tenant = updateTenant(update);
+    for (const sessionId of sessionIds) {
+      this.#expired(sessionId);
+      const own = this.#bySession.get(sessionId);
+      for (const candidate of candidateSubscriptions(update)) {
+        const id = subscriptionId(candidate);
+        if (own?.has(id)) continue;
+        const key = indexKey(tenant, id);
+        const followers = this.#subscribers.get(key);
+        followers?.delete(sessionId);
+        if (followers && followers.size === 0) this.#subscribers.delete(key);
+      }
+    }
+  }
+
   async list(sessionId: string): Promise<Subscription[]> {
     this.#expired(sessionId);
     return [...(this.#bySession.get(sessionId)?.values() ?? [])].map(copyOf).sort(compareSubscriptions);

@@ -52,10 +52,13 @@ export class RedisSubscriptionStore implements SubscriptionStore {
   async subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
     const id = subscriptionId(subscription);
     return this.#guard(async () => {
-      await this.#redis.sadd(this.#keys.subscribers(tenant, id), sessionId);
+      const index = this.#keys.subscribers(tenant, id);
+      await this.#redis.sadd(index, sessionId);
       const own = this.#keys.session(sessionId).subscriptions;
       const added = (await this.#redis.sadd(own, id)) === 1;
       if (this.#ttlMs > 0) await this.#redis.pexpire(own, this.#ttlMs);
+      // Again after the session's set: a prune that removed the entry in between is undone (see prune).
+      await this.#redis.sadd(index, sessionId);
       return added;
     });
   }
@@ -76,6 +79,30 @@ export class RedisSubscriptionStore implements SubscriptionStore {
       await this.#redis.srem(this.#keys.subscribers(tenant, id), sessionId);
       return removed;
     });
+  }
+
+  /**
+   * Per session: SREM from the update's candidate subscriber sets, THEN read the
+   * session's own set and SADD back the entries of the subscriptions it holds. With
+   * subscribe's order (index, own set, index again) no interleaving loses an entry:
+   * a prune removal after subscribe's last SADD reads the own set after it was written.
+   */
+  async prune(update: UpdateTarget, sessionIds: readonly string[]): Promise<void> {
+    if (sessionIds.length === 0) return;
+    const tenant = updateTenant(update);
+    const sets = candidateSubscriptions(update).map((c) => {
+      const id = subscriptionId(c);
+      return { id, key: this.#keys.subscribers(tenant, id) };
+    });
+    await this.#guard(() =>
+      Promise.all(
+        sessionIds.map(async (sessionId) => {
+          await Promise.all(sets.map(({ key }) => this.#redis.srem(key, sessionId)));
+          const own = new Set(await this.#redis.smembers(this.#keys.session(sessionId).subscriptions));
+          await Promise.all(sets.filter(({ id }) => own.has(id)).map(({ key }) => this.#redis.sadd(key, sessionId)));
+        }),
+      ),
+    );
   }
 
   async list(sessionId: string): Promise<Subscription[]> {

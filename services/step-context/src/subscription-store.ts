@@ -85,6 +85,13 @@ export interface SubscriptionStore {
    * when it has none (idempotent).
    */
   eraseSession(tenant: string, sessionId: string): Promise<void>;
+  /**
+   * Removes from the subscriber sets `update` was matched against the sessions the
+   * batch store found without any subscription (`unsubscribed`: expired or erased). A
+   * session subscribed meanwhile keeps its entries: only the index entries of
+   * subscriptions its own set lacks go. Safe to repeat.
+   */
+  prune(update: UpdateTarget, sessionIds: readonly string[]): Promise<void>;
   /** The session's subscriptions, sorted by source, ticket, scope. */
   list(sessionId: string): Promise<Subscription[]>;
   /**
