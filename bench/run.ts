@@ -7,7 +7,7 @@
  *   npm run bench -- --quick        smoke run (about 1 minute): fewer, shorter trials
  *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
  *                                   also written to bench/results/latest.json (full runs)
- *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S9; S3, S4 and S6 run together,
+ *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S8 S9; S3, S4 and S6 run together,
  *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
  *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*);
  *                                   S5 includes its rows per provider format, S5-openai-chat etc.;
@@ -33,6 +33,7 @@ import { round } from './lib/stats.ts';
 import { runPipeline } from './pipeline-kafka.ts';
 import { runPrefixStability } from './prefix-stability.ts';
 import { runProviderPrefix, runProviderSteps } from './provider-formats.ts';
+import { runSessionMemory } from './session-memory.ts';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -99,11 +100,12 @@ if (wants('S5')) {
 if (wants('S9')) scenarios.push(...(await runProviderSteps(plan.steps)));
 
 let redisUrl = process.env.REDIS_URL;
-if ((wants('S1', 'S2') || wantsS6S1) && !redisUrl) {
+if ((wants('S1', 'S2', 'S8') || wantsS6S1) && !redisUrl) {
   await ensureRedis();
   redisUrl = REDIS_URL;
 }
 if (wants('S2')) scenarios.push(...(await runContextPass({ redisUrl: redisUrl!, ...plan.redis })));
+if (wants('S8')) scenarios.push(...(await runSessionMemory({ redisUrl: redisUrl!, trials: quick ? 1 : 3 })));
 if (wants('S1') || wantsS6S1) {
   let brokers = process.env.KAFKA_BROKERS;
   if (!brokers) {

@@ -91,6 +91,8 @@ if (env('BENCH_MODE') === 'step-context') {
     append: (s, u) => inner.append(s, u),
     readSince: (s, a, l) => inner.readSince(s, a, l),
     copy: (f, t) => inner.copy(f, t),
+    erase: (s) => inner.erase(s),
+    touch: (s) => inner.touch(s),
     recordOffset: (p) => inner.recordOffset(p),
     resumeFrom: (t, p) => inner.resumeFrom(t, p),
     async applyUpdate(update: TicketUpdate, sessionIds: readonly string[], position: ConsumedPosition) {

@@ -1,13 +1,28 @@
 import { randomUUID } from 'node:crypto';
 import { byteLength } from '@ctxflow/contracts';
-import type { BatchStore } from '@ctxflow/step-context';
+import type { BatchStore, SubscriptionStore } from '@ctxflow/step-context';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeUpdate } from '../step-context/helpers.ts';
 
+/** Retention (ms) and clock of a store, and whether it appends only to subscribed sessions. */
+export interface BatchStoreOptions {
+  ttlMs?: number;
+  clock?: { now(): number };
+  subscribedOnly?: boolean;
+}
+
 export interface BatchStoreFixture {
   name: string;
-  /** A store on a fresh key space; `cleanup` removes it. */
-  create(): Promise<{ store: BatchStore; cleanup(): Promise<void> }>;
+  /**
+   * A store on a fresh key space; `cleanup` removes it. `subscriptions`: the subscription
+   * store it checks (`subscribedOnly`); `keysOf`: a store with keys lists the session's keys.
+   */
+  create(options?: BatchStoreOptions): Promise<{
+    store: BatchStore;
+    cleanup(): Promise<void>;
+    subscriptions?: SubscriptionStore;
+    keysOf?(sessionId: string): Promise<{ key: string; pttl: number }[]>;
+  }>;
 }
 
 const all = { maxEntries: 10_000, maxBytes: 100 * 1024 * 1024 };
@@ -369,6 +384,118 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       expect(await store.readSince(a, 0, all)).toEqual([]);
       expect(await store.resumeFrom(t, 0)).toBeUndefined();
       expect(await store.resumeFrom(t, 1)).toBeUndefined();
+    });
+
+    describe('data lifecycle', () => {
+      it("erase: the session's entries, cursor, ids and marks go; a repeat does nothing; others stay", async () => {
+        const made = await fixture.create();
+        try {
+          const [s, other, t] = [session(), session(), topic()];
+          const u = makeUpdate({ ticket: 'E1', version: 5 });
+          await made.store.applyBatch([
+            { position: { topic: t, partition: 0, offset: '1' }, update: u, sessionIds: [s, other] },
+          ]);
+          if (made.keysOf) expect((await made.keysOf(s)).length).toBeGreaterThan(0);
+          await made.store.erase(s);
+          await made.store.erase(s);
+          expect(await made.store.readSince(s, 0, all)).toEqual([]);
+          if (made.keysOf) expect(await made.keysOf(s)).toEqual([]);
+          expect(await made.store.readSince(other, 0, all)).toEqual([{ cursor: 1, update: u }]);
+          // Nothing of it remains: the same id and an older version append again, from cursor 1.
+          expect(await made.store.append(s, makeUpdate({ ...u, version: 1 }))).toEqual({
+            outcome: 'appended',
+            cursor: 1,
+          });
+          expect(await made.store.resumeFrom(t, 0)).toBe('2');
+        } finally {
+          await made.cleanup();
+        }
+      });
+
+      it('subscribedOnly: an update in flight while the session is erased writes nothing for it', async () => {
+        const made = await fixture.create({ subscribedOnly: true });
+        try {
+          const subscriptions = made.subscriptions!;
+          const [gone, kept, never, t] = [session(), session(), session(), topic()];
+          const ticket = `R-${randomUUID().slice(0, 8)}`;
+          await subscriptions.subscribe('tenant-a', gone, { source: 'generic', ticket });
+          await subscriptions.subscribe('tenant-a', kept, { source: 'generic', ticket });
+          const first = makeUpdate({ tenant: 'tenant-a', ticket });
+          await made.store.applyBatch([
+            { position: { topic: t, partition: 0, offset: '1' }, update: first, sessionIds: [gone, kept] },
+          ]);
+          // The look-up named both; then `gone` is erased (subscriptions first); then the apply lands.
+          const sessionIds = await subscriptions.sessionsFor({ tenant: 'tenant-a', source: 'generic', ticket });
+          expect(sessionIds).toEqual([gone, kept].sort());
+          await subscriptions.eraseSession('tenant-a', gone);
+          await made.store.erase(gone);
+          const late = makeUpdate({ tenant: 'tenant-a', ticket });
+          expect(
+            await made.store.applyBatch([
+              { position: { topic: t, partition: 0, offset: '2' }, update: late, sessionIds: [...sessionIds, never] },
+            ]),
+          ).toEqual([
+            {
+              applied: true,
+              sessions: {
+                [gone]: { outcome: 'unsubscribed' },
+                [kept]: { outcome: 'appended', cursor: 2 },
+                [never]: { outcome: 'unsubscribed' },
+              },
+            },
+          ]);
+          expect(await made.store.readSince(gone, 0, all)).toEqual([]);
+          expect(await made.store.readSince(never, 0, all)).toEqual([]);
+          if (made.keysOf) {
+            expect(await made.keysOf(gone)).toEqual([]);
+            expect(await made.keysOf(never)).toEqual([]);
+          }
+          expect(await made.store.resumeFrom(t, 0)).toBe('3');
+          expect(await subscriptions.sessionsFor({ tenant: 'tenant-a', source: 'generic', ticket })).toEqual([kept]);
+        } finally {
+          await made.cleanup();
+        }
+      });
+
+      it('retention: every key an apply writes gets the TTL; idle past it, the stream is gone', async () => {
+        let now = Date.parse('2026-01-01T00:00:00Z');
+        const ttlMs = 60_000;
+        const made = await fixture.create({ ttlMs, clock: { now: () => now }, subscribedOnly: true });
+        try {
+          const [s, t] = [session(), topic()];
+          const ticket = `R-${randomUUID().slice(0, 8)}`;
+          await made.subscriptions!.subscribe('tenant-a', s, { source: 'generic', ticket });
+          const u = makeUpdate({ tenant: 'tenant-a', ticket });
+          await made.store.applyBatch([
+            { position: { topic: t, partition: 0, offset: '1' }, update: u, sessionIds: [s] },
+          ]);
+          if (made.keysOf) {
+            // Redis keeps time itself: right after the write every key of the session expires within the TTL.
+            const keys = await made.keysOf(s);
+            expect(keys.length).toBeGreaterThanOrEqual(5); // stream, seq, ids, marks, subscriptions (+ offsets on a cluster)
+            for (const { key, pttl } of keys) {
+              expect(pttl, key).toBeGreaterThan(0);
+              expect(pttl, key).toBeLessThanOrEqual(ttlMs);
+            }
+            return;
+          }
+          now += 50_000;
+          await made.store.touch(s); // a step read the stream
+          now += 50_000;
+          expect(await made.store.readSince(s, 0, all)).toEqual([{ cursor: 1, update: u }]);
+          now += 10_000;
+          expect(await made.store.readSince(s, 0, all)).toEqual([]);
+          // Its subscriptions went with it: a later update is not appended.
+          const later = makeUpdate({ tenant: 'tenant-a', ticket });
+          expect(
+            await made.store.applyBatch([
+              { position: { topic: t, partition: 0, offset: '2' }, update: later, sessionIds: [s] },
+            ]),
+          ).toEqual([{ applied: true, sessions: { [s]: { outcome: 'unsubscribed' } } }]);
+        } finally {
+          await made.cleanup();
+        }
+      });
     });
   });
 }

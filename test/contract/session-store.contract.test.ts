@@ -37,12 +37,32 @@ async function deletePrefix(client: Redis | Cluster, prefix: string): Promise<vo
 const scriptText = (file: string) =>
   readFileSync(new URL(`../../services/session-runner/src/adapters/redis/${file}`, import.meta.url), 'utf8');
 const ENQUEUE_SHA = createHash('sha1')
-  .update(scriptText('next-version.lua') + scriptText('enqueue.lua'))
+  .update(
+    `${scriptText('next-version.lua')}\n${scriptText('session-ttl.lua')}\nlocal function script()\n${scriptText('enqueue.lua')}\nend\nreturn expireSession(script())\n`,
+  )
   .digest('hex');
 
 const uniquePrefix = () => `ctxtest-${randomUUID().slice(0, 12)}`;
 
-sessionStoreContract('memory', async () => ({ store: new MemorySessionStore(), cleanup: async () => {} }));
+sessionStoreContract('memory', async (options) => ({
+  store: new MemorySessionStore(options),
+  cleanup: async () => {},
+}));
+
+/** Every key of a session's hash tag under `prefix`, with its PTTL, on every master. */
+async function keysOfSession(client: Redis | Cluster, prefix: string, sessionId: string) {
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  const found: { key: string; pttl: number }[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*{${sessionId}}*`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) found.push({ key, pttl: await node.pttl(key) });
+    } while (cursor !== '0');
+  }
+  return found;
+}
 
 let redis: Redis | undefined;
 function redisClient(): Redis {
@@ -61,16 +81,24 @@ afterAll(async () => {
   await cluster?.quit();
 });
 
-sessionStoreContract('redis', async () => {
+sessionStoreContract('redis', async (options) => {
   const client = redisClient();
   const prefix = uniquePrefix();
-  return { store: new RedisSessionStore(client, { prefix }), cleanup: () => deletePrefix(client, prefix) };
+  return {
+    store: new RedisSessionStore(client, { prefix, ...(options?.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }) }),
+    cleanup: () => deletePrefix(client, prefix),
+    keysOf: (sessionId) => keysOfSession(client, prefix, sessionId),
+  };
 });
 
-sessionStoreContract('redis cluster', async () => {
+sessionStoreContract('redis cluster', async (options) => {
   const client = clusterClient();
   const prefix = uniquePrefix();
-  return { store: new RedisSessionStore(client, { prefix }), cleanup: () => deletePrefix(client, prefix) };
+  return {
+    store: new RedisSessionStore(client, { prefix, ...(options?.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }) }),
+    cleanup: () => deletePrefix(client, prefix),
+    keysOf: (sessionId) => keysOfSession(client, prefix, sessionId),
+  };
 });
 
 function meta(overrides: Partial<SessionMeta> = {}): SessionMeta {
@@ -278,7 +306,7 @@ describe('RedisSessionStore', () => {
     const sent: string[] = [];
     const commitScript = (client as unknown as Record<string, (...args: string[]) => Promise<unknown>>).ctxCommitStep!;
     (client as unknown as Record<string, unknown>).ctxCommitStep = (...args: string[]) => {
-      sent.push(args[18]!); // ARGV[9]: the prompt's text, or '' for its id alone
+      sent.push(args[19]!); // ARGV[9] (after the retention, session-ttl.lua): the prompt's text, or '' for its id alone
       return commitScript.apply(client, args);
     };
     const m = meta();

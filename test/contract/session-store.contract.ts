@@ -8,6 +8,7 @@ import type { SourcedItem } from '@ctxflow/contracts';
 import type {
   AgentRecord,
   CallRecord,
+  Clock,
   LogEntry,
   MessageEntry,
   NewQueuedItem,
@@ -22,7 +23,18 @@ import type {
 } from '@ctxflow/session-runner';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 
-export type SessionStoreFactory = () => Promise<{ store: SessionStore; cleanup(): Promise<void> }>;
+/** A store's retention (CTXFLOW_SESSION_TTL_MS) and clock (the memory store's; Redis keeps time itself). */
+export interface SessionStoreOptions {
+  ttlMs?: number;
+  clock?: Clock;
+}
+
+export type SessionStoreFactory = (options?: SessionStoreOptions) => Promise<{
+  store: SessionStore;
+  cleanup(): Promise<void>;
+  /** A store with keys: every key of the session's hash tag with its PTTL (ms; -1 none). */
+  keysOf?(sessionId: string): Promise<{ key: string; pttl: number }[]>;
+}>;
 
 const T0 = Date.parse('2026-01-01T00:00:00Z');
 const iso = (offsetMs = 0) => new Date(T0 + offsetMs).toISOString();
@@ -154,9 +166,10 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
   describe(`SessionStore contract: ${name}`, () => {
     let store: SessionStore;
     let cleanup: () => Promise<void>;
+    let keysOf: ((sessionId: string) => Promise<{ key: string; pttl: number }[]>) | undefined;
 
     beforeEach(async () => {
-      ({ store, cleanup } = await factory());
+      ({ store, cleanup, keysOf } = await factory());
     });
     afterEach(async () => {
       await cleanup();
@@ -177,6 +190,140 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
       if (result.outcome !== 'recorded') throw new Error(`enqueue: ${result.outcome}`);
       return result.items;
     }
+
+    // ------------------------------------------------------------ data lifecycle
+
+    describe('data lifecycle', () => {
+      /** A session with every kind of record: log rows, a queue, a key, a site, a call, a step, a prompt. */
+      async function fullSession(overrides: Partial<SessionMeta> = {}): Promise<SessionMeta> {
+        const meta = await newSession(overrides);
+        const id = meta.sessionId;
+        await store.appendMessages(id, [message('hello')]);
+        const keyed = await store.enqueue(id, [newItem('keyed')], { type: 'key', key: 'k1', fingerprint: 'f1' });
+        if (keyed.outcome !== 'recorded') throw new Error(keyed.outcome);
+        await store.enqueue(id, [newItem('sited')], { type: 'site', callId: 'call_1', site: 'hook:a' });
+        await store.putCall(id, { callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' });
+        const commit = stepCommit(meta, 1, { delivered: keyed.items, requestId: 'req_1' });
+        expect(await store.commitStep(id, commit)).toEqual(COMMITTED);
+        await store.enqueue(id, [newItem('still queued')]);
+        return commit.meta;
+      }
+
+      it('erasure: deleteSession erases every record and the tenant list entry; a repeat does nothing', async () => {
+        const tenant = `tenant-${randomUUID()}`;
+        const meta = await fullSession({ tenant });
+        const other = await fullSession({ tenant });
+        const id = meta.sessionId;
+        if (keysOf) expect((await keysOf(id)).length).toBeGreaterThan(0);
+
+        await store.deleteSession(id);
+        expect(await store.getMeta(id)).toBeUndefined();
+        expect(await store.load(id)).toBeUndefined();
+        expect(await store.keyFingerprint(id, 'k1')).toBeUndefined();
+        expect(await store.getStep(id, { requestId: 'req_1' })).toBeUndefined();
+        expect(await store.listSteps(id)).toEqual([]);
+        expect((await store.listSessions(tenant, 10)).map((m) => m.sessionId)).toEqual([other.sessionId]);
+        expect(await store.enqueue(id, [newItem('late')])).toEqual({ outcome: 'not_found' });
+        expect(
+          await store.putCall(id, { callId: 'call_2', name: 'x', stepIndex: 0, status: 'executed' }),
+        ).toBeUndefined();
+        if (keysOf) expect(await keysOf(id)).toEqual([]);
+
+        await store.deleteSession(id); // idempotent
+        await store.deleteSession(`ses_${randomUUID()}`); // never existed
+        expect(await store.load(id)).toBeUndefined();
+        // The other session (a branch is a session of its own) is whole.
+        expect((await store.load(other.sessionId))?.log.length).toBeGreaterThan(0);
+        // The id may be used again, from nothing.
+        await store.createSession(sessionMeta({ sessionId: id, tenant }), [], [], []);
+        expect((await store.load(id))?.log).toEqual([]);
+        expect(await store.keyFingerprint(id, 'k1')).toBeUndefined();
+      });
+
+      it('sessionsOfAgent names the tenant sessions of one agent; deleteAgent removes it, idempotently', async () => {
+        const tenant = `tenant-${randomUUID()}`;
+        const agent = agentRecord({ tenant });
+        await store.putAgent(agent);
+        const a = await newSession({ tenant, agentId: agent.agentId });
+        const b = await newSession({ tenant, agentId: agent.agentId });
+        await newSession({ tenant, agentId: `agt_${randomUUID()}` });
+        await newSession({ tenant: `tenant-${randomUUID()}`, agentId: agent.agentId });
+        expect((await store.sessionsOfAgent(tenant, agent.agentId)).sort()).toEqual([a.sessionId, b.sessionId].sort());
+        await store.deleteSession(a.sessionId);
+        expect(await store.sessionsOfAgent(tenant, agent.agentId)).toEqual([b.sessionId]);
+
+        await store.deleteAgent(agent.agentId);
+        expect(await store.getAgent(agent.agentId)).toBeUndefined();
+        await store.deleteAgent(agent.agentId);
+        expect(await store.getAgent(agent.agentId)).toBeUndefined();
+      });
+
+      it("retention: every write refreshes all of a session's records; idle past the TTL, all are gone", async () => {
+        const ttlMs = 60_000;
+        let now = T0;
+        const clock = { now: () => now };
+        const made = await factory({ ttlMs, clock });
+        try {
+          const s = made.store;
+          const tenant = `tenant-${randomUUID()}`;
+          const meta = sessionMeta({ tenant });
+          const id = meta.sessionId;
+          await s.createSession(meta, [], [], []);
+          now += 50_000;
+          await s.appendMessages(id, [message('hello')]);
+          const keyed = await s.enqueue(id, [newItem('keyed')], { type: 'key', key: 'k1', fingerprint: 'f1' });
+          if (keyed.outcome !== 'recorded') throw new Error(keyed.outcome);
+          const commit = stepCommit(meta, 1, { delivered: keyed.items, requestId: 'req_1' });
+          expect(await s.commitStep(id, commit)).toEqual(COMMITTED);
+          await s.putCall(id, { callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' });
+          if (made.keysOf) {
+            // Redis keeps time itself: right after a write, every key of the session expires within the TTL.
+            const keys = await made.keysOf(id);
+            expect(keys.map((k) => k.key.replace(/^.*\}:/, '')).sort()).toEqual(
+              ['calls', 'keys', 'log', 'meta', 'prompts', 'requests', 'seq', 'steps'].sort(),
+            );
+            for (const { key, pttl } of keys) {
+              expect(pttl, key).toBeGreaterThan(0);
+              expect(pttl, key).toBeLessThanOrEqual(ttlMs);
+            }
+            return;
+          }
+          // 50 s after creation, 50 s after its last write: the write refreshed it.
+          now += 50_000;
+          expect((await s.load(id))?.log.length).toBe(2);
+          expect(await s.keyFingerprint(id, 'k1')).toBe('f1');
+          now += 10_000; // idle for the whole TTL
+          expect(await s.getMeta(id)).toBeUndefined();
+          expect(await s.load(id)).toBeUndefined();
+          expect(await s.keyFingerprint(id, 'k1')).toBeUndefined();
+          expect(await s.getStep(id, { requestId: 'req_1' })).toBeUndefined();
+          expect(await s.listSessions(tenant, 10)).toEqual([]);
+          expect(await s.enqueue(id, [newItem('late')])).toEqual({ outcome: 'not_found' });
+        } finally {
+          await made.cleanup();
+        }
+      });
+
+      it('retention: an idle session leaves the tenant list too; a write to another session does not keep it', async () => {
+        let now = T0;
+        const made = await factory({ ttlMs: 1_000, clock: { now: () => now } });
+        try {
+          const tenant = `tenant-${randomUUID()}`;
+          const idle = sessionMeta({ tenant });
+          await made.store.createSession(idle, [], [], []);
+          if (made.keysOf) {
+            for (const { pttl } of await made.keysOf(idle.sessionId)) expect(pttl).toBeGreaterThan(0);
+            return;
+          }
+          now += 1_000;
+          // Another session's write (the memory store sweeps then) keeps only that one.
+          await made.store.createSession(sessionMeta({ tenant }), [], [], []);
+          expect((await made.store.listSessions(tenant, 10)).map((m) => m.sessionId)).not.toContain(idle.sessionId);
+        } finally {
+          await made.cleanup();
+        }
+      });
+    });
 
     // ------------------------------------------------------------ agents
 

@@ -9,7 +9,7 @@ import {
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { subscriptionId } from '../../services/step-context/src/subscription-store.ts';
-import { deleteKeys, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
+import { deleteKeys, keysOfSession, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { batchStoreContract } from './batch-store.contract.ts';
 import { subscriptionStoreContract } from './subscription-store.contract.ts';
@@ -42,45 +42,57 @@ function onCluster() {
 
 batchStoreContract({
   name: 'memory',
-  create: async () => ({ store: new MemoryBatchStore(), cleanup: async () => {} }),
-});
-
-batchStoreContract({
-  name: 'redis',
-  create: async () => {
-    const { redis, prefix, cleanup } = onRedis();
-    return { store: new RedisBatchStore({ redis, prefix }), cleanup };
+  create: async (options = {}) => {
+    const subscriptions = new MemorySubscriptionStore(options);
+    const store = new MemoryBatchStore({
+      ...options,
+      ...(options.subscribedOnly ? { subscribed: (id: string) => subscriptions.holds(id) } : {}),
+    });
+    return { store, subscriptions, cleanup: async () => {} };
   },
 });
 
-batchStoreContract({
-  name: 'redis cluster (one script per session)',
-  create: async () => {
-    const { redis, prefix, cleanup } = onCluster();
-    return { store: new RedisBatchStore({ redis, prefix }), cleanup };
-  },
-});
+for (const [name, open] of [
+  ['redis', onRedis],
+  ['redis cluster (one script per session)', onCluster],
+] as const) {
+  batchStoreContract({
+    name,
+    create: async (options = {}) => {
+      const { redis, prefix, cleanup } = open();
+      const ttl = options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs };
+      return {
+        store: new RedisBatchStore({ redis, prefix, ...ttl, subscribedOnly: options.subscribedOnly === true }),
+        subscriptions: new RedisSubscriptionStore({ redis, prefix, ...ttl }),
+        keysOf: (sessionId) => keysOfSession(redis, prefix, sessionId),
+        cleanup,
+      };
+    },
+  });
+}
 
 subscriptionStoreContract({
   name: 'memory',
-  create: async () => ({ store: new MemorySubscriptionStore(), cleanup: async () => {} }),
+  create: async (options = {}) => ({ store: new MemorySubscriptionStore(options), cleanup: async () => {} }),
 });
 
-subscriptionStoreContract({
-  name: 'redis',
-  create: async () => {
-    const { redis, prefix, cleanup } = onRedis();
-    return { store: new RedisSubscriptionStore({ redis, prefix }), cleanup };
-  },
-});
-
-subscriptionStoreContract({
-  name: 'redis cluster',
-  create: async () => {
-    const { redis, prefix, cleanup } = onCluster();
-    return { store: new RedisSubscriptionStore({ redis, prefix }), cleanup };
-  },
-});
+for (const [name, open] of [
+  ['redis', onRedis],
+  ['redis cluster', onCluster],
+] as const) {
+  subscriptionStoreContract({
+    name,
+    create: async (options = {}) => {
+      const { redis, prefix, cleanup } = open();
+      const ttl = options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs };
+      return {
+        store: new RedisSubscriptionStore({ redis, prefix, ...ttl }),
+        keysOf: (sessionId) => keysOfSession(redis, prefix, sessionId),
+        cleanup,
+      };
+    },
+  });
+}
 
 // Redis only: the key shapes of the subscription index per tenant.
 for (const [name, open] of [
@@ -141,6 +153,41 @@ for (const [name, open] of [
       const all = { maxEntries: 100, maxBytes: 1e9 };
       expect((await store.readSince(a, 0, all)).map((e) => e.update.id)).toEqual([u[0]!.id]);
       expect((await store.readSince(b, 0, all)).map((e) => e.update.id)).toEqual([u[0]!.id, u[1]!.id]);
+    });
+  });
+}
+
+// Redis only: a session whose subscriptions set expired stays in the subscriber sets until
+// an update names it: the apply refuses it (`unsubscribed`) and the service prunes it.
+for (const [name, open] of [
+  ['redis', onRedis],
+  ['redis cluster', onCluster],
+] as const) {
+  describe(`RedisSubscriptionStore on ${name}: pruning expired sessions from the index`, () => {
+    const { redis, prefix, cleanup } = open();
+    afterAll(cleanup);
+
+    it('an expired session leaves the subscriber sets at prune; a live one keeps its entries', async () => {
+      const store = new RedisSubscriptionStore({ redis, prefix });
+      const batches = new RedisBatchStore({ redis, prefix, subscribedOnly: true });
+      const keys = stepContextKeys(prefix);
+      const [expired, live, t] = [`s-${randomUUID()}`, `s-${randomUUID()}`, `topic-${randomUUID().slice(0, 8)}`];
+      const ticket = `EXP-${randomUUID().slice(0, 8)}`;
+      for (const id of [expired, live]) await store.subscribe('tx', id, { source: 'generic', ticket });
+      await redis.del(keys.session(expired).subscriptions); // as its TTL would
+      const target = { tenant: 'tx', source: 'generic' as const, ticket };
+      const sessionIds = await store.sessionsFor(target);
+      expect(sessionIds).toEqual([expired, live].sort());
+      const [result] = await batches.applyBatch([
+        { position: { topic: t, partition: 0, offset: '1' }, update: makeUpdate(target), sessionIds },
+      ]);
+      expect(result).toEqual({
+        applied: true,
+        sessions: { [expired]: { outcome: 'unsubscribed' }, [live]: { outcome: 'appended', cursor: 1 } },
+      });
+      await store.prune(target, [expired]);
+      expect(await store.sessionsFor(target)).toEqual([live]);
+      expect(await keysOfSession(redis, prefix, expired)).toEqual([]);
     });
   });
 }

@@ -5,7 +5,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 export interface SubscriptionStoreFixture {
   name: string;
-  create(): Promise<{ store: SubscriptionStore; cleanup(): Promise<void> }>;
+  /** `keysOf`: a store with keys lists the session's keys with their PTTL (ms). */
+  create(options?: { ttlMs?: number; clock?: { now(): number } }): Promise<{
+    store: SubscriptionStore;
+    cleanup(): Promise<void>;
+    keysOf?(sessionId: string): Promise<{ key: string; pttl: number }[]>;
+  }>;
 }
 
 /**
@@ -140,6 +145,61 @@ export function subscriptionStoreContract(fixture: SubscriptionStoreFixture): vo
       expect(await store.sessionsFor({ source: 'jira', ticket })).toEqual([s]);
       expect(await store.sessionsFor({ tenant: DEFAULT_TENANT, source: 'jira', ticket })).toEqual([s]);
       expect(await store.sessionsFor({ tenant: `ta-${run}`, source: 'jira', ticket })).toEqual([]);
+    });
+
+    it('eraseSession: no subscriber set names the session and it lists nothing; a repeat does nothing', async () => {
+      const [gone, kept] = [session('erased'), session('kept')];
+      const ticket = `ERASE-${run}`;
+      const scope = `octo/erased-${run}`;
+      for (const s of [gone, kept]) {
+        await store.subscribe('te', s, { source: 'jira', ticket });
+        await store.subscribe('te', s, { source: 'github', ticket: '*', scope });
+      }
+      await store.eraseSession('te', gone);
+      await store.eraseSession('te', gone);
+      expect(await store.list(gone)).toEqual([]);
+      expect(await store.sessionsFor({ tenant: 'te', source: 'jira', ticket })).toEqual([kept]);
+      expect(await store.sessionsFor({ tenant: 'te', source: 'github', ticket: 'o#1', scope })).toEqual([kept]);
+      expect((await store.list(kept)).length).toBe(2);
+    });
+
+    it('prune keeps every entry of a session that holds the subscriptions; removes only what it lacks', async () => {
+      const [held, gone] = [session('prune-held'), session('prune-gone')];
+      const ticket = `PRUNE-${run}`;
+      await store.subscribe('tp', held, { source: 'jira', ticket });
+      await store.subscribe('tp', gone, { source: 'jira', ticket });
+      await store.eraseSession('tp', gone);
+      await store.prune({ tenant: 'tp', source: 'jira', ticket }, [held, gone]);
+      await store.prune({ tenant: 'tp', source: 'jira', ticket }, [held, gone]);
+      expect(await store.sessionsFor({ tenant: 'tp', source: 'jira', ticket })).toEqual([held]);
+      expect(await store.list(held)).toEqual([{ source: 'jira', ticket }]);
+    });
+
+    it('retention: a subscription expires with its session, refreshed by each subscribe', async () => {
+      let now = Date.parse('2026-01-01T00:00:00Z');
+      const ttlMs = 60_000;
+      const made = await fixture.create({ ttlMs, clock: { now: () => now } });
+      try {
+        const s = session('ttl');
+        const ticket = `TTL-${run}`;
+        await made.store.subscribe('tt', s, { source: 'jira', ticket });
+        if (made.keysOf) {
+          const keys = await made.keysOf(s);
+          expect(keys.length).toBe(1);
+          expect(keys[0]!.pttl).toBeGreaterThan(0);
+          expect(keys[0]!.pttl).toBeLessThanOrEqual(ttlMs);
+          return;
+        }
+        now += 50_000;
+        await made.store.subscribe('tt', s, { source: 'jira', ticket: `${ticket}-b` });
+        now += 50_000;
+        expect((await made.store.list(s)).length).toBe(2);
+        now += 10_000;
+        expect(await made.store.sessionsFor({ tenant: 'tt', source: 'jira', ticket })).toEqual([]);
+        expect(await made.store.list(s)).toEqual([]);
+      } finally {
+        await made.cleanup();
+      }
     });
   });
 }

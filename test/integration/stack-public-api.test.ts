@@ -25,6 +25,20 @@ const prefix = `stack-api:${run}`;
 const KEYS = { ta: 'key-a', tb: 'key-b' } as const;
 const SECRETS = { ta: `secret-a-${run}`, tb: `secret-b-${run}` } as const;
 type Tenant = keyof typeof KEYS;
+/** The stack's retention: every key of a session has at most this PTTL right after a write. */
+const TTL_MS = 3_600_000;
+
+/** Every key of the session's hash tag under the stack's prefix, with its PTTL. */
+async function keysOf(redis: Redis, sessionId: string): Promise<{ key: string; pttl: number }[]> {
+  const found: { key: string; pttl: number }[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*{${sessionId}}*`, 'COUNT', 1000);
+    cursor = next;
+    for (const key of keys) found.push({ key, pttl: await redis.pttl(key) });
+  } while (cursor !== '0');
+  return found;
+}
 
 function signed(body: object, secret: string) {
   const raw = JSON.stringify(body);
@@ -63,6 +77,7 @@ describe('the stack serves the whole public contract on the session-runner port'
       CTXFLOW_LOG_LEVEL: 'error',
       CTXFLOW_API_KEYS: `ta:${KEYS.ta},tb:${KEYS.tb}`,
       CTXFLOW_FEED_SECRET_GENERIC: `ta:${SECRETS.ta},tb:${SECRETS.tb}`,
+      CTXFLOW_SESSION_TTL_MS: String(TTL_MS),
     };
     const services = await runnerAndStepContext({
       common,
@@ -159,5 +174,39 @@ describe('the stack serves the whole public contract on the session-runner port'
     expect(rowsB).toHaveLength(1);
     expect(rowsB[0].content).toContain('B: private note');
     expect((await api('ta', 'POST', `/sessions/${ofA}/steps`, {})).body.rows).toEqual([]);
+  });
+
+  it('DELETE /sessions/:id on the runner port erases the runner and step-context keys; retention on every key', async () => {
+    const erased = (await api('ta', 'POST', '/sessions', {})).body.sessionId as string;
+    const witness = (await api('ta', 'POST', '/sessions', {})).body.sessionId as string;
+    const ticket = `E-${run}`;
+    for (const id of [erased, witness]) {
+      expect((await api('ta', 'POST', `/sessions/${id}/subscriptions`, { source: 'generic', ticket })).status).toBe(
+        201,
+      );
+    }
+    await webhook(`${runnerUrl}/feeds/generic`, 'ta', { eventId: `e1-${run}`, ticket, summary: 'first' });
+    await stepUntilRows('ta', erased);
+    // Right after a write, every key of the session (runner's and step-context's) expires within the TTL.
+    const keys = await keysOf(redis, erased);
+    expect(keys.some((k) => k.key.includes(':step-context:'))).toBe(true);
+    expect(keys.some((k) => k.key.endsWith(':log'))).toBe(true);
+    for (const { key, pttl } of keys) {
+      expect(pttl, key).toBeGreaterThan(0);
+      expect(pttl, key).toBeLessThanOrEqual(TTL_MS);
+    }
+    // A pending batch: applied by step-context, not yet stepped.
+    await webhook(`${runnerUrl}/feeds/generic`, 'ta', { eventId: `e2-${run}`, ticket, summary: 'second' });
+    await stepUntilRows('ta', witness);
+
+    expect((await api('ta', 'DELETE', `/sessions/${erased}`)).status).toBe(204);
+    expect((await api('ta', 'DELETE', `/sessions/${erased}`)).status).toBe(204);
+    expect(await keysOf(redis, erased)).toEqual([]);
+    // A later webhook for its ticket reaches the witness and brings nothing of the erased one back.
+    await webhook(`${runnerUrl}/feeds/generic`, 'ta', { eventId: `e3-${run}`, ticket, summary: 'third' });
+    const rows = await stepUntilRows('ta', witness);
+    expect(rows[0].content).toContain('third');
+    expect(await keysOf(redis, erased)).toEqual([]);
+    expect((await api('ta', 'GET', `/sessions/${erased}`)).status).toBe(404);
   });
 });

@@ -48,6 +48,8 @@ function wrapBatches(
     append: (s, u) => inner.append(s, u),
     readSince: (s, a, l) => inner.readSince(s, a, l),
     copy: (f, to) => inner.copy(f, to),
+    erase: (s) => inner.erase(s),
+    touch: (s) => inner.touch(s),
     recordOffset: (p) => inner.recordOffset(p),
     resumeFrom: (topic, p) => inner.resumeFrom(topic, p),
     applyUpdate: (u, s, p) => inner.applyUpdate(u, s, p),

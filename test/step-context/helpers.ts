@@ -39,6 +39,25 @@ export async function deleteKeys(redis: Redis | Cluster, prefix: string): Promis
   }
 }
 
+/** Every key under `prefix` with the session's hash tag `{<sessionId>}`, with its PTTL (ms; -1 none), on every master. */
+export async function keysOfSession(
+  redis: Redis | Cluster,
+  prefix: string,
+  sessionId: string,
+): Promise<{ key: string; pttl: number }[]> {
+  const nodes = 'nodes' in redis && typeof redis.nodes === 'function' ? redis.nodes('master') : [redis as Redis];
+  const found: { key: string; pttl: number }[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*{${sessionId}}*`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) found.push({ key, pttl: await node.pttl(key) });
+    } while (cursor !== '0');
+  }
+  return found;
+}
+
 /** Polls until `check` passes or 5 s went by. */
 export async function eventually(check: () => Promise<void>, timeoutMs = 5_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;

@@ -144,6 +144,8 @@ describe('StepContextService', () => {
       append: (s, u) => inner.append(s, u),
       readSince: (s, a, l) => inner.readSince(s, a, l),
       copy: (f, t) => inner.copy(f, t),
+      erase: (s) => inner.erase(s),
+      touch: (s) => inner.touch(s),
       recordOffset: (p) => inner.recordOffset(p),
       resumeFrom: (t, p) => inner.resumeFrom(t, p),
       async applyUpdate(update, sessions, position) {
@@ -174,6 +176,8 @@ describe('StepContextService', () => {
     const subscriptions: SubscriptionStore = {
       subscribe: (t, s, sub) => inner.subscribe(t, s, sub),
       unsubscribe: (t, s, sub) => inner.unsubscribe(t, s, sub),
+      eraseSession: (t, s) => inner.eraseSession(t, s),
+      prune: (u, s) => inner.prune(u, s),
       list: (s) => inner.list(s),
       sessionsFor: (u) => inner.sessionsFor(u),
       async sessionsForMany(updates) {
@@ -185,6 +189,8 @@ describe('StepContextService', () => {
       append: (s, u) => batches.append(s, u),
       readSince: (s, a, l) => batches.readSince(s, a, l),
       copy: (f, t) => batches.copy(f, t),
+      erase: (s) => batches.erase(s),
+      touch: (s) => batches.touch(s),
       recordOffset: (p) => batches.recordOffset(p),
       resumeFrom: (t, p) => batches.resumeFrom(t, p),
       applyUpdate: (u, s, p, t) => batches.applyUpdate(u, s, p, t),
@@ -238,5 +244,40 @@ describe('StepContextService', () => {
       subscriptions: new MemorySubscriptionStore(),
     };
     expect(() => new StepContextService({ ...deps, maxRecordsPerWrite: 0 })).toThrow(/maxRecordsPerWrite/);
+  });
+
+  it('a session the store refused as unsubscribed (erased after the look-up) is pruned from the index', async () => {
+    const topic = `ticket-updates-${randomUUID()}`;
+    const inner = new MemorySubscriptionStore();
+    await inner.subscribe(DEFAULT_TENANT, 'kept', { source: 'generic', ticket: 'P-1' });
+    await inner.subscribe(DEFAULT_TENANT, 'gone', { source: 'generic', ticket: 'P-1' });
+    const batches = new MemoryBatchStore({ subscribed: (id) => inner.holds(id) });
+    const pruned: [string, string[]][] = [];
+    const subscriptions: SubscriptionStore = {
+      subscribe: (t, s, sub) => inner.subscribe(t, s, sub),
+      unsubscribe: (t, s, sub) => inner.unsubscribe(t, s, sub),
+      eraseSession: (t, s) => inner.eraseSession(t, s),
+      list: (s) => inner.list(s),
+      sessionsFor: (u) => inner.sessionsFor(u),
+      async sessionsForMany(updates) {
+        const lists = await inner.sessionsForMany(updates);
+        await inner.eraseSession(DEFAULT_TENANT, 'gone'); // erased between the look-up and the apply
+        return lists;
+      },
+      async prune(update, ids) {
+        pruned.push([update.ticket, [...ids]]);
+        await inner.prune(update, ids);
+      },
+    };
+    const { bus } = await start({ batches, subscriptions, topic });
+    const u = makeUpdate({ ticket: 'P-1' });
+    await bus.publisher.publish(topic, [
+      { key: ticketKey(u), value: JSON.stringify(u), headers: { [RECORD_ID_HEADER]: u.id } },
+    ]);
+    await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('1'));
+    expect(await batches.readSince('gone', 0, all)).toEqual([]);
+    expect(await batches.readSince('kept', 0, all)).toEqual([{ cursor: 1, update: u }]);
+    expect(pruned).toEqual([['P-1', ['gone']]]);
+    expect(await inner.sessionsFor({ source: 'generic', ticket: 'P-1' })).toEqual(['kept']);
   });
 });

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { loadEmbeddedConfig } from '@ctxflow/embedded';
 import { ConfigError } from '@ctxflow/service-kit';
 import { loadRunnerConfig } from '@ctxflow/session-runner';
+import { loadStepContextConfig } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
 
 function problems(env: Record<string, string>): string[] {
@@ -15,6 +16,16 @@ function problems(env: Record<string, string>): string[] {
 }
 
 describe('configuration', () => {
+  it('CTXFLOW_SESSION_TTL_MS: 30 days by default, 0 keeps sessions, a negative value names the variable', () => {
+    const thirtyDays = 30 * 24 * 60 * 60 * 1000;
+    expect(loadEmbeddedConfig({}).sessionTtlMs).toBe(thirtyDays);
+    expect(loadRunnerConfig({}).sessionTtlMs).toBe(thirtyDays);
+    expect(loadStepContextConfig({}).sessionTtlMs).toBe(thirtyDays);
+    expect(loadRunnerConfig({ CTXFLOW_SESSION_TTL_MS: '0' }).sessionTtlMs).toBe(0);
+    expect(loadStepContextConfig({ CTXFLOW_SESSION_TTL_MS: '60000' }).sessionTtlMs).toBe(60_000);
+    expect(problems({ CTXFLOW_SESSION_TTL_MS: '-1' }).join('\n')).toContain('CTXFLOW_SESSION_TTL_MS');
+  });
+
   it('defaults to loopback 127.0.0.1:8080 with no keys and no feeds', () => {
     const config = loadEmbeddedConfig({});
     expect(config.host).toBe('127.0.0.1');

@@ -14,14 +14,17 @@ import {
   createEngine,
   inspectorRoutes,
   MemorySessionStore,
+  type SessionStore,
   systemClock,
 } from '@ctxflow/session-runner';
 import {
+  type BatchStore,
   type ConsumerTelemetry,
   FeedStepContext,
   MemoryBatchStore,
   MemorySubscriptionStore,
   StepContextService,
+  type SubscriptionStore,
   subscriptionRoutes,
 } from '@ctxflow/step-context';
 import type { FastifyInstance } from 'fastify';
@@ -29,7 +32,8 @@ import type { EmbeddedConfig } from './config.ts';
 
 export interface EmbeddedDeps {
   /** `secrets`: a plain string is the single-tenant default's secret (feed-secrets.ts). */
-  config: Pick<EmbeddedConfig, 'apiKeys'> & { secrets: FeedSecrets };
+  /** `sessionTtlMs`: CTXFLOW_SESSION_TTL_MS (default 0 here: sessions are kept until deleted). */
+  config: Pick<EmbeddedConfig, 'apiKeys'> & { secrets: FeedSecrets; sessionTtlMs?: number };
   logger?: Logger;
   telemetry?: ContextTelemetry;
   /** The feed routes' spans and ingest/refusal counters. */
@@ -38,6 +42,11 @@ export interface EmbeddedDeps {
   consumerTelemetry?: ConsumerTelemetry;
   metricsText?: () => Promise<string>;
   clock?: Clock;
+  /**
+   * Other stores in place of the in-memory ones (tests run the same app on Redis); the
+   * batch store must append only to subscribed sessions, as the memory default does.
+   */
+  stores?: { sessions: SessionStore; batches: BatchStore; subscriptions: SubscriptionStore };
   /** More route plugins without credentials, after the feeds (the benchmark adds its baseline route). */
   openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
 }
@@ -45,7 +54,7 @@ export interface EmbeddedDeps {
 export interface EmbeddedApp {
   app: FastifyInstance;
   /** The step-context batch streams (tests wait on them for a published update to land). */
-  batches: MemoryBatchStore;
+  batches: BatchStore;
   /** The in-memory bus the feeds publish on and step-context consumes (dead letters included). */
   bus: Bus;
   /**
@@ -63,11 +72,27 @@ export interface EmbeddedApp {
 export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp> {
   const clock = deps.clock ?? systemClock;
   const bus = createBus({ client: 'platformatic', clientId: 'ctxflow-embedded' });
-  const store = new MemorySessionStore();
-  const batches = new MemoryBatchStore();
-  const subscriptions = new MemorySubscriptionStore();
+  // Every store of a session keeps it for the same retention, on the same clock; updates
+  // are appended only to sessions still subscribed (an erased session gets none).
+  const ttlMs = deps.config.sessionTtlMs ?? 0;
+  const memorySubscriptions = new MemorySubscriptionStore({ ttlMs, clock });
+  const {
+    sessions: store,
+    batches,
+    subscriptions,
+  } = deps.stores ?? {
+    sessions: new MemorySessionStore({ ttlMs, clock }),
+    subscriptions: memorySubscriptions,
+    batches: new MemoryBatchStore({ ttlMs, clock, subscribed: (id) => memorySubscriptions.holds(id) }),
+  };
   const feed = new FeedStepContext({ batches, subscriptions });
-  const engine = createEngine({ store, clock, feed, ...(deps.telemetry ? { telemetry: deps.telemetry } : {}) });
+  const engine = createEngine({
+    store,
+    clock,
+    feed,
+    feedData: feed,
+    ...(deps.telemetry ? { telemetry: deps.telemetry } : {}),
+  });
   const ledger = new MemoryDeliveryLedger();
   const stepContext = new StepContextService({
     subscriber: bus.subscriber,

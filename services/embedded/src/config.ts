@@ -6,6 +6,7 @@ import {
   parseApiKeys,
   parseConfigWithAuth,
   portVar,
+  sessionTtlVar,
   shutdownGraceVar,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
@@ -27,6 +28,7 @@ export const embeddedConfigSchema = z
     CTXFLOW_FEED_SECRET_CLOUDEVENTS: blank(z.string().min(1).optional()),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
+    CTXFLOW_SESSION_TTL_MS: sessionTtlVar(),
   })
   // Kept: every other CTXFLOW_FEED_SECRET_<NAME> configures a source (feed-secrets.ts).
   .loose()
@@ -39,6 +41,7 @@ export const embeddedConfigSchema = z
       secrets,
       logLevel: env.CTXFLOW_LOG_LEVEL,
       shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
+      sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,
     };
   });
 

@@ -57,6 +57,7 @@ export const runnerConfigSchema = z
     heldBytes: env.CTXFLOW_HELD_BYTES,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
+    sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,
     kafkaTopicPrefix: env.KAFKA_TOPIC_PREFIX,

@@ -40,5 +40,6 @@ export function createEngine(overrides: Partial<EngineDeps> & { feed?: StepConte
     ...(overrides.newId ? { newId: overrides.newId } : {}),
     ...(overrides.heldSessions === undefined ? {} : { heldSessions: overrides.heldSessions }),
     ...(overrides.heldBytes === undefined ? {} : { heldBytes: overrides.heldBytes }),
+    ...(overrides.feedData ? { feedData: overrides.feedData } : {}),
   });
 }

@@ -67,6 +67,7 @@ export type { Clock } from './ports/clock.ts';
 export { systemClock } from './ports/clock.ts';
 export type { MemoryRecall } from './ports/memory-recall.ts';
 export type { SessionEvents } from './ports/session-events.ts';
+export type { SessionFeedData } from './ports/session-feed-data.ts';
 export type {
   CommitResult,
   EnqueueDedupe,

@@ -22,7 +22,10 @@ import {
   withinMs,
 } from '@ctxflow/service-kit';
 import {
+  FeedStepContext,
+  MemoryBatchStore,
   MemorySubscriptionStore,
+  RedisBatchStore,
   RedisSubscriptionStore,
   type SessionDirectory,
   type SubscriptionStore,
@@ -60,15 +63,25 @@ async function main() {
 
   const redis = connectRedis(config);
   if (redis) await connectOrExit('session-runner', 'Redis', config.redisSecurity, () => verifyRedis(redis));
-  let store: SessionStore = new MemorySessionStore();
+  const ttlMs = config.sessionTtlMs;
+  let store: SessionStore = new MemorySessionStore({ ttlMs });
   let memory: MemoryRecall | undefined;
   if (redis) {
-    store = new RedisSessionStore(redis, { prefix: config.redisPrefix });
+    store = new RedisSessionStore(redis, { prefix: config.redisPrefix, ttlMs });
     memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });
   }
   const subscriptions: SubscriptionStore = redis
-    ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix })
-    : new MemorySubscriptionStore();
+    ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix, ttlMs })
+    : new MemorySubscriptionStore({ ttlMs });
+  // Erasing a session erases step-context's data of it too: its subscriptions here, and its
+  // batch stream through step-context's own store adapter on the same Redis and prefix
+  // (one DEL, idempotent). Without Redis, step-context's streams are in its own process.
+  const feedData = new FeedStepContext({
+    subscriptions,
+    batches: redis
+      ? new RedisBatchStore({ redis, prefix: config.redisPrefix, ttlMs, subscribedOnly: true })
+      : new MemoryBatchStore(),
+  });
   if (!redis) {
     logger.warn('no REDIS_URL: subscriptions made on this port stay in this process; step-context does not see them');
   }
@@ -82,6 +95,7 @@ async function main() {
     telemetry: createContextTelemetry(),
     heldSessions: config.heldSessions,
     heldBytes: config.heldBytes,
+    feedData,
     ...(memory ? { memory } : {}),
   });
 

@@ -23,9 +23,16 @@ export interface BatchEntry {
  * - `appended`: a new entry (with its cursor);
  * - `duplicate`: the session already has an entry with this update id;
  * - `stale`: the session already has a newer update of the same ticket (by
- *   `version` when both have one, else by `occurredAt`): older news is dropped.
+ *   `version` when both have one, else by `occurredAt`): older news is dropped;
+ * - `unsubscribed`: (applyBatch of a store made `subscribedOnly`) the session no
+ *   longer has any subscription, e.g. it was erased: nothing is written for it.
  */
-export type AppendOutcome = { outcome: 'appended'; cursor: number } | { outcome: 'duplicate' } | { outcome: 'stale' };
+export type AppendOutcome =
+  | { outcome: 'appended'; cursor: number }
+  | { outcome: 'duplicate' }
+  | { outcome: 'stale' }
+  /** A store that appends only to subscribed sessions (`subscribedOnly`): the session has no subscription (erased). */
+  | { outcome: 'unsubscribed' };
 
 /** The bus position of a consumed record; `offset` is a decimal string (Kafka offsets exceed 2^53). */
 export interface ConsumedPosition {
@@ -113,6 +120,14 @@ export interface BatchStore {
    * the outcome is the same exactly-once per session.
    */
   applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]>;
+  /**
+   * Erases the session's stream, sequence, applied ids, marks and offsets; nothing
+   * when there are none (idempotent). A later apply writes again unless the store
+   * appends only to subscribed sessions and the subscriptions were erased first.
+   */
+  erase(sessionId: string): Promise<void>;
+  /** Refreshes the retention of the session's keys (a step read its stream); nothing without retention. */
+  touch(sessionId: string): Promise<void>;
   /** Records a consumed position that carried nothing to apply (a poison record); never moves backwards. */
   recordOffset(position: ConsumedPosition): Promise<void>;
   /** The next offset to read for a partition (the stored one plus 1), or undefined when none is stored. */

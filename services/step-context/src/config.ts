@@ -36,6 +36,7 @@ export const stepContextConfigSchema = z
     directoryCacheMs: env.CTXFLOW_DIRECTORY_CACHE_MS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
+    sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,
     kafkaBrokers: env.KAFKA_BROKERS,
     kafkaClient: env.KAFKA_CLIENT,
     kafkaTopicPrefix: env.KAFKA_TOPIC_PREFIX,

@@ -61,10 +61,14 @@ export class FeedStepContext {
 
   async fetch(request: FeedRequest): Promise<FeedBatch | undefined> {
     const after = parseCursor(request.cursor);
-    const entries = await this.#batches.readSince(request.sessionId, after, {
-      maxEntries: MAX_ENTRIES_PER_FETCH,
-      maxBytes: 4 * request.maxBytes,
-    });
+    // A step of the session is a write as far as retention goes: its feed keys are refreshed with the read.
+    const [entries] = await Promise.all([
+      this.#batches.readSince(request.sessionId, after, {
+        maxEntries: MAX_ENTRIES_PER_FETCH,
+        maxBytes: 4 * request.maxBytes,
+      }),
+      this.#batches.touch(request.sessionId),
+    ]);
     request.signal.throwIfAborted();
     if (entries.length === 0) return undefined;
     const batch = fitEntries(entries, request.maxBytes);
@@ -73,6 +77,17 @@ export class FeedStepContext {
       if (traceparents.length > 0) request.traced(traceparents);
     }
     return batch;
+  }
+
+  /**
+   * Erases the session's feed data (the session-runner's SessionFeedData): its
+   * subscriptions first (no subscriber index names it any more, and a store that
+   * appends only to subscribed sessions refuses an update in flight), then its
+   * stream, cursor, marks and dedupe ids. Idempotent; a retry erases what is left.
+   */
+  async eraseSession(sessionId: string, tenant: string): Promise<void> {
+    await this.#subscriptions.eraseSession(tenant, sessionId);
+    await this.#batches.erase(sessionId);
   }
 
   /**

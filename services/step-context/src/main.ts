@@ -36,12 +36,15 @@ async function main() {
 
   const redis = connectRedis(config);
   if (redis) await connectOrExit('step-context', 'Redis', config.redisSecurity, () => verifyRedis(redis));
-  const batches: BatchStore = redis
-    ? new RedisBatchStore({ redis, prefix: config.redisPrefix })
-    : new MemoryBatchStore();
-  const subscriptions: SubscriptionStore = redis
-    ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix })
-    : new MemorySubscriptionStore();
+  // Updates are appended only to sessions still subscribed (an erased session gets none);
+  // every key of a session expires CTXFLOW_SESSION_TTL_MS after its last write.
+  const ttlMs = config.sessionTtlMs;
+  const memorySubscriptions = redis ? undefined : new MemorySubscriptionStore({ ttlMs });
+  const subscriptions: SubscriptionStore =
+    memorySubscriptions ?? new RedisSubscriptionStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
+  const batches: BatchStore = memorySubscriptions
+    ? new MemoryBatchStore({ ttlMs, subscribed: (id) => memorySubscriptions.holds(id) })
+    : new RedisBatchStore({ redis: redis!, prefix: config.redisPrefix, ttlMs, subscribedOnly: true });
   const feed = new FeedStepContext({ batches, subscriptions });
 
   const bus = createBus({

@@ -23,7 +23,25 @@ interface SessionStream {
   ids: Set<string>;
   /** ticketKey -> newest appended version and time. */
   marks: Map<string, TicketMark>;
+  /** Clock time of the last write or touch (retention). */
+  touched: number;
 }
+
+export interface MemoryBatchStoreOptions {
+  /** Retention in ms (CTXFLOW_SESSION_TTL_MS): a stream no write touched for this long is gone. 0 (default): kept. */
+  ttlMs?: number;
+  /** Milliseconds since the epoch (default Date.now). */
+  clock?: { now(): number };
+  /**
+   * When given, applyBatch appends only to sessions for which it answers true (the
+   * subscription store's `holds`, which refreshes the subscriptions' retention as the
+   * Redis script does); others get `unsubscribed`, nothing written. `touch` calls it too.
+   */
+  subscribed?: (sessionId: string) => boolean;
+}
+
+/** Sweeps for idle streams at most this often (ms), and at least once per retention. */
+const SWEEP_EVERY_MS = 60_000;
 
 /**
  * Batch streams in process memory: the embedded default. Every method runs
@@ -34,6 +52,43 @@ export class MemoryBatchStore implements BatchStore {
   readonly #streams = new Map<string, SessionStream>();
   /** `${topic}\u0000${partition}` -> last consumed offset. */
   readonly #offsets = new Map<string, string>();
+  readonly #ttlMs: number;
+  readonly #clock: { now(): number };
+  readonly #subscribed: ((sessionId: string) => boolean) | undefined;
+  #sweptAt: number;
+
+  constructor(options: MemoryBatchStoreOptions = {}) {
+    this.#ttlMs = options.ttlMs ?? 0;
+    this.#clock = options.clock ?? { now: () => Date.now() };
+    this.#subscribed = options.subscribed;
+    this.#sweptAt = this.#clock.now();
+  }
+
+  /** The session's stream unless gone: idle streams are dropped lazily and by a sweep (as MemorySessionStore). */
+  #live(sessionId: string): SessionStream | undefined {
+    if (this.#ttlMs === 0) return this.#streams.get(sessionId);
+    const now = this.#clock.now();
+    if (now - this.#sweptAt >= Math.min(SWEEP_EVERY_MS, this.#ttlMs)) {
+      this.#sweptAt = now;
+      for (const [id, stream] of this.#streams) if (now - stream.touched >= this.#ttlMs) this.#streams.delete(id);
+    }
+    const stream = this.#streams.get(sessionId);
+    if (stream && now - stream.touched >= this.#ttlMs) {
+      this.#streams.delete(sessionId);
+      return undefined;
+    }
+    return stream;
+  }
+
+  async erase(sessionId: string): Promise<void> {
+    this.#streams.delete(sessionId);
+  }
+
+  async touch(sessionId: string): Promise<void> {
+    const stream = this.#live(sessionId);
+    if (stream) stream.touched = this.#clock.now();
+    this.#subscribed?.(sessionId);
+  }
 
   async append(sessionId: string, update: TicketUpdate): Promise<AppendOutcome> {
     return this.#append(this.#stream(sessionId), structuredClone(update));
@@ -44,7 +99,7 @@ export class MemoryBatchStore implements BatchStore {
     after: number,
     limits: { maxEntries: number; maxBytes: number },
   ): Promise<BatchEntry[]> {
-    const stream = this.#streams.get(sessionId);
+    const stream = this.#live(sessionId);
     if (!stream) return [];
     const out: BatchEntry[] = [];
     let bytes = 0;
@@ -65,16 +120,17 @@ export class MemoryBatchStore implements BatchStore {
   }
 
   async copy(fromSessionId: string, toSessionId: string): Promise<void> {
-    const from = this.#streams.get(fromSessionId);
-    const existing = this.#streams.get(toSessionId);
+    const from = this.#live(fromSessionId);
+    const existing = this.#live(toSessionId);
     const target: SessionStream = from
       ? {
           entries: structuredClone(from.entries),
           seq: from.seq,
           ids: new Set(from.ids),
           marks: new Map([...from.marks].map(([k, v]) => [k, { ...v }])),
+          touched: this.#clock.now(),
         }
-      : { entries: [], seq: 0, ids: new Set(), marks: new Map() };
+      : { entries: [], seq: 0, ids: new Set(), marks: new Map(), touched: this.#clock.now() };
     for (const entry of existing?.entries ?? []) this.#append(target, entry.update, entry.traceparent);
     this.#streams.set(toSessionId, target);
   }
@@ -106,6 +162,10 @@ export class MemoryBatchStore implements BatchStore {
       const sessions: Record<string, AppendOutcome> = {};
       if (record.update) {
         for (const sessionId of record.sessionIds ?? []) {
+          if (this.#subscribed && !this.#subscribed(sessionId)) {
+            sessions[sessionId] = { outcome: 'unsubscribed' };
+            continue;
+          }
           sessions[sessionId] = this.#append(
             this.#stream(sessionId),
             structuredClone(record.update),
@@ -131,12 +191,14 @@ export class MemoryBatchStore implements BatchStore {
     return stored === undefined ? undefined : (BigInt(stored) + 1n).toString();
   }
 
+  /** The session's stream for a write (made when absent), its retention refreshed. */
   #stream(sessionId: string): SessionStream {
-    let stream = this.#streams.get(sessionId);
+    let stream = this.#live(sessionId);
     if (!stream) {
-      stream = { entries: [], seq: 0, ids: new Set(), marks: new Map() };
+      stream = { entries: [], seq: 0, ids: new Set(), marks: new Map(), touched: 0 };
       this.#streams.set(sessionId, stream);
     }
+    stream.touched = this.#clock.now();
     return stream;
   }
 

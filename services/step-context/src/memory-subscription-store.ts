@@ -18,8 +18,53 @@ export class MemorySubscriptionStore implements SubscriptionStore {
   readonly #bySession = new Map<string, Map<string, Subscription>>();
   /** JSON [tenant, subscriptionId] -> the sessions following it. */
   readonly #subscribers = new Map<string, Set<string>>();
+  /** sessionId -> clock time of its last subscribe or `holds` (retention). */
+  readonly #touched = new Map<string, number>();
+  readonly #ttlMs: number;
+  readonly #clock: { now(): number };
+
+  /** `ttlMs`: retention (CTXFLOW_SESSION_TTL_MS): a session's subscriptions idle this long are gone. 0 (default): kept. */
+  constructor(options: { ttlMs?: number; clock?: { now(): number } } = {}) {
+    this.#ttlMs = options.ttlMs ?? 0;
+    this.#clock = options.clock ?? { now: () => Date.now() };
+  }
+
+  /**
+   * True when the session has a subscription (the batch store's `subscribed` check of
+   * an update being applied to it, which refreshes its retention as a write does).
+   */
+  holds(sessionId: string): boolean {
+    if (this.#expired(sessionId) || !this.#bySession.has(sessionId)) return false;
+    this.#touched.set(sessionId, this.#clock.now());
+    return true;
+  }
+
+  /** Drops the session's subscriptions when idle past the retention; true when it did or they were gone. */
+  #expired(sessionId: string): boolean {
+    if (this.#ttlMs === 0) return false;
+    const touched = this.#touched.get(sessionId);
+    if (touched === undefined || this.#clock.now() - touched < this.#ttlMs) return false;
+    this.#drop(sessionId);
+    return true;
+  }
+
+  /** Removes the session from every subscriber set and its own subscriptions. */
+  #drop(sessionId: string): void {
+    for (const [key, followers] of this.#subscribers) {
+      followers.delete(sessionId);
+      if (followers.size === 0) this.#subscribers.delete(key);
+    }
+    this.#bySession.delete(sessionId);
+    this.#touched.delete(sessionId);
+  }
+
+  async eraseSession(_tenant: string, sessionId: string): Promise<void> {
+    this.#drop(sessionId);
+  }
 
   async subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
+    this.#expired(sessionId);
+    this.#touched.set(sessionId, this.#clock.now());
     const id = subscriptionId(subscription);
     const key = indexKey(tenant, id);
     let followers = this.#subscribers.get(key);
@@ -50,7 +95,24 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     return removed;
   }
 
+  async prune(update: UpdateTarget, sessionIds: readonly string[]): Promise<void> {
+    const tenant = updateTenant(update);
+    for (const sessionId of sessionIds) {
+      this.#expired(sessionId);
+      const own = this.#bySession.get(sessionId);
+      for (const candidate of candidateSubscriptions(update)) {
+        const id = subscriptionId(candidate);
+        if (own?.has(id)) continue;
+        const key = indexKey(tenant, id);
+        const followers = this.#subscribers.get(key);
+        followers?.delete(sessionId);
+        if (followers && followers.size === 0) this.#subscribers.delete(key);
+      }
+    }
+  }
+
   async list(sessionId: string): Promise<Subscription[]> {
+    this.#expired(sessionId);
     return [...(this.#bySession.get(sessionId)?.values() ?? [])].map(copyOf).sort(compareSubscriptions);
   }
 
@@ -62,6 +124,7 @@ export class MemorySubscriptionStore implements SubscriptionStore {
         sessions.add(sessionId);
       }
     }
+    for (const sessionId of sessions) if (this.#expired(sessionId)) sessions.delete(sessionId);
     return [...sessions].sort();
   }
 

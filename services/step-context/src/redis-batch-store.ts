@@ -26,6 +26,7 @@ const SKIPPED = -1;
 const APPLIED = 1;
 const DUPLICATE = 0;
 const STALE = -2;
+const NOT_SUBSCRIBED = -3;
 
 /** Entries per XRANGE call of readSince. */
 const READ_PAGE = 50;
@@ -43,6 +44,7 @@ function outcomeOf(code: number): AppendOutcome {
   if (code > 0) return { outcome: 'appended', cursor: code };
   if (code === DUPLICATE) return { outcome: 'duplicate' };
   if (code === STALE) return { outcome: 'stale' };
+  if (code === NOT_SUBSCRIBED) return { outcome: 'unsubscribed' };
   throw new Error(`apply-batch.lua returned an unknown code ${code}`);
 }
 
@@ -63,6 +65,13 @@ function outcomeOf(code: number): AppendOutcome {
  * offset; the sessions already written skip what they stored, the others get
  * it: still exactly once per session.
  *
+ * Erasure and retention: `erase` deletes the session's keys in one DEL (one
+ * slot). With `subscribedOnly`, a consumed update is appended only to sessions
+ * whose subscriptions set (the subscription store's, same prefix) is not empty,
+ * checked inside the script: an apply in flight while the session is erased
+ * (its subscriptions go first) writes nothing for it. With `ttlMs`, every
+ * script that writes a session gives its keys (subscriptions included) that TTL.
+ *
  * A Redis failure surfaces as a retryable `store_unavailable` refusal.
  */
 export class RedisBatchStore implements BatchStore {
@@ -70,9 +79,23 @@ export class RedisBatchStore implements BatchStore {
   readonly #keys: StepContextKeys;
   readonly #cluster: boolean;
   readonly #ownsClient: boolean;
+  /** ARGV of apply-batch.lua: the retention, and '1' for `subscribedOnly`. */
+  readonly #ttl: string;
+  readonly #subscribedOnly: string;
 
-  /** `ownsClient`: close() also quits the client (default false: the caller shares it). */
-  constructor(options: { redis: Redis | Cluster; prefix?: string; cluster?: boolean; ownsClient?: boolean }) {
+  /**
+   * `ownsClient`: close() also quits the client (default false: the caller shares it).
+   * `ttlMs`: retention of a session's keys after each write (CTXFLOW_SESSION_TTL_MS; default 0, kept).
+   * `subscribedOnly`: applyBatch writes only to sessions that still have a subscription (default false).
+   */
+  constructor(options: {
+    redis: Redis | Cluster;
+    prefix?: string;
+    cluster?: boolean;
+    ownsClient?: boolean;
+    ttlMs?: number;
+    subscribedOnly?: boolean;
+  }) {
     const redis = options.redis as Client;
     if (typeof redis.ctxApplyBatch !== 'function') {
       redis.defineCommand('ctxApplyBatch', { lua: APPLY_BATCH });
@@ -83,12 +106,27 @@ export class RedisBatchStore implements BatchStore {
     this.#keys = stepContextKeys(options.prefix ?? 'ctxflow');
     this.#cluster = options.cluster ?? (options.redis as { isCluster?: boolean }).isCluster === true;
     this.#ownsClient = options.ownsClient ?? false;
+    this.#ttl = String(options.ttlMs ?? 0);
+    this.#subscribedOnly = options.subscribedOnly === true ? '1' : '';
   }
 
   async append(sessionId: string, update: TicketUpdate): Promise<AppendOutcome> {
     const s = this.#keys.session(sessionId);
     const codes = await this.#guard(() =>
-      this.#redis.ctxApplyBatch(5, s.offsets, s.stream, s.seq, s.ids, s.marks, '', ...recordArgs('', update, '', '1')),
+      this.#redis.ctxApplyBatch(
+        6,
+        s.offsets,
+        s.stream,
+        s.seq,
+        s.ids,
+        s.marks,
+        s.subscriptions,
+        '',
+        this.#ttl,
+        '',
+        '',
+        ...recordArgs('', update, '', '1'),
+      ),
     );
     // [1, code]: a plain append is never skipped.
     return outcomeOf(codeAt(codes, 1));
@@ -150,7 +188,7 @@ export class RedisBatchStore implements BatchStore {
         marks: Object.entries(marks).flat(),
         offsets: Object.entries(offsets).flat(),
       });
-      await this.#redis.ctxCopySession(to.stream, to.seq, to.ids, to.marks, to.offsets, snapshot);
+      await this.#redis.ctxCopySession(to.stream, to.seq, to.ids, to.marks, to.offsets, snapshot, this.#ttl);
     });
   }
 
@@ -177,7 +215,7 @@ export class RedisBatchStore implements BatchStore {
   async #applyAtOnce(records: readonly BatchRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
     const index = new Map<string, number>();
     const keys: string[] = [this.#keys.offsets];
-    const args: string[] = [field];
+    const args: string[] = [field, this.#ttl, this.#subscribedOnly, ''];
     records.forEach((record, r) => {
       const positions: number[] = [];
       if (record.update) {
@@ -187,7 +225,7 @@ export class RedisBatchStore implements BatchStore {
             i = index.size + 1;
             index.set(id, i);
             const s = this.#keys.session(id);
-            keys.push(s.stream, s.seq, s.ids, s.marks);
+            keys.push(s.stream, s.seq, s.ids, s.marks, s.subscriptions);
           }
           positions.push(i);
         }
@@ -221,7 +259,20 @@ export class RedisBatchStore implements BatchStore {
       [...bySession].map(async ([id, rs]) => {
         const s = this.#keys.session(id);
         const args = rs.flatMap((r) => recordArgs(offsets[r]!, records[r]!.update, records[r]!.traceparent ?? '', '1'));
-        const codes = await this.#redis.ctxApplyBatch(5, s.offsets, s.stream, s.seq, s.ids, s.marks, field, ...args);
+        const codes = await this.#redis.ctxApplyBatch(
+          6,
+          s.offsets,
+          s.stream,
+          s.seq,
+          s.ids,
+          s.marks,
+          s.subscriptions,
+          field,
+          this.#ttl,
+          this.#subscribedOnly,
+          '1',
+          ...args,
+        );
         // Per record: [1, code], or [-1] when this session stored it before: a duplicate for the session.
         const out = new Map<number, AppendOutcome>();
         let at = 0;
@@ -243,6 +294,23 @@ export class RedisBatchStore implements BatchStore {
     const last = offsets.findLastIndex((_, r) => fresh(r));
     if (last >= 0) await this.#redis.ctxRecordOffset(this.#keys.offsets, field, offsets[last]!);
     return results;
+  }
+
+  async erase(sessionId: string): Promise<void> {
+    const s = this.#keys.session(sessionId);
+    await this.#guard(() => this.#redis.del(s.stream, s.seq, s.ids, s.marks, s.offsets));
+  }
+
+  async touch(sessionId: string): Promise<void> {
+    if (this.#ttl === '0') return;
+    const s = this.#keys.session(sessionId);
+    const keys = [s.stream, s.seq, s.ids, s.marks, s.offsets, s.subscriptions];
+    // One slot: one pipeline, one node.
+    await this.#guard(async () => {
+      const pipeline = this.#redis.pipeline();
+      for (const key of keys) pipeline.pexpire(key, this.#ttl);
+      await pipeline.exec();
+    });
   }
 
   async recordOffset(position: ConsumedPosition): Promise<void> {

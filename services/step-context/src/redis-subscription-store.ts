@@ -20,27 +20,55 @@ import {
  * complete: `subscribe` adds to the subscriber set first, then to the
  * session's set (a crash between them leaves a session that already receives
  * updates, and the retry lists it); `unsubscribe` removes from the session's
- * set first, then from the subscriber set.
+ * set first, then from the subscriber set. `eraseSession` removes the session
+ * from the subscriber sets first and deletes its own set last: the session
+ * stays subscribed (and the batch store's `subscribedOnly` check lets updates
+ * in) until nothing names it, and a retry finds every subscription left.
+ * With `ttlMs`, the session's set gets that TTL at each subscribe (the batch
+ * store refreshes it with the session's other keys).
  */
 export class RedisSubscriptionStore implements SubscriptionStore {
   readonly #redis: Redis | Cluster;
   readonly #keys: StepContextKeys;
   readonly #ownsClient: boolean;
   readonly #cluster: boolean;
+  readonly #ttlMs: number;
 
-  /** `cluster`: detected from the client unless given. */
-  constructor(options: { redis: Redis | Cluster; prefix?: string; ownsClient?: boolean; cluster?: boolean }) {
+  /** `cluster`: detected from the client unless given. `ttlMs`: retention (CTXFLOW_SESSION_TTL_MS; default 0, kept). */
+  constructor(options: {
+    redis: Redis | Cluster;
+    prefix?: string;
+    ownsClient?: boolean;
+    cluster?: boolean;
+    ttlMs?: number;
+  }) {
     this.#redis = options.redis;
     this.#keys = stepContextKeys(options.prefix ?? 'ctxflow');
     this.#ownsClient = options.ownsClient ?? false;
     this.#cluster = options.cluster ?? (options.redis as { isCluster?: boolean }).isCluster === true;
+    this.#ttlMs = options.ttlMs ?? 0;
   }
 
   async subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
     const id = subscriptionId(subscription);
     return this.#guard(async () => {
-      await this.#redis.sadd(this.#keys.subscribers(tenant, id), sessionId);
-      return (await this.#redis.sadd(this.#keys.session(sessionId).subscriptions, id)) === 1;
+      const index = this.#keys.subscribers(tenant, id);
+      await this.#redis.sadd(index, sessionId);
+      const own = this.#keys.session(sessionId).subscriptions;
+      const added = (await this.#redis.sadd(own, id)) === 1;
+      if (this.#ttlMs > 0) await this.#redis.pexpire(own, this.#ttlMs);
+      // Again after the session's set: a prune that removed the entry in between is undone (see prune).
+      await this.#redis.sadd(index, sessionId);
+      return added;
+    });
+  }
+
+  async eraseSession(tenant: string, sessionId: string): Promise<void> {
+    const own = this.#keys.session(sessionId).subscriptions;
+    await this.#guard(async () => {
+      const ids = await this.#redis.smembers(own);
+      await Promise.all(ids.map((id) => this.#redis.srem(this.#keys.subscribers(tenant, id), sessionId)));
+      await this.#redis.del(own);
     });
   }
 
@@ -51,6 +79,30 @@ export class RedisSubscriptionStore implements SubscriptionStore {
       await this.#redis.srem(this.#keys.subscribers(tenant, id), sessionId);
       return removed;
     });
+  }
+
+  /**
+   * Per session: SREM from the update's candidate subscriber sets, THEN read the
+   * session's own set and SADD back the entries of the subscriptions it holds. With
+   * subscribe's order (index, own set, index again) no interleaving loses an entry:
+   * a prune removal after subscribe's last SADD reads the own set after it was written.
+   */
+  async prune(update: UpdateTarget, sessionIds: readonly string[]): Promise<void> {
+    if (sessionIds.length === 0) return;
+    const tenant = updateTenant(update);
+    const sets = candidateSubscriptions(update).map((c) => {
+      const id = subscriptionId(c);
+      return { id, key: this.#keys.subscribers(tenant, id) };
+    });
+    await this.#guard(() =>
+      Promise.all(
+        sessionIds.map(async (sessionId) => {
+          await Promise.all(sets.map(({ key }) => this.#redis.srem(key, sessionId)));
+          const own = new Set(await this.#redis.smembers(this.#keys.session(sessionId).subscriptions));
+          await Promise.all(sets.filter(({ id }) => own.has(id)).map(({ key }) => this.#redis.sadd(key, sessionId)));
+        }),
+      ),
+    );
   }
 
   async list(sessionId: string): Promise<Subscription[]> {

@@ -17,7 +17,7 @@ import {
   type SpanAttributes,
   type StartedSpan,
 } from '@ctxflow/telemetry';
-import type { BatchRecord, BatchStore } from './batch-store.ts';
+import type { ApplyResult, BatchRecord, BatchStore } from './batch-store.ts';
 import type { ConsumerTelemetry } from './consumer-telemetry.ts';
 import type { SubscriptionStore } from './subscription-store.ts';
 import { parseTicketUpdateRecord } from './ticket-update-record.ts';
@@ -226,6 +226,7 @@ export class StepContextService {
         return entry;
       });
       const results = await this.#deps.batches.applyBatch(batch);
+      await this.#prune(batch, results);
       if (this.#logsApplied()) {
         results.forEach((result, i) => {
           const { record, update } = parsed[i]!;
@@ -253,6 +254,27 @@ export class StepContextService {
       if (spans) for (const span of spans) span.end(failure);
     }
     this.#reportLag(records[records.length - 1]);
+  }
+
+  /**
+   * Sessions an update was not appended to for want of a subscription (expired or
+   * erased) leave the subscriber sets it was matched against, so the index does not keep
+   * them forever. Best effort: the apply is done, a failure here is logged and retried by
+   * the next update that names them.
+   */
+  async #prune(batch: readonly BatchRecord[], results: readonly ApplyResult[]): Promise<void> {
+    const pruned = results.flatMap((result, i) => {
+      const update = batch[i]!.update;
+      if (!update || !result.applied) return [];
+      const gone = Object.entries(result.sessions).flatMap(([id, o]) => (o.outcome === 'unsubscribed' ? [id] : []));
+      return gone.length > 0 ? [this.#deps.subscriptions.prune(update, gone)] : [];
+    });
+    if (pruned.length === 0) return;
+    try {
+      await Promise.all(pruned);
+    } catch (err) {
+      this.#log.warn({ err }, 'pruning unsubscribed sessions from the subscriber index failed; retried later');
+    }
   }
 
   /** Whether the "ticket update applied" lines would be written: never without a logger, else as its level says. */

@@ -80,6 +80,19 @@ export interface SubscriptionStore {
   subscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean>;
   /** Removes a subscription of `tenant`'s session; false when the session did not have it. */
   unsubscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean>;
+  /**
+   * Erases the session's subscriptions: `tenant`'s subscriber sets no longer name it,
+   * then its own set goes (so a retry after a failure finds what is left). Nothing
+   * when it has none (idempotent).
+   */
+  eraseSession(tenant: string, sessionId: string): Promise<void>;
+  /**
+   * Removes from the subscriber sets `update` was matched against the sessions the
+   * batch store found without any subscription (`unsubscribed`: expired or erased). A
+   * session subscribed meanwhile keeps its entries: only the index entries of
+   * subscriptions its own set lacks go. Safe to repeat.
+   */
+  prune(update: UpdateTarget, sessionIds: readonly string[]): Promise<void>;
   /** The session's subscriptions, sorted by source, ticket, scope. */
   list(sessionId: string): Promise<Subscription[]>;
   /**

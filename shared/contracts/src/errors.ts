@@ -28,6 +28,11 @@ export const errorCodes = {
     summary: 'the request did not arrive completely in time; the connection is closed',
   },
   state_context_key_conflict: { status: 409, retryable: false, summary: 'same idempotency key, other items' },
+  state_agent_in_use: {
+    status: 409,
+    retryable: false,
+    summary: 'the agent still has sessions; delete them, or the agent with ?cascade=true',
+  },
   state_conflict: { status: 409, retryable: true, summary: 'the session changed while the request ran; send it again' },
   state_calls_pending: {
     status: 409,

@@ -55,17 +55,30 @@ export const topicPrefixVar = () =>
 export const shutdownGraceVar = () =>
   blank(z.coerce.number().int().min(100).max(600_000).default(DEFAULT_SHUTDOWN_GRACE_MS));
 
+/** Default `CTXFLOW_SESSION_TTL_MS`: 30 days of inactivity. */
+export const DEFAULT_SESSION_TTL_MS = 30 * 24 * 60 * 60 * 1000;
+
+/**
+ * `CTXFLOW_SESSION_TTL_MS`: ms a session is kept after its last write, in
+ * every store (its keys expire together, each write refreshes them); `0`
+ * keeps sessions until they are deleted. Default 30 days.
+ */
+export const sessionTtlVar = () =>
+  blank(z.coerce.number().int().min(0).max(Number.MAX_SAFE_INTEGER).default(DEFAULT_SESSION_TTL_MS));
+
 /**
  * The variables every stack process reads for Kafka and Redis, spread into
  * its schema: `KAFKA_BROKERS` (else the in-memory bus), `KAFKA_CLIENT`,
  * `KAFKA_SESSION_TIMEOUT_MS`, `REDIS_URL` or `REDIS_CLUSTER_NODES` (else memory),
  * `KAFKA_TOPIC_PREFIX`, `CTXFLOW_REDIS_PREFIX`, `CTXFLOW_LOG_LEVEL`, `CTXFLOW_SHUTDOWN_GRACE_MS`,
+ * `CTXFLOW_SESSION_TTL_MS`,
  * and the secured-connection variables (`connectionSecurityVars`: `KAFKA_SSL*`,
  * `KAFKA_SASL_*`, `REDIS_TLS*`, `REDIS_USERNAME`, `REDIS_PASSWORD*`), which the
  * schema's transform turns into options with `connectionSecurity`.
  */
 export const stackVars = () => ({
   CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
+  CTXFLOW_SESSION_TTL_MS: sessionTtlVar(),
   CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
   CTXFLOW_LOG_LEVEL: logLevelVar(),
   KAFKA_BROKERS: hostListVar(),

@@ -14,12 +14,14 @@ export {
 } from './connection-security.ts';
 export {
   blank,
+  DEFAULT_SESSION_TTL_MS,
   hostListVar,
   kafkaClientVar,
   logLevelVar,
   portVar,
   redisUrlVar,
   sessionTimeoutVar,
+  sessionTtlVar,
   shutdownGraceVar,
   stackVars,
   topicPrefixVar,

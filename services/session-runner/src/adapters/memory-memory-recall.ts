@@ -13,4 +13,8 @@ export class MemoryMemoryRecall implements MemoryRecall {
     list.push(content);
     this.#memories.set(agentId, list);
   }
+
+  async forget(agentId: string): Promise<void> {
+    this.#memories.delete(agentId);
+  }
 }

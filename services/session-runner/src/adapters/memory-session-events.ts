@@ -29,4 +29,9 @@ export class MemorySessionEvents implements SessionEvents {
     this.#listeners.set(sessionId, set);
     return () => set.delete(listener);
   }
+
+  forget(sessionId: string): void {
+    this.#recent.delete(sessionId);
+    this.#listeners.delete(sessionId);
+  }
 }

@@ -10,6 +10,7 @@ import type {
   SessionState,
   StepRecord,
 } from '../domain/model.ts';
+import { type Clock, systemClock } from '../ports/clock.ts';
 import type {
   Appended,
   CommitResult,
@@ -34,7 +35,18 @@ interface SessionSlot {
   nextItem: number;
   /** The write count, as SessionState.version. */
   writes: number;
+  /** Clock time of the last write (retention). */
+  touched: number;
 }
+
+export interface MemorySessionStoreOptions {
+  /** Retention in ms (CTXFLOW_SESSION_TTL_MS): a session no write touched for this long is gone. 0 (default): kept. */
+  ttlMs?: number;
+  clock?: Clock;
+}
+
+/** Sweeps for idle sessions at most this often (ms), and at least once per retention. */
+const SWEEP_EVERY_MS = 60_000;
 
 /**
  * A deep copy of stored data. Every value here is JSON (the Redis adapter stores the
@@ -58,6 +70,42 @@ function written(slot: SessionSlot): Written {
 export class MemorySessionStore implements SessionStore {
   readonly #agents = new Map<string, AgentRecord>();
   readonly #sessions = new Map<string, SessionSlot>();
+  readonly #ttlMs: number;
+  readonly #clock: Clock;
+  #sweptAt: number;
+
+  constructor(options: MemorySessionStoreOptions = {}) {
+    this.#ttlMs = options.ttlMs ?? 0;
+    this.#clock = options.clock ?? systemClock;
+    this.#sweptAt = this.#clock.now();
+  }
+
+  /**
+   * The session's slot unless it is gone: a session idle past the retention is dropped
+   * here (lazily), and every SWEEP_EVERY_MS (or retention, if shorter) of clock time the
+   * first access drops every idle session.
+   */
+  #live(sessionId: string): SessionSlot | undefined {
+    if (this.#ttlMs === 0) return this.#sessions.get(sessionId);
+    const now = this.#clock.now();
+    if (now - this.#sweptAt >= Math.min(SWEEP_EVERY_MS, this.#ttlMs)) {
+      this.#sweptAt = now;
+      for (const [id, slot] of this.#sessions) if (now - slot.touched >= this.#ttlMs) this.#sessions.delete(id);
+    }
+    const slot = this.#sessions.get(sessionId);
+    if (slot && now - slot.touched >= this.#ttlMs) {
+      this.#sessions.delete(sessionId);
+      return undefined;
+    }
+    return slot;
+  }
+
+  /** The live slot of a write, its retention refreshed. */
+  #forWrite(sessionId: string): SessionSlot | undefined {
+    const slot = this.#live(sessionId);
+    if (slot) slot.touched = this.#clock.now();
+    return slot;
+  }
 
   async putAgent(agent: AgentRecord): Promise<void> {
     this.#agents.set(agent.agentId, copy(agent));
@@ -75,6 +123,10 @@ export class MemorySessionStore implements SessionStore {
     return agent && copy(agent);
   }
 
+  async deleteAgent(agentId: string): Promise<void> {
+    this.#agents.delete(agentId);
+  }
+
   async createSession(
     meta: SessionMeta,
     log: LogEntry[],
@@ -82,7 +134,7 @@ export class MemorySessionStore implements SessionStore {
     calls: CallRecord[],
     carry?: SessionCarry,
   ): Promise<string> {
-    if (this.#sessions.has(meta.sessionId)) throw new Error(`session ${meta.sessionId} exists`);
+    if (this.#live(meta.sessionId)) throw new Error(`session ${meta.sessionId} exists`);
     const slot: SessionSlot = {
       meta: copy(meta),
       log: copy(log),
@@ -94,18 +146,19 @@ export class MemorySessionStore implements SessionStore {
       requests: new Map(steps.flatMap((s) => (s.requestId ? [[s.requestId, s.stepId] as const] : []))),
       nextItem: (carry?.itemSeq ?? 0) + 1,
       writes: 1,
+      touched: this.#clock.now(),
     };
     this.#sessions.set(meta.sessionId, slot);
     return String(slot.writes);
   }
 
   async getMeta(sessionId: string): Promise<SessionMeta | undefined> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#live(sessionId);
     return slot && copy(slot.meta);
   }
 
   async load(sessionId: string): Promise<SessionState | undefined> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#live(sessionId);
     if (!slot) return undefined;
     return copy({
       meta: slot.meta,
@@ -120,15 +173,27 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async listSessions(tenant: string, limit: number): Promise<SessionMeta[]> {
-    return [...this.#sessions.values()]
-      .filter((s) => s.meta.tenant === tenant)
+    return [...this.#sessions.keys()]
+      .map((id) => this.#live(id))
+      .filter((s): s is SessionSlot => s !== undefined && s.meta.tenant === tenant)
       .map((s) => copy(s.meta))
       .reverse()
       .slice(0, limit);
   }
 
+  async sessionsOfAgent(tenant: string, agentId: string): Promise<string[]> {
+    return [...this.#sessions.keys()].filter((id) => {
+      const meta = this.#live(id)?.meta;
+      return meta?.tenant === tenant && meta.agentId === agentId;
+    });
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    this.#sessions.delete(sessionId);
+  }
+
   async putMeta(meta: SessionMeta): Promise<boolean> {
-    const slot = this.#sessions.get(meta.sessionId);
+    const slot = this.#forWrite(meta.sessionId);
     if (!slot) return false;
     slot.meta = copy(meta);
     slot.writes += 1;
@@ -136,7 +201,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#forWrite(sessionId);
     if (!slot) return { outcome: 'not_found' };
     if (dedupe?.type === 'key') {
       const known = slot.keys.get(dedupe.key);
@@ -153,7 +218,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async keyFingerprint(sessionId: string, key: string): Promise<string | undefined> {
-    return this.#sessions.get(sessionId)?.keys.get(key);
+    return this.#live(sessionId)?.keys.get(key);
   }
 
   appendMessages(sessionId: string, messages: NewMessage[], meta?: SessionMeta): Promise<Appended>;
@@ -169,7 +234,7 @@ export class MemorySessionStore implements SessionStore {
     meta?: SessionMeta,
     expectedVersion?: string,
   ): Promise<Appended | 'conflict'> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#forWrite(sessionId);
     if (!slot) throw new Error(`session ${sessionId} not found`);
     if (expectedVersion !== undefined && String(slot.writes) !== expectedVersion) return 'conflict';
     const entries = messages.map((m, i) => ({ ...copy(m), seq: slot.log.length + i }) as MessageEntry);
@@ -179,7 +244,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#forWrite(sessionId);
     if (!slot) return { outcome: 'conflict' };
     const requestId = commit.step.requestId;
     if (requestId !== undefined && slot.requests.has(requestId)) {
@@ -201,7 +266,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#forWrite(sessionId);
     if (!slot || slot.log.length !== commit.expectedLogLength) return false;
     slot.log.length = commit.toLength;
     const dropped = new Set(commit.dropItems);
@@ -221,14 +286,14 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async putCall(sessionId: string, call: CallRecord): Promise<Written | undefined> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#forWrite(sessionId);
     if (!slot) return undefined;
     slot.calls.set(call.callId, copy(call));
     return written(slot);
   }
 
   async getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#live(sessionId);
     if (!slot) return undefined;
     const stepId = ref.stepId ?? (ref.requestId === undefined ? undefined : slot.requests.get(ref.requestId));
     const step = stepId === undefined ? undefined : slot.steps.get(stepId);
@@ -236,7 +301,7 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async listSteps(sessionId: string): Promise<StepRecord[]> {
-    const slot = this.#sessions.get(sessionId);
+    const slot = this.#live(sessionId);
     return slot ? copy([...slot.steps.values()].sort((a, b) => a.ordinal - b.ordinal)) : [];
   }
 }

@@ -22,4 +22,8 @@ export class RedisMemoryRecall implements MemoryRecall {
   async remember(agentId: string, content: string): Promise<void> {
     await this.#client.rpush(this.#key(agentId), content);
   }
+
+  async forget(agentId: string): Promise<void> {
+    await this.#client.del(this.#key(agentId));
+  }
 }

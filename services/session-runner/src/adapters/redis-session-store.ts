@@ -34,7 +34,8 @@ function lua(file: string): string {
 
 /**
  * Every session script takes the ten session keys (keys.ts SESSION_KEY_ORDER) and
- * writes the session's next version through nextVersion() (next-version.lua, prepended).
+ * writes the session's next version through nextVersion() (next-version.lua, prepended);
+ * its first ARGV is the retention, and every key it leaves gets that TTL (session-ttl.lua).
  */
 const SESSION_SCRIPTS = {
   ctxCreateSession: 'create-session.lua',
@@ -47,6 +48,12 @@ const SESSION_SCRIPTS = {
 } as const;
 const SESSION_KEY_COUNT = 10;
 const NEXT_VERSION = lua('next-version.lua');
+const SESSION_TTL = lua('session-ttl.lua');
+
+/** A session script: the preludes, then its own text run as script() (session-ttl.lua). */
+function sessionScript(file: string): string {
+  return `${NEXT_VERSION}\n${SESSION_TTL}\nlocal function script()\n${lua(file)}\nend\nreturn expireSession(script())\n`;
+}
 
 type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
 /** Read-only scripts (each header says its keys). */
@@ -168,7 +175,15 @@ export interface RedisSessionStoreOptions {
    * this is not cached (its id is computed, its text read from Redis).
    */
   promptCacheBytes?: number;
+  /**
+   * Retention in ms (CTXFLOW_SESSION_TTL_MS): every write gives all of the session's keys
+   * this TTL, so an idle session expires whole. 0 (default): kept until deleted.
+   */
+  ttlMs?: number;
 }
+
+/** Session ids read from a tenant's index at once. */
+const INDEX_PAGE = 200;
 
 /** Default bound of each prompt cache: 16 MiB (the session-runner's heap budget in docs/operations.md). */
 export const DEFAULT_PROMPT_CACHE_BYTES = 16 * 1024 * 1024;
@@ -197,7 +212,8 @@ const promptCache = (maxSize: number) =>
  * session's hash tag, so each method is atomic on its own; each script checks
  * everything before its first write, because Redis never rolls a script back.
  * The tenant index is another slot: it is written after the session and may
- * name a session that is gone, which listSessions skips.
+ * name a session that is gone (deleted or expired), which listSessions and
+ * sessionsOfAgent skip and remove from it.
  *
  * A Redis that does not answer surfaces as a retryable `store_unavailable`.
  */
@@ -206,6 +222,8 @@ export class RedisSessionStore implements SessionStore {
   readonly #scripts: ScriptClient;
   readonly #reads: ReadScripts;
   readonly #keys: StoreKeys;
+  /** The retention every session script gets as its first argument (session-ttl.lua). */
+  readonly #ttl: string;
   /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
   readonly #promptIds: LRUCache<string, string>;
   readonly #promptTexts: LRUCache<string, string>;
@@ -220,11 +238,14 @@ export class RedisSessionStore implements SessionStore {
     const promptBytes = options.promptCacheBytes ?? DEFAULT_PROMPT_CACHE_BYTES;
     this.#promptIds = promptCache(promptBytes);
     this.#promptTexts = promptCache(promptBytes);
+    const ttlMs = options.ttlMs ?? 0;
+    if (!Number.isSafeInteger(ttlMs) || ttlMs < 0) throw new Error(`ttlMs ${ttlMs} is not a non-negative integer`);
+    this.#ttl = String(ttlMs);
     // defineCommand sends EVALSHA and falls back to EVAL on NOSCRIPT (a restarted Redis).
     const scripts = client as unknown as Partial<ScriptClient>;
     for (const [name, file] of Object.entries(SESSION_SCRIPTS)) {
       if (typeof scripts[name as ScriptName] !== 'function') {
-        client.defineCommand(name, { numberOfKeys: SESSION_KEY_COUNT, lua: NEXT_VERSION + lua(file) });
+        client.defineCommand(name, { numberOfKeys: SESSION_KEY_COUNT, lua: sessionScript(file) });
       }
     }
     if (typeof scripts.ctxReplaceAgent !== 'function') {
@@ -260,6 +281,10 @@ export class RedisSessionStore implements SessionStore {
   async getAgent(agentId: string): Promise<AgentRecord | undefined> {
     const json = await this.#guard(() => this.#client.hget(this.#keys.agent(agentId), 'record'));
     return json === null ? undefined : parse<AgentRecord>(json);
+  }
+
+  async deleteAgent(agentId: string): Promise<void> {
+    await this.#guard(() => this.#client.del(this.#keys.agent(agentId)));
   }
 
   // ---------------------------------------------------------------- sessions
@@ -362,18 +387,54 @@ export class RedisSessionStore implements SessionStore {
     const index = this.#keys.tenantSessions(tenant);
     const found: SessionMeta[] = [];
     if (limit <= 0) return found;
-    // Pages of `limit`, newest first, until `limit` live sessions are found or the index ends.
-    for (let offset = 0; found.length < limit; offset += limit) {
-      const ids = await this.#guard(() => this.#client.zrevrange(index, offset, offset + limit - 1));
+    // Pages of `limit`, newest first, until `limit` live sessions are found or the index ends
+    // (the gone sessions of a page leave the index: the next page starts after its live ones).
+    for (let offset = 0; found.length < limit; ) {
+      const start = offset;
+      const ids = await this.#guard(() => this.#client.zrevrange(index, start, start + limit - 1));
       if (ids.length === 0) break;
-      const metas = await Promise.all(ids.map((id) => this.#readMeta(id)));
+      const metas = await this.#indexed(index, ids);
       for (const meta of metas) {
-        if (meta === undefined) continue;
         if (meta.tenant === tenant && found.length < limit) found.push(meta);
       }
+      offset += metas.length;
       if (ids.length < limit) break;
     }
     return found;
+  }
+
+  async sessionsOfAgent(tenant: string, agentId: string): Promise<string[]> {
+    const index = this.#keys.tenantSessions(tenant);
+    const found: string[] = [];
+    // The whole index, a page at a time (a page's gone sessions leave it: the next page starts earlier).
+    for (let offset = 0; ; ) {
+      const start = offset;
+      const ids = await this.#guard(() => this.#client.zrange(index, String(start), String(start + INDEX_PAGE - 1)));
+      if (ids.length === 0) break;
+      const metas = await this.#indexed(index, ids);
+      for (const meta of metas) if (meta.tenant === tenant && meta.agentId === agentId) found.push(meta.sessionId);
+      offset += metas.length;
+      if (ids.length < INDEX_PAGE) break;
+    }
+    return found;
+  }
+
+  /** The metas of index entries, in order; entries whose session is gone are removed from the index. */
+  async #indexed(index: string, ids: string[]): Promise<SessionMeta[]> {
+    const metas = await Promise.all(ids.map((id) => this.#readMeta(id)));
+    const gone = ids.filter((_, i) => metas[i] === undefined);
+    if (gone.length > 0) await this.#guard(() => this.#client.zrem(index, ...gone));
+    return metas.filter((meta): meta is SessionMeta => meta !== undefined);
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    const meta = await this.#readMeta(sessionId);
+    // One DEL of keys sharing one slot: atomic. The meta goes with the rest, so a retry after
+    // a failed index update finds nothing to do, and the index entry left is removed when read.
+    await this.#guard(() => this.#client.del(...this.#keys.sessionList(sessionId)));
+    if (meta !== undefined)
+      await this.#guard(() => this.#client.zrem(this.#keys.tenantSessions(meta.tenant), sessionId));
+    this.#sessionPrompts.set(sessionId, ''); // a hint only: the next commit sends its prompt's text
   }
 
   async putMeta(meta: SessionMeta): Promise<boolean> {
@@ -591,7 +652,7 @@ export class RedisSessionStore implements SessionStore {
 
   #session(name: keyof typeof SESSION_SCRIPTS, sessionId: string, args: string[]): Promise<ScriptReply> {
     const keys = this.#keys.sessionList(sessionId);
-    return this.#guard(() => this.#scripts[name](...keys, ...args));
+    return this.#guard(() => this.#scripts[name](...keys, this.#ttl, ...args));
   }
 
   async #guard<T>(run: () => Promise<T>): Promise<T> {

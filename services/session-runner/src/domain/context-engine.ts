@@ -18,6 +18,7 @@ import { LRUCache } from 'lru-cache';
 import type { Clock } from '../ports/clock.ts';
 import type { MemoryRecall } from '../ports/memory-recall.ts';
 import type { SessionEvents } from '../ports/session-events.ts';
+import type { SessionFeedData } from '../ports/session-feed-data.ts';
 import type { EnqueueResult, SessionStore } from '../ports/session-store.ts';
 import type { StepContextSource } from '../ports/step-context-source.ts';
 import { type PassTrace, type RunnerTelemetry, untracedPass } from '../ports/telemetry.ts';
@@ -76,6 +77,8 @@ export interface EngineDeps {
   heldSessions?: number;
   /** Estimated heap bytes of held session states at most (session-cache.ts); default 64 MiB. */
   heldBytes?: number;
+  /** The session data the ticket feed keeps (erased with the session); none when no feed is wired. */
+  feedData?: SessionFeedData;
 }
 
 export const DEFAULT_HELD_SESSIONS = 1_000;
@@ -424,6 +427,49 @@ export class ContextEngine {
     if (!agent || agent.tenant !== tenant)
       throw new CtxflowError('state_agent_not_found', `agent ${agentId} not found`);
     return agent;
+  }
+
+  /**
+   * Erases an agent, its memories and (with `cascade`) its sessions. Refused with
+   * `state_agent_in_use` while sessions of it exist and `cascade` is false. An unknown
+   * agent or another tenant's is left alone and answers the same as a deleted one
+   * (nothing tells them apart): a repeat succeeds.
+   */
+  async deleteAgent(tenant: string, agentId: string, options: { cascade?: boolean } = {}): Promise<void> {
+    const agent = await this.#deps.store.getAgent(agentId);
+    if (!agent || agent.tenant !== tenant) return;
+    const sessions = await this.#deps.store.sessionsOfAgent(tenant, agentId);
+    if (sessions.length > 0 && options.cascade !== true) {
+      throw new CtxflowError(
+        'state_agent_in_use',
+        `agent ${agentId} has ${sessions.length} session(s); delete them, or the agent with ?cascade=true`,
+      );
+    }
+    for (const sessionId of sessions) await this.deleteSession(tenant, sessionId);
+    // The memories first: a retry after a failure still finds the agent, so it erases them.
+    await this.#deps.memory.forget(agentId);
+    await this.#deps.store.deleteAgent(agentId);
+  }
+
+  /**
+   * Erases a session in every store: the feed's data (subscriptions first, so no update
+   * is appended to it any more), then the session store's records, then the feed's again
+   * (a subscription made while the session was being erased). An unknown session or
+   * another tenant's is left alone and answers the same as an erased one (nothing tells
+   * them apart): a repeat succeeds. A failure leaves the meta, so a retry erases the rest.
+   * Its branches are sessions of their own and stay.
+   */
+  async deleteSession(tenant: string, sessionId: string): Promise<void> {
+    await this.#locks.run(sessionId, async () => {
+      const meta = await this.#deps.store.getMeta(sessionId);
+      if (!meta || meta.tenant !== tenant) return;
+      await this.#deps.feedData?.eraseSession(sessionId, tenant);
+      this.#held.drop(sessionId);
+      await this.#deps.store.deleteSession(sessionId);
+      this.#held.drop(sessionId);
+      this.#deps.events.forget(sessionId); // the stream's replay holds message text
+      await this.#deps.feedData?.eraseSession(sessionId, tenant);
+    });
   }
 
   async remember(tenant: string, agentId: string, content: string): Promise<void> {

@@ -45,6 +45,9 @@ export const patchAgentBody = z
   .strictObject({ context: contextInputSchema.optional(), model: z.string().min(1).max(200).optional() })
   .refine((b) => b.context !== undefined || b.model !== undefined, 'give context or model');
 
+/** `DELETE /agents/:agentId?cascade=true|false` (default false). */
+export const deleteAgentQuery = z.strictObject({ cascade: z.enum(['true', 'false']).optional() });
+
 export const memoryBody = z.strictObject({
   content: z
     .string()

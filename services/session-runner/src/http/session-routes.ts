@@ -9,6 +9,7 @@ import {
   callContextBody,
   createAgentBody,
   createSessionBody,
+  deleteAgentQuery,
   memoryBody,
   parseBody,
   parseMessageBody,
@@ -79,6 +80,20 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     return { agentId: agent.agentId, version: agent.version, appliesFrom: 'next_run' };
   });
 
+  /**
+   * Erases the agent and its memories: 204, also when there is nothing (again) or the
+   * agent is another tenant's (left alone: nothing tells the cases apart). 409
+   * `state_agent_in_use` while it has sessions, unless `?cascade=true` erases them too.
+   */
+  app.delete<{ Params: { agentId: string }; Querystring: { cascade?: string } }>(
+    '/agents/:agentId',
+    async (request, reply) => {
+      const cascade = parseBody(deleteAgentQuery, request.query ?? {}).cascade === 'true';
+      await engine.deleteAgent(request.tenant, request.params.agentId, { cascade });
+      return reply.status(204).send();
+    },
+  );
+
   app.post<{ Params: { agentId: string } }>('/agents/:agentId/memories', async (request, reply) => {
     const body = parseBody(memoryBody, request.body);
     await engine.remember(request.tenant, request.params.agentId, body.content);
@@ -104,6 +119,16 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   app.get<SessionParams>('/sessions/:sessionId', async (request) =>
     engine.snapshot(request.tenant, request.params.sessionId),
   );
+
+  /**
+   * Erases the session in every store (log, queue, steps, calls, dedupe ids, feed batches,
+   * cursor, marks, subscriptions): 204, also when there is nothing (again) or the session
+   * is another tenant's (left alone: nothing tells the cases apart). Branches stay.
+   */
+  app.delete<SessionParams>('/sessions/:sessionId', async (request, reply) => {
+    await engine.deleteSession(request.tenant, request.params.sessionId);
+    return reply.status(204).send();
+  });
 
   app.get<SessionParams>('/sessions/:sessionId/inspect', async (request) =>
     engine.inspect(request.tenant, request.params.sessionId),

@@ -6,4 +6,6 @@ export interface SessionEvents {
   /** Recent chunks, oldest first (bounded). */
   recent(sessionId: string): StreamChunk[];
   subscribe(sessionId: string, listener: (chunk: StreamChunk) => void): () => void;
+  /** Drops the session's recent chunks (the session was erased); open followers get nothing more. */
+  forget(sessionId: string): void;
 }

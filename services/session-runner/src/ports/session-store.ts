@@ -91,6 +91,10 @@ export interface RewindCommit {
  * The session-runner's store. Every method is atomic on its own; the adapters
  * (memory-session-store.ts, redis-session-store.ts) pass
  * test/contract/session-store.contract.ts.
+ *
+ * Retention (`ttlMs` of each adapter, CTXFLOW_SESSION_TTL_MS): a session that no write
+ * touched for `ttlMs` is gone from every method, all of its records at once; every
+ * write of a session refreshes it. 0 keeps sessions until deleteSession.
  */
 export interface SessionStore {
   /** Stores a new agent. */
@@ -98,6 +102,8 @@ export interface SessionStore {
   /** Replaces an agent if its version is still `expectedVersion`; false otherwise. */
   replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<boolean>;
   getAgent(agentId: string): Promise<AgentRecord | undefined>;
+  /** Removes an agent's record; nothing when it is absent (idempotent). */
+  deleteAgent(agentId: string): Promise<void>;
 
   /**
    * Creates a session with an initial log (a branch copies one), steps, calls and
@@ -117,6 +123,14 @@ export interface SessionStore {
   load(sessionId: string): Promise<SessionState | undefined>;
   /** Sessions of a tenant, newest first, at most `limit`. */
   listSessions(tenant: string, limit: number): Promise<SessionMeta[]>;
+  /** Ids of the tenant's sessions made for `agentId` (any order). */
+  sessionsOfAgent(tenant: string, agentId: string): Promise<string[]>;
+  /**
+   * Erases every record of the session (meta, log, queue, steps, calls, sites, request
+   * ids, key fingerprints, system prompts) and its entry in the tenant's session list.
+   * Nothing when the session is absent (idempotent). Branches are sessions of their own.
+   */
+  deleteSession(sessionId: string): Promise<void>;
   /** Replaces the session meta (thread context edits); false when the session is absent. */
   putMeta(meta: SessionMeta): Promise<boolean>;
 

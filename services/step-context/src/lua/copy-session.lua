@@ -9,6 +9,7 @@
 -- ARGV[1]: the source snapshot, JSON:
 --   { "seq": "<n>" or "", "entries": [["<cursor>-0", [field, value, ...]], ...],
 --     "ids": [id, ...], "marks": [key, value, ...], "offsets": [field, offset, ...] }
+-- ARGV[2]: retention in ms (decimal; 0 none): the target's five keys get it
 -- Returns: how many of the target's own entries were appended after the source's.
 
 local snapshot = cjson.decode(ARGV[1])
@@ -44,5 +45,9 @@ for _, entry in ipairs(own) do
   local f = fields_of(entry[2])
   local result = append_entry(KEYS[1], KEYS[2], KEYS[3], KEYS[4], f.id, f.key, f.version, f.at, f.update, f.trace)
   if result > 0 then kept = kept + 1 end
+end
+local ttl = tonumber(ARGV[2]) or 0
+if ttl > 0 then
+  for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl) end
 end
 return kept

@@ -1,0 +1,113 @@
+/**
+ * S8 session memory on Redis: the Redis `MEMORY USAGE` of every key of one session
+ * (its hash tag `{<sessionId>}`) after 100 steps, over the bytes of its rows and
+ * messages (the JSON of its log entries as the store keeps them). Each step: a user
+ * message, an app notice queued with an idempotency key, the step (its rows and step
+ * record, with an agent's system prompt), an assistant message with a tool call, the
+ * tool's answer. Goal: at most 2x.
+ */
+import { randomUUID } from 'node:crypto';
+import { createEngine, RedisSessionStore } from '@ctxflow/session-runner';
+import { Redis } from 'ioredis';
+import { progress } from './lib/progress.ts';
+import { meets, type ScenarioResult } from './lib/report.ts';
+import { round, summarize } from './lib/stats.ts';
+
+const TENANT = 'bench';
+const STEPS = 100;
+const NOTICE =
+  'Ticket PROJ-4312 moved to In Progress by alice@example.com: "Checkout fails for carts over 50 items" (priority P2).';
+
+async function keysOf(redis: Redis, prefix: string, sessionId: string): Promise<string[]> {
+  const found: string[] = [];
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*{${sessionId}}*`, 'COUNT', 1000);
+    cursor = next;
+    found.push(...keys);
+  } while (cursor !== '0');
+  return found;
+}
+
+async function deleteByPrefix(redis: Redis, prefix: string): Promise<void> {
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length > 0) await redis.unlink(...keys);
+  } while (cursor !== '0');
+}
+
+export async function runSessionMemory(options: { redisUrl: string; trials: number }): Promise<ScenarioResult[]> {
+  const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
+  const ratios: number[] = [];
+  const figures: Record<string, number | string> = {};
+  try {
+    for (let trial = 0; trial < options.trials; trial++) {
+      const prefix = `bench-s8-${randomUUID().slice(0, 8)}`;
+      try {
+        const store = new RedisSessionStore(redis, { prefix, ttlMs: 30 * 24 * 3_600_000 });
+        const engine = createEngine({ store, heldSessions: 0 });
+        const agent = await engine.createAgent(TENANT, {
+          context: [{ id: 'persona', content: 'You are a support engineer. Answer briefly and cite the ticket.' }],
+          tools: [{ name: 'search', description: 'Searches the knowledge base.' }],
+        });
+        const { sessionId } = await engine.createSession(TENANT, { agentId: agent.agentId });
+        for (let step = 1; step <= STEPS; step++) {
+          await engine.appendMessage(TENANT, sessionId, {
+            role: 'user',
+            content: `Question ${step}: is it fixed yet?`,
+          });
+          await engine.addContext(TENANT, {
+            sessionId,
+            key: `notice-${step}`,
+            items: [{ kind: 'notice', content: `${NOTICE} (update ${step})` }],
+          });
+          await engine.step(TENANT, sessionId, {});
+          const callId = `call_${step}`;
+          await engine.appendMessage(TENANT, sessionId, {
+            role: 'assistant',
+            content: `Step ${step}: searching.`,
+            toolCalls: [{ callId, name: 'search' }],
+          });
+          await engine.gateToolCall(TENANT, sessionId, { callId, name: 'search' });
+          await engine.appendMessage(TENANT, sessionId, { role: 'tool', content: `search result ${step}`, callId });
+        }
+        const keys = await keysOf(redis, prefix, sessionId);
+        let usage = 0;
+        for (const key of keys) usage += Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+        const log = await redis.lrange(`${prefix}:{${sessionId}}:log`, 0, -1);
+        const logBytes = log.reduce((sum, entry) => sum + Buffer.byteLength(entry, 'utf8'), 0);
+        ratios.push(usage / logBytes);
+        Object.assign(figures, {
+          'keys of the session': keys.length,
+          'log entries': log.length,
+          'MEMORY USAGE bytes': usage,
+          'log entry JSON bytes': logBytes,
+        });
+        progress(`S8 trial ${trial + 1}: ${usage} bytes in ${keys.length} keys for ${logBytes} bytes of log`);
+      } finally {
+        await deleteByPrefix(redis, prefix);
+      }
+    }
+  } finally {
+    await redis.quit();
+  }
+  const ratio = summarize(ratios);
+  const goal = { op: '<=' as const, value: 2 };
+  return [
+    {
+      id: 'S8',
+      title: 'Redis memory of a session after 100 steps',
+      ratioOf: "MEMORY USAGE of every key of the session's hash tag / JSON bytes of its rows and messages",
+      goal,
+      ratio: { ...ratio, median: round(ratio.median), min: round(ratio.min), max: round(ratio.max) },
+      met: meets(goal, ratio.median),
+      cpuMsPer1k: {},
+      figures,
+      notes: [
+        'per step: a user message, a keyed app notice, the step (rows, step record), an assistant tool call, its answer',
+      ],
+    },
+  ];
+}
