@@ -51,6 +51,7 @@ export {
   toProviderRequest,
 } from './domain/provider-formats/index.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
+export { renderNeutralRequest } from './domain/render-request.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 export {
   boundedReplay,
