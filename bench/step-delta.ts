@@ -10,9 +10,11 @@
  * - CPU per step: sessions whose request has about 10 and about 1,000 messages, 300 steps each
  *   (nothing new between them, so the log keeps its length), with and without `since` (engine
  *   step and the answer's JSON, no HTTP). And the neutral messages' rendering alone
- *   (renderNeutralRequest, every entry's message already rendered) at both sizes.
+ *   (renderNeutralRequest) of a log one entry longer than a rendered one, walking the whole log
+ *   and walking the new entry only (what a step does), at both sizes.
  */
-import { createEngine, type LogEntry, renderNeutralRequest } from '@ctxflow/session-runner';
+import { createEngine, type LogEntry } from '@ctxflow/session-runner';
+import { renderNeutralRequest } from '../services/session-runner/src/domain/render-request.ts';
 import { cpuMs } from './lib/cpu.ts';
 import { round } from './lib/stats.ts';
 
@@ -82,24 +84,30 @@ async function cpuPerStep(id: string, since: boolean, count = 300) {
   return { messages: holding, cpuMsPerStep: round(cpuMs(before) / count, 3), answerBytes: bytes };
 }
 
-async function renderMs(id: string, count = 200) {
+/** The neutral messages of a log one entry longer than a rendered one: walked whole, and from the rendered one. */
+async function renderMs(id: string, count = 300) {
   const inspected = await engine.inspect(TENANT, id);
-  const log = inspected.log as unknown as LogEntry[];
-  const entries = log.map((e) =>
-    (e as { type: string }).type === 'row' ? { ...e, type: 'row' } : { ...e, type: 'message' },
-  ) as LogEntry[];
-  const before = process.cpuUsage();
-  for (let i = 0; i < count; i++) {
+  const entries = inspected.log as unknown as LogEntry[];
+  const render = (log: readonly LogEntry[], base?: readonly LogEntry[]) =>
     renderNeutralRequest({
       system: 'x',
-      log: entries,
+      log,
+      ...(base === undefined ? {} : { base }),
       tools: [],
       activeTools: [],
       model: undefined,
       forced: false,
     });
-  }
-  return { entries: entries.length, cpuMsPerRender: round(cpuMs(before) / count, 4) };
+  render(entries);
+  const timed = (base: boolean) => {
+    const before = process.cpuUsage();
+    for (let i = 0; i < count; i++) {
+      const next: LogEntry = { type: 'message', seq: entries.length, role: 'user', content: `m${i}`, at: '' };
+      render(entries.concat(next), base ? entries : undefined);
+    }
+    return round(cpuMs(before) / count, 4);
+  };
+  return { entries: entries.length, wholeLogMs: timed(false), newEntryOnlyMs: timed(true) };
 }
 
 const small = await sessionOf(3);

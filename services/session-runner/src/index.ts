@@ -51,7 +51,6 @@ export {
   toProviderRequest,
 } from './domain/provider-formats/index.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
-export { renderNeutralRequest } from './domain/render-request.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 export {
   boundedReplay,

@@ -979,10 +979,16 @@ export class ContextEngine {
   }
 
   /** The neutral model request of a step. */
-  #request(step: StepRecord, log: readonly LogEntry[], tools: readonly ToolDeclaration[]): NeutralRequest {
+  #request(
+    step: StepRecord,
+    log: readonly LogEntry[],
+    tools: readonly ToolDeclaration[],
+    base?: readonly LogEntry[],
+  ): NeutralRequest {
     return renderNeutralRequest({
       system: step.system,
       log,
+      ...(base === undefined ? {} : { base }),
       tools,
       activeTools: step.activeTools,
       model: step.model,
@@ -1149,7 +1155,8 @@ export class ContextEngine {
         : commit();
       // While the commit's round trip runs: the answer's request and the byte figures (used
       // only if it commits).
-      const request = this.#request(step, log, tools);
+      // The pass's log extends the held one: only its new entries are walked.
+      const request = this.#request(step, log, tools, state.log);
       const figures = this.#requestFigures(step, view, previousSystem, previousEnd, tools);
       const result = await committing;
       if (result.outcome !== 'committed') {
