@@ -75,7 +75,7 @@ function expectSameBesidesMessages(delta: Answer, full: Answer) {
 }
 
 describe('the step answer as a delta (since)', () => {
-  it('R3 since: a 50-step session: each delta appended to what the runtime held equals the full request byte for byte; everything else unchanged', async () => {
+  it('R3: since: a 50-step session: each delta appended to what the runtime held equals the full request byte for byte; everything else unchanged', async () => {
     const s = await openSession({ agent: AGENT });
     let held: Item[] = [];
     let deltaBytes = 0;
@@ -97,7 +97,7 @@ describe('the step answer as a delta (since)', () => {
     expect(deltaBytes * 3).toBeLessThan(fullBytes);
   });
 
-  it('R3 since: since 0, and since equal to the previous request: the whole list, and exactly the new messages', async () => {
+  it('R3: since: since 0, and since equal to the previous request: the whole list, and exactly the new messages', async () => {
     const s = await openSession({ agent: AGENT });
     await message(s, s.sessionId, 'user', 'Hi');
     const first = (await steps(s, { since: 0 })).body as Answer;
@@ -112,7 +112,7 @@ describe('the step answer as a delta (since)', () => {
     expect(second.request.messages[1]).toMatchObject({ row: { kind: 'notice', source: 'app' } });
   });
 
-  it('R3 since: after a rewind the answer is the whole request with since 0 when since is past what survived; a prefix that survived still gives a delta', async () => {
+  it('R3: since: after a rewind the answer is the whole request with since 0 when since is past what survived; a prefix that survived still gives a delta', async () => {
     const s = await openSession({ agent: AGENT });
     await message(s, s.sessionId, 'user', 'One');
     const first = await step(s, s.sessionId);
@@ -139,7 +139,7 @@ describe('the step answer as a delta (since)', () => {
     expect(kept.request.messages.map((m) => m.content)).toEqual(['Three']);
   });
 
-  it('R3 since: a rebuilt prefix (force refresh, a new run with other agent context) answers the whole request with since 0', async () => {
+  it('R3: since: a rebuilt prefix (force refresh, a new run with other agent context) answers the whole request with since 0', async () => {
     const s = await openSession({ agent: AGENT });
     await message(s, s.sessionId, 'user', 'Hi');
     const first = await step(s, s.sessionId);
@@ -150,7 +150,7 @@ describe('the step answer as a delta (since)', () => {
     expect(JSON.stringify(delta.request.messages)).toBe(JSON.stringify(full.request.messages));
   });
 
-  it('R3 since: since larger than the message count answers the whole request with since 0', async () => {
+  it('R3: since: since larger than the message count answers the whole request with since 0', async () => {
     const s = await openSession({ agent: AGENT });
     await message(s, s.sessionId, 'user', 'Hi');
     await step(s, s.sessionId);
@@ -164,7 +164,7 @@ describe('the step answer as a delta (since)', () => {
     expect(((await steps(s, { since: 4 })).body as Answer).request.since).toBe(0);
   });
 
-  it('R3 since: the restart route answers a delta too; a redelivered request with the same since answers the same delta', async () => {
+  it('R3: since: the restart route answers a delta too; a redelivered request with the same since answers the same delta', async () => {
     const s = await openSession({ agent: AGENT });
     await message(s, s.sessionId, 'user', 'Hi');
     await step(s, s.sessionId);
@@ -181,7 +181,7 @@ describe('the step answer as a delta (since)', () => {
     expect(again.body).toEqual(delta);
   });
 
-  it('R3 since: since that is not a non-negative integer, or since with a provider format: 400 validation_error naming since, nothing written', async () => {
+  it('R3: since: since that is not a non-negative integer, or since with a provider format: 400 validation_error naming since, nothing written', async () => {
     const s = await openSession({ agent: AGENT });
     await message(s, s.sessionId, 'user', 'Hi');
     const before = await inspect(s, s.sessionId);

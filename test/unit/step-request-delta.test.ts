@@ -13,7 +13,7 @@ async function until(check: () => boolean, ms = 5000) {
 }
 
 describe('step requests with since', () => {
-  it('R3 since: a step request with since answers the messages from since on and echoes it; past the previous request, the whole request with since 0; a bad since is dead-lettered as invalid', async () => {
+  it('R3: since: a step request with since answers the messages from since on and echoes it; past the previous request, the whole request with since 0; a bad since is dead-lettered as invalid', async () => {
     const bus = createMemoryBus();
     const store = new MemorySessionStore();
     const engine = createEngine({ store });
