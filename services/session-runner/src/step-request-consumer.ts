@@ -92,6 +92,7 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
         mode: request.mode,
         requestId: request.requestId,
         ...(request.format === undefined ? {} : { format: request.format }),
+        ...(request.since === undefined ? {} : { since: request.since }),
       });
       result = { requestId: request.requestId, sessionId: request.sessionId, ok: true, ...step };
     } catch (err) {

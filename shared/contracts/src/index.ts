@@ -69,6 +69,7 @@ export {
   contextRowSchema,
   STEP_FORMATS,
   STEP_MODES,
+  sinceSchema,
   stepRequestRecordSchema,
   stepRequestSchema,
   stepResultRecordSchema,

@@ -62,6 +62,12 @@ export interface ModelRequest {
   /** The agent's model of this run, null when none. */
   model: string | null;
   toolChoice: ToolChoice;
+  /**
+   * Present when the step was asked with `since` (a delta answer): `messages` holds the messages from
+   * index `since` on. `0` when the delta could not be given: `messages` is the whole list, to replace
+   * what the runtime holds.
+   */
+  since?: number;
 }
 
 export interface CacheHints {

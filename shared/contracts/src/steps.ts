@@ -9,6 +9,13 @@ export type StepMode = (typeof STEP_MODES)[number];
  * The shape of a step answer's request. Absent: the neutral request of Contract v2 (its v1 fields
  * unchanged), which `neutral` names.
  */
+/**
+ * `since` of a step request: the number of `request.messages` of the session's previous request the
+ * runtime already has. The answer's `request.messages` then start at that index (`request.since`
+ * echoes it), or are the whole list with `request.since: 0` when that prefix is not the current one.
+ */
+export const sinceSchema = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
 export const STEP_FORMATS = ['neutral'] as const;
 export type StepFormat = (typeof STEP_FORMATS)[number];
 
@@ -19,6 +26,8 @@ export const stepRequestSchema = z.strictObject({
   mode: z.enum(STEP_MODES).default('first'),
   tenant: z.string().optional(),
   format: z.enum(STEP_FORMATS).optional(),
+  /** How many `request.messages` of the session's previous request the runtime has: answer a delta. */
+  since: sinceSchema.optional(),
 });
 export type StepRequest = z.infer<typeof stepRequestSchema>;
 

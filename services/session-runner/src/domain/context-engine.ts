@@ -127,6 +127,8 @@ interface Stepped {
   skipped: { reason: SkipReason; message: string }[];
   /** The answer's request, when the pass rendered it already (during its commit's round trip). */
   request?: NeutralRequest;
+  /** The session's cache key when it has its own (a branch keeps its origin's); else cacheKey(sessionId). */
+  key?: string;
 }
 
 /** A call of the last assistant message without a result, that ctxflow cannot answer yet. */
@@ -139,6 +141,24 @@ export interface PendingCall {
 /** The provider cache key of a session (Contract v2 `cache.key`): stable, 40 characters. */
 export function cacheKey(sessionId: string): string {
   return `ctxflow-${hash('sha256', sessionId, 'hex').slice(0, 32)}`;
+}
+
+/**
+ * The delta of a step's request for a runtime that has the first `since` messages of the session's
+ * previous request: the messages from index `since` on, `since` echoed. Those `since` messages are
+ * this request's first ones exactly when the prefix was not rebuilt (the system message may have
+ * changed) and the previous request still has them (`previousEnd`: how many of its messages
+ * survive rewinds, never more than this request has): every request is a prefix of the next (R3).
+ * Otherwise the whole request with `since: 0`: the runtime replaces what it holds.
+ */
+export function deltaRequest(request: NeutralRequest, cache: CacheHints, since: number): NeutralRequest {
+  if (cache.rebuilt || since > cache.previousEnd) return { ...request, since: 0 };
+  return { ...request, messages: request.messages.slice(since), since };
+}
+
+/** A session's own cache key as a Stepped field: a branch's (kept from its origin), else none. */
+function keyOf(meta: SessionMeta): { key?: string } {
+  return meta.cacheKey === undefined ? {} : { key: meta.cacheKey };
 }
 
 /** The text of a result ctxflow records for a call that has none of its own. */
@@ -972,28 +992,32 @@ export class ContextEngine {
   async step(
     tenant: string,
     sessionId: string,
-    input: { mode?: StepMode; requestId?: string; format?: StepFormat } = {},
+    input: { mode?: StepMode; requestId?: string; format?: StepFormat; since?: number } = {},
   ): Promise<StepResult> {
     const mode = input.mode ?? 'first';
     const stepped = await this.#locks.run(sessionId, () => this.#tracedPass(tenant, sessionId, mode, input.requestId));
-    return this.#answer(sessionId, stepped);
+    return this.#answer(sessionId, stepped, input.since);
   }
 
-  /** A step's answer, from the step and the log it covered: the same for a redelivered request. */
-  #answer(sessionId: string, { step, log, tools, skipped, request }: Stepped): StepResult {
+  /**
+   * A step's answer, from the step and the log it covered: the same for a redelivered request.
+   * `since`: a delta (deltaRequest).
+   */
+  #answer(sessionId: string, { step, log, tools, skipped, request, key }: Stepped, since?: number): StepResult {
     const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
     const cache: CacheHints = {
       rebuilt: step.cache.rebuilt,
       reason: step.cache.reason ?? null,
-      key: cacheKey(sessionId),
+      key: key ?? cacheKey(sessionId),
       prefixEnd: step.system.length > 0 ? 0 : -1,
       previousEnd: step.previousEnd ?? 0,
     };
+    const full = request ?? this.#request(step, log, tools);
     return {
       stepId: step.stepId,
       mode: step.mode,
       rows,
-      request: request ?? this.#request(step, log, tools),
+      request: since === undefined ? full : deltaRequest(full, cache, since),
       cursor: step.cursor ?? null,
       cache,
       skipped,
@@ -1001,10 +1025,16 @@ export class ContextEngine {
   }
 
   /** The neutral model request of a step. */
-  #request(step: StepRecord, log: readonly LogEntry[], tools: readonly ToolDeclaration[]): NeutralRequest {
+  #request(
+    step: StepRecord,
+    log: readonly LogEntry[],
+    tools: readonly ToolDeclaration[],
+    base?: readonly LogEntry[],
+  ): NeutralRequest {
     return renderNeutralRequest({
       system: step.system,
       log,
+      ...(base === undefined ? {} : { base }),
       tools,
       activeTools: step.activeTools,
       model: step.model,
@@ -1171,7 +1201,8 @@ export class ContextEngine {
         : commit();
       // While the commit's round trip runs: the answer's request and the byte figures (used
       // only if it commits).
-      const request = this.#request(step, log, tools);
+      // The pass's log extends the held one: only its new entries are walked.
+      const request = this.#request(step, log, tools, state.log);
       const figures = this.#requestFigures(step, view, previousSystem, previousEnd, tools);
       const result = await committing;
       if (result.outcome !== 'committed') {
@@ -1204,7 +1235,7 @@ export class ContextEngine {
         });
       }
       this.#report(sessionId, step, rows, skipped, started, figures);
-      return { step, log, tools, skipped, request };
+      return { step, log, tools, skipped, request, ...keyOf(meta) };
     }
     throw new CtxflowError(
       'state_conflict',
@@ -1282,7 +1313,7 @@ export class ContextEngine {
       step.model === undefined && run?.runId === step.runId && run.model !== undefined
         ? { ...step, model: run.model }
         : step;
-    return { step: replayed, log, tools: this.#tools(agent), skipped: [] };
+    return { step: replayed, log, tools: this.#tools(agent), skipped: [], ...keyOf(state.meta) };
   }
 
   #rebuildReason(
@@ -1540,7 +1571,7 @@ export class ContextEngine {
   async restartRun(
     tenant: string,
     sessionId: string,
-    input: { requestId?: string; format?: StepFormat } = {},
+    input: { requestId?: string; format?: StepFormat; since?: number } = {},
   ): Promise<StepResult> {
     const stepped = await this.#locks.run(sessionId, async () => {
       const state = await this.#load(tenant, sessionId);
@@ -1555,7 +1586,7 @@ export class ContextEngine {
       if (first) await this.#rewind(tenant, sessionId, { beforeStepId: first.stepId });
       return this.#tracedPass(tenant, sessionId, 'retry', input.requestId);
     });
-    return this.#answer(sessionId, stepped);
+    return this.#answer(sessionId, stepped, input.since);
   }
 
   /** R32: a branch copies rows with their cursors and tool effects, never the queue. */
@@ -1584,6 +1615,8 @@ export class ContextEngine {
         createdAt: new Date(this.#deps.clock.now()).toISOString(),
         steps: steps.length,
         branchOf: { sessionId, ...(input.atStepId === undefined ? {} : { atStepId: input.atStepId }) },
+        // The branch's requests start as its origin's: the same provider cache key finds that cache.
+        cacheKey: state.meta.cacheKey ?? cacheKey(sessionId),
         lastRequestEnd: Math.min(state.meta.lastRequestEnd ?? 0, log.length),
       };
       if (meta.run && meta.run.startLength > log.length) meta.run.open = false;

@@ -77,6 +77,11 @@ export interface SessionMeta {
   /** Log length the last request covered (for prompt-prefix reuse). */
   lastRequestEnd?: number;
   branchOf?: { sessionId: string; atStepId?: string };
+  /**
+   * The provider cache key (Contract v2 `cache.key`) when not the session's own: a branch keeps the
+   * key of the session it was branched from. Absent: `ctxflow-` + SHA-256 of the session id.
+   */
+  cacheKey?: string;
 }
 
 export type MessageRole = 'user' | 'assistant' | 'tool';

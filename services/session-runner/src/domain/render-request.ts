@@ -258,50 +258,97 @@ export function openTurn(log: readonly LogEntry[]): {
 }
 
 /**
+ * Where the walk of a log stands at its end: the messages so far (the results after the last
+ * assistant message with calls held apart until the turn is over: they are sent in call order),
+ * the calls of the last assistant message not yet answered.
+ */
+interface Walk {
+  readonly log: readonly LogEntry[];
+  readonly messages: RequestMessage[];
+  /** callId -> [name, index in its assistant message] for the calls of the last assistant message not yet answered. */
+  open: Map<string, [string, number]>;
+  /** The results right after the last assistant message, with their call's index. */
+  results: [number, RequestMessage][];
+  afterCalls: boolean;
+}
+
+/** The walk of each log rendered (a held log's is kept with it): a log that extends one renders its new entries alone. */
+const walks = new WeakMap<readonly LogEntry[], Walk>();
+
+function extendsLog(log: readonly LogEntry[], base: readonly LogEntry[]): boolean {
+  return base.length <= log.length && (base.length === 0 || log[base.length - 1] === base[base.length - 1]);
+}
+
+function walkOf(log: readonly LogEntry[], base: readonly LogEntry[] | undefined): Walk {
+  const cached = walks.get(log);
+  if (cached !== undefined) return cached;
+  const known = base === undefined ? undefined : walks.get(base);
+  const from = known !== undefined && extendsLog(log, known.log) ? known : undefined;
+  const walk: Walk =
+    from !== undefined
+      ? {
+          log,
+          messages: from.messages.slice(),
+          open: new Map(from.open),
+          results: from.results.slice(),
+          afterCalls: from.afterCalls,
+        }
+      : { log, messages: [], open: new Map(), results: [], afterCalls: false };
+  const flush = () => {
+    if (walk.results.length === 0) return;
+    walk.results.sort((a, b) => a[0] - b[0]);
+    for (const [, message] of walk.results) walk.messages.push(message);
+    walk.results = [];
+  };
+  for (let i = from?.log.length ?? 0; i < log.length; i++) {
+    const entry = log[i]!;
+    if (entry.type === 'message' && entry.role === 'tool') {
+      const call = entry.callId === undefined ? undefined : walk.open.get(entry.callId);
+      if (call !== undefined) walk.open.delete(entry.callId!);
+      const message = neutralMessage(entry, call?.[0]);
+      if (call !== undefined && walk.afterCalls) {
+        walk.results.push([call[1], message]);
+        continue;
+      }
+      flush();
+      walk.afterCalls = false;
+      walk.messages.push(message);
+      continue;
+    }
+    flush();
+    walk.afterCalls = entry.type === 'message' && entry.role === 'assistant' && (entry.toolCalls?.length ?? 0) > 0;
+    if (entry.type === 'message') {
+      walk.open = new Map(
+        entry.role === 'assistant' ? (entry.toolCalls ?? []).map((c, i) => [c.callId, [c.name, i]] as const) : [],
+      );
+    }
+    walk.messages.push(neutralMessage(entry, undefined));
+  }
+  walks.set(log, walk);
+  return walk;
+}
+
+/**
  * The neutral messages of a request: the system prefix, then every log entry in order. A tool message
  * carries `callId` and the name of the call it answers (a call of the last assistant message before it,
  * not answered before); context rows carry `row`. The results that follow an assistant message are
  * sent in the order of its calls: a step is refused while a call has no result (closeTurn), so they
  * are all in the log when a request first holds them. Each message depends on its entry and the
  * entries before it only, so every request is a prefix of the next (R3).
+ * `base`: a log rendered before that `log` may extend (its first entries, the same objects, as
+ * `base.concat(rows)`): then only the entries after it are walked.
  */
-export function neutralMessages(system: string, log: readonly LogEntry[]): RequestMessage[] {
+export function neutralMessages(
+  system: string,
+  log: readonly LogEntry[],
+  base?: readonly LogEntry[],
+): RequestMessage[] {
+  const walk = walkOf(log, base);
   const messages: RequestMessage[] = system.length > 0 ? [{ role: 'system', content: system }] : [];
-  /** callId -> [name, index in its assistant message] for the calls of the last assistant message not yet answered. */
-  let open = new Map<string, [string, number]>();
-  /** The results right after the last assistant message, with their call's index. */
-  let results: [number, RequestMessage][] = [];
-  const flush = () => {
-    if (results.length === 0) return;
-    results.sort((a, b) => a[0] - b[0]);
-    for (const [, message] of results) messages.push(message);
-    results = [];
-  };
-  let afterCalls = false;
-  for (const entry of log) {
-    if (entry.type === 'message' && entry.role === 'tool') {
-      const call = entry.callId === undefined ? undefined : open.get(entry.callId);
-      if (call !== undefined) open.delete(entry.callId!);
-      const message = neutralMessage(entry, call?.[0]);
-      if (call !== undefined && afterCalls) {
-        results.push([call[1], message]);
-        continue;
-      }
-      flush();
-      afterCalls = false;
-      messages.push(message);
-      continue;
-    }
-    flush();
-    afterCalls = entry.type === 'message' && entry.role === 'assistant' && (entry.toolCalls?.length ?? 0) > 0;
-    if (entry.type === 'message') {
-      open = new Map(
-        entry.role === 'assistant' ? (entry.toolCalls ?? []).map((c, i) => [c.callId, [c.name, i]] as const) : [],
-      );
-    }
-    messages.push(neutralMessage(entry, undefined));
+  for (const message of walk.messages) messages.push(message);
+  if (walk.results.length > 0) {
+    for (const [, message] of walk.results.slice().sort((a, b) => a[0] - b[0])) messages.push(message);
   }
-  flush();
   return messages;
 }
 
@@ -309,6 +356,8 @@ export function neutralMessages(system: string, log: readonly LogEntry[]): Reque
 export function renderNeutralRequest(input: {
   system: string;
   log: readonly LogEntry[];
+  /** A log rendered before that `log` extends: only its new entries are walked. */
+  base?: readonly LogEntry[];
   tools: readonly ToolDeclaration[];
   activeTools: string[];
   model: string | undefined;
@@ -316,7 +365,7 @@ export function renderNeutralRequest(input: {
 }): NeutralRequest {
   const toolChoice: ToolChoice = input.forced ? { type: 'tool', name: FINISH_TOOL } : 'auto';
   return {
-    messages: neutralMessages(input.system, input.log),
+    messages: neutralMessages(input.system, input.log, input.base),
     tools: neutralTools(input.tools),
     activeTools: input.activeTools,
     system: input.system,

@@ -7,6 +7,7 @@ import {
   MAX_ERROR_DETAILS,
   STEP_FORMATS,
   STEP_MODES,
+  sinceSchema,
 } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
@@ -83,16 +84,38 @@ export const callContextBody = z.strictObject({
  */
 const HTTP_STEP_FORMATS = [...STEP_FORMATS, ...PROVIDER_FORMATS] as const;
 
+/**
+ * `since` answers a delta of the neutral request. A provider format converts the whole conversation
+ * (Anthropic moves its cache breakpoints, merges turns), so its body is not the previous body with
+ * messages appended: `since` with a provider format is refused, naming `since`.
+ */
+function neutralSince(body: { format?: string | undefined; since?: number | undefined }, ctx: z.RefinementCtx) {
+  if (body.since !== undefined && body.format !== undefined && body.format !== 'neutral') {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['since'],
+      message: `a delta (since) is answered for the neutral request only, not with format ${body.format}`,
+    });
+  }
+}
+
 export const stepBody = z
   .strictObject({
     mode: z.enum(STEP_MODES).optional(),
     requestId: idSchema.optional(),
     format: z.enum(HTTP_STEP_FORMATS).optional(),
+    since: sinceSchema.optional(),
   })
+  .superRefine(neutralSince)
   .default({});
 
 export const restartBody = z
-  .strictObject({ requestId: idSchema.optional(), format: z.enum(HTTP_STEP_FORMATS).optional() })
+  .strictObject({
+    requestId: idSchema.optional(),
+    format: z.enum(HTTP_STEP_FORMATS).optional(),
+    since: sinceSchema.optional(),
+  })
+  .superRefine(neutralSince)
   .default({});
 
 /** A tool call's arguments: the JSON text of an object, as the model produced it. */

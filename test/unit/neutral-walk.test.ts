@@ -1,0 +1,90 @@
+/**
+ * The neutral messages of a log that extends one rendered before (a step's log: the held log and
+ * its new entries) walk the new entries only, and equal the messages of the whole log walked anew.
+ */
+import { describe, expect, it } from 'vitest';
+import type { LogEntry } from '../../services/session-runner/src/domain/model.ts';
+import { neutralMessages } from '../../services/session-runner/src/domain/render-request.ts';
+
+const at = '2026-01-01T00:00:00.000Z';
+let seq = 0;
+const user = (content: string): LogEntry => ({ type: 'message', seq: seq++, role: 'user', content, at });
+const assistant = (content: string, calls: string[] = []): LogEntry => ({
+  type: 'message',
+  seq: seq++,
+  role: 'assistant',
+  content,
+  at,
+  ...(calls.length === 0 ? {} : { toolCalls: calls.map((callId) => ({ callId, name: 'search', arguments: '{}' })) }),
+});
+const result = (callId: string): LogEntry => ({
+  type: 'message',
+  seq: seq++,
+  role: 'tool',
+  content: callId,
+  callId,
+  at,
+});
+const row = (id: string): LogEntry => ({
+  type: 'row',
+  seq: seq++,
+  stepId: 'stp',
+  at,
+  row: { id, role: 'context', kind: 'notice', source: 'app', content: id },
+});
+
+/** A log with turns whose results come out of call order, rows, a result without its call. */
+const LOG: LogEntry[] = [
+  user('Hi'),
+  row('r1'),
+  assistant('', ['a', 'b', 'c']),
+  result('c'),
+  result('a'),
+  result('b'),
+  row('r2'),
+  assistant('Done.'),
+  user('More'),
+  assistant('', ['d', 'e']),
+  result('e'),
+  result('d'),
+  result('zz'),
+  user('Bye'),
+];
+
+describe('the neutral messages of a log extended', () => {
+  it('R3: for every split, the log walked from its first part equals the log walked whole (results in call order)', () => {
+    const whole = neutralMessages('sys', LOG.slice());
+    expect(whole.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual(['a', 'b', 'c', 'd', 'e', 'zz']);
+    for (let k = 0; k <= LOG.length; k++) {
+      const base = LOG.slice(0, k);
+      neutralMessages('sys', base);
+      expect(neutralMessages('sys', LOG.slice(), base), `split at ${k}`).toEqual(whole);
+    }
+  });
+
+  it('R3: a log that extends a rendered one reads only its new entries (and the last of the rendered one, to know it extends it)', () => {
+    const base = LOG.slice(0, 10);
+    neutralMessages('', base);
+    const read = new Set<number>();
+    const extended = new Proxy(LOG.slice(), {
+      get(target, key, receiver) {
+        if (typeof key === 'string' && /^\d+$/.test(key)) read.add(Number(key));
+        return Reflect.get(target, key, receiver);
+      },
+    });
+    expect(neutralMessages('', extended, base)).toEqual(neutralMessages('', LOG.slice()));
+    expect([...read].sort((a, b) => a - b)).toEqual([9, 10, 11, 12, 13]);
+  });
+
+  it('R3: a log that does not extend the given one (a rewind made other entries) is walked whole', () => {
+    const base = LOG.slice(0, 6);
+    neutralMessages('', base);
+    const other = [...LOG.slice(0, 5), user('instead'), user('after')];
+    expect(neutralMessages('', other, base)).toEqual(neutralMessages('', other.slice()));
+    expect(
+      neutralMessages('', other, base)
+        .map((m) => m.content)
+        .slice(-2),
+    ).toEqual(['instead', 'after']);
+  });
+});
