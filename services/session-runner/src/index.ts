@@ -15,7 +15,15 @@ export { buildRunnerApp } from './build-app.ts';
 export { loadRunnerConfig, type RunnerConfig } from './config.ts';
 export { createEngine, hookSelector } from './create-engine.ts';
 export { foldActiveTools } from './domain/active-tools.ts';
-export type { AgentInput, EngineDeps, StepResult, ToolDecision } from './domain/context-engine.ts';
+export type {
+  AgentInput,
+  EngineDeps,
+  MessageInput,
+  NeutralStepResult,
+  PendingCall,
+  StepResult,
+  ToolDecision,
+} from './domain/context-engine.ts';
 export { ContextEngine, fingerprint, foldCursor } from './domain/context-engine.ts';
 export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook-batch.ts';
 export type * from './domain/model.ts';

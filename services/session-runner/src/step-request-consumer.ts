@@ -61,6 +61,7 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
       const step = await deps.engine.step(tenant, request.sessionId, {
         mode: request.mode,
         requestId: request.requestId,
+        ...(request.format === undefined ? {} : { format: request.format }),
       });
       result = { requestId: request.requestId, sessionId: request.sessionId, ok: true, ...step };
     } catch (err) {

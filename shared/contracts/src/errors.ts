@@ -29,6 +29,11 @@ export const errorCodes = {
   },
   state_context_key_conflict: { status: 409, retryable: false, summary: 'same idempotency key, other items' },
   state_conflict: { status: 409, retryable: true, summary: 'the session changed while the request ran; send it again' },
+  state_calls_pending: {
+    status: 409,
+    retryable: false,
+    summary: 'a step or a user or assistant message while a call of the last assistant message has no result yet',
+  },
   payload_too_large: { status: 413, retryable: false, summary: 'request body over the limit' },
   header_too_large: {
     status: 431,

@@ -34,8 +34,17 @@ export {
   MAX_ID_LENGTH,
   MAX_JSON_DEPTH,
 } from './limits.ts';
-export type { StepMode, StepRequest } from './steps.ts';
-export { STEP_MODES, stepRequestSchema } from './steps.ts';
+export type {
+  CacheHints,
+  ModelRequest,
+  RequestMessage,
+  RequestTool,
+  RequestToolCall,
+  RowRef,
+  ToolChoice,
+} from './model-request.ts';
+export type { StepFormat, StepMode, StepRequest } from './steps.ts';
+export { STEP_FORMATS, STEP_MODES, stepRequestSchema } from './steps.ts';
 export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
 export {
   DEFAULT_TENANT,

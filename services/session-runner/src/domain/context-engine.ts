@@ -1,13 +1,16 @@
 import { hash, randomFillSync } from 'node:crypto';
 import {
   byteLength,
+  type CacheHints,
   type ContextRow,
   CtxflowError,
   type Cursor,
   FINISH_TOOL,
   MAX_DEADLINE_MS,
   MAX_ITEM_BYTES,
+  type ModelRequest as NeutralRequest,
   type SourcedItem,
+  type StepFormat,
   type StepMode,
   validateItems,
 } from '@ctxflow/contracts';
@@ -35,19 +38,24 @@ import type {
   SessionState,
   SkipReason,
   StepRecord,
+  ToolCallEntry,
   ToolDeclaration,
+  ToolOutcome,
 } from './model.ts';
 import { RecentMap } from './recent-map.ts';
 import {
   type LogView,
   logView,
   type ModelRequest,
+  openTurn,
+  renderNeutralRequest,
   renderRequest,
   requestJsonBytes,
   sharedPrefixBytes,
   systemMessageBytes,
 } from './render-request.ts';
 import { SessionCache } from './session-cache.ts';
+import { checkToolParameters } from './tool-schema.ts';
 
 export const DEFAULT_MAX_BYTES = 32 * 1024;
 export const DEFAULT_TIMEOUT_MS = 5_000;
@@ -91,6 +99,56 @@ export interface StepResult {
   cursor: Cursor | null;
   cache: { rebuilt: boolean; reason?: RebuildReason };
   skipped: { reason: SkipReason; message: string }[];
+}
+
+/** A step answer in Contract v2's neutral format (`format: 'neutral'`): the same step, the neutral request and cache hints. */
+export interface NeutralStepResult extends Omit<StepResult, 'request' | 'cache'> {
+  request: NeutralRequest;
+  cache: CacheHints;
+}
+
+/** A message to record (`POST /sessions/:id/messages`). */
+export interface MessageInput {
+  role: MessageRole;
+  content: string;
+  callId?: string;
+  toolCalls?: ToolCallEntry[];
+}
+
+/** A step as committed (or replayed): its v1 answer, its record, the log it covered and the declared tools. */
+interface Stepped {
+  result: StepResult;
+  step: StepRecord;
+  log: readonly LogEntry[];
+  tools: ToolDeclaration[];
+}
+
+/** A call of the last assistant message without a result, that ctxflow cannot answer yet. */
+export interface PendingCall {
+  callId: string;
+  name: string;
+  status: 'awaiting_client' | 'awaiting_approval' | 'no_result';
+}
+
+/** The provider cache key of a session (Contract v2 `cache.key`): stable, 40 characters. */
+export function cacheKey(sessionId: string): string {
+  return `ctxflow-${hash('sha256', sessionId, 'hex').slice(0, 32)}`;
+}
+
+/** The text of a result ctxflow records for a call that has none of its own. */
+export function outcomeText(outcome: ToolOutcome, call: { name: string; deadlineAt?: number }): string {
+  switch (outcome) {
+    case 'tool_inactive':
+      return `Not executed (tool_inactive): the tool ${call.name} is switched off.`;
+    case 'tool_unavailable':
+      return `Not executed (tool_unavailable): no tool named ${call.name} is offered.`;
+    case 'approval_denied':
+      return `Not executed (approval_denied): the call to ${call.name} was not approved.`;
+    case 'deadline_missed':
+      return `No answer (deadline_missed): the client did not answer ${call.name} by its deadline ${new Date(call.deadlineAt ?? 0).toISOString()}; a later answer comes as a context notice.`;
+    default:
+      return 'Finished.';
+  }
 }
 
 export type ToolDecision =
@@ -190,6 +248,75 @@ function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
 
 /** The last instant a JavaScript Date holds (ECMA-262 "Time Values and Time Range"). */
 const LAST_DATE_MS = 8.64e15;
+
+/** Why a call of the open turn has no result, by what the gate knows of it at `now`. */
+function outcomeOf(
+  call: ToolCallEntry,
+  record: CallRecord | undefined,
+  now: number,
+  log: readonly LogEntry[],
+): ToolOutcome | PendingCall['status'] {
+  if (record?.status === 'refused') return record.reason === 'tool_unavailable' ? 'tool_unavailable' : 'tool_inactive';
+  if (record?.status === 'denied') return 'approval_denied';
+  if (record?.deadlineAt !== undefined && now > record.deadlineAt) {
+    if (record.status === 'awaiting_client') return 'deadline_missed';
+    // Answered late (a late-answer notice), or on time before its call was recorded (a tool message).
+    if (record.status === 'answered') {
+      const onTime = log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === call.callId);
+      return onTime ? 'no_result' : 'deadline_missed';
+    }
+  }
+  if (call.name === FINISH_TOOL) return 'finished';
+  if (record?.status === 'awaiting_client' || record?.status === 'awaiting_approval') return record.status;
+  return 'no_result';
+}
+
+/**
+ * What closes the turn of the last assistant message (before a step, a user message or the next
+ * assistant message): for each of its calls without a result, one that ctxflow records where it knows
+ * why (a gate refusal, a denied approval, a missed client deadline, `__finish__`), in call order;
+ * `pending` the calls that still wait (a client answer before its deadline, an approval, a result the
+ * runtime has not recorded).
+ */
+export function closeTurn(
+  log: readonly LogEntry[],
+  calls: readonly CallRecord[],
+  now: number,
+  at: string,
+): { results: Omit<MessageEntry, 'seq'>[]; pending: PendingCall[] } {
+  const { assistant, answered } = openTurn(log);
+  const results: Omit<MessageEntry, 'seq'>[] = [];
+  const pending: PendingCall[] = [];
+  for (const call of assistant?.toolCalls ?? []) {
+    if (answered.has(call.callId)) continue;
+    const record = calls.find((c) => c.callId === call.callId);
+    const outcome = outcomeOf(call, record, now, log);
+    if (outcome === 'awaiting_client' || outcome === 'awaiting_approval' || outcome === 'no_result') {
+      pending.push({ callId: call.callId, name: call.name, status: outcome });
+    } else {
+      const content = outcomeText(outcome, {
+        name: call.name,
+        ...(record?.deadlineAt === undefined ? {} : { deadlineAt: record.deadlineAt }),
+      });
+      results.push({ type: 'message', role: 'tool', content, callId: call.callId, name: call.name, outcome, at });
+    }
+  }
+  return { results, pending };
+}
+
+/**
+ * The refusal of a step or message while calls of the last assistant message wait for their results.
+ * Not retryable: sending it again helps only after a result, an answer, a deadline or an approval (a
+ * step request on the bus is answered with the refusal, not redelivered).
+ */
+function pendingError(pending: PendingCall[], what: string): CtxflowError {
+  const list = pending.map((p) => `${p.callId} (${p.name}, ${p.status})`).join(', ');
+  return new CtxflowError(
+    'state_calls_pending',
+    `${what}: calls of the last assistant message have no result yet: ${list}; record their results (POST /sessions/:sessionId/messages), or wait for the client's answer, its deadline or the approval, then send it again`,
+    { details: { pending } },
+  );
+}
 
 function decisionOf(call: CallRecord): ToolDecision {
   switch (call.status) {
@@ -306,6 +433,7 @@ export class ContextEngine {
     for (const tool of tools) {
       if (seen.has(tool.name)) throw new CtxflowError('validation_error', `tools: ${tool.name} is declared twice`);
       seen.add(tool.name);
+      if (tool.parameters !== undefined) checkToolParameters(tool.name, tool.parameters);
     }
     // `__finish__` is always declared, whatever `tools` says.
     return seen.has(FINISH_TOOL) ? tools : [...tools, FINISH_DECLARATION];
@@ -549,30 +677,129 @@ export class ContextEngine {
 
   // ---------------------------------------------------------------- messages
 
-  async appendMessage(
-    tenant: string,
-    sessionId: string,
-    input: { role: MessageRole; content: string; callId?: string; toolCalls?: { callId: string; name: string }[] },
-  ): Promise<MessageEntry> {
+  /** One message (v1). */
+  async appendMessage(tenant: string, sessionId: string, input: MessageInput): Promise<MessageEntry> {
+    return (await this.appendMessages(tenant, sessionId, [input]))[0]!;
+  }
+
+  /**
+   * Records messages in order, in ONE store write (an assistant turn with its tool results: no step
+   * lands between them). A tool message answers a call of an earlier assistant message or one the
+   * gate knows, and takes its name. A user or assistant message first closes the turn of the last
+   * assistant message (closeTurn): ctxflow records the results it knows why, and refuses (409) while
+   * a call still waits. A second result for a call with the same content records nothing (its entry is
+   * answered); with other content it is refused. Returns the entry of each input, in order.
+   */
+  async appendMessages(tenant: string, sessionId: string, inputs: MessageInput[]): Promise<MessageEntry[]> {
     return this.#locks.run(sessionId, async () => {
-      const { meta } = await this.#load(tenant, sessionId);
-      const next = structuredClone(meta);
-      // A user turn ends the run: the next step starts a new one (N3).
-      if (input.role === 'user' && next.run?.open) next.run.open = false;
-      const at = new Date(this.#deps.clock.now()).toISOString();
-      const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
-      if (input.callId !== undefined) message.callId = input.callId;
-      if (input.toolCalls?.length) message.toolCalls = input.toolCalls;
-      const stored = (await this.#appendMessages(sessionId, [message], next))[0] as MessageEntry;
-      this.#deps.events.publish(sessionId, {
-        type: 'message',
-        seq: stored.seq,
-        role: stored.role,
-        content: stored.content,
-        at,
-      });
-      return stored;
+      const state = await this.#load(tenant, sessionId);
+      const next = structuredClone(state.meta);
+      const now = this.#deps.clock.now();
+      const at = new Date(now).toISOString();
+      const log: LogEntry[] = state.log.slice();
+      const added: Omit<MessageEntry, 'seq'>[] = [];
+      /** Per input: the index of its entry in `added`, or an entry already in the log. */
+      const answers: (number | MessageEntry)[] = [];
+      const push = (entry: Omit<MessageEntry, 'seq'>) => {
+        added.push(entry);
+        log.push({ ...entry, seq: log.length } as MessageEntry);
+        return added.length - 1;
+      };
+      const usedCallIds = new Set<string>();
+      for (const entry of state.log) {
+        if (entry.type === 'message') for (const call of entry.toolCalls ?? []) usedCallIds.add(call.callId);
+      }
+      for (const [i, input] of inputs.entries()) {
+        const where = inputs.length > 1 ? `messages.${i}` : 'message';
+        const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
+        if (input.role === 'tool') {
+          if (input.callId === undefined) {
+            answers.push(push(message));
+            continue;
+          }
+          message.callId = input.callId;
+          const result = this.#resultFor(log, state.calls, input.callId, where);
+          if (result.existing) {
+            if (result.existing.content !== input.content) {
+              throw new CtxflowError(
+                'validation_error',
+                `${where}: call ${input.callId} already has a result (seq ${result.existing.seq}); a second result is refused`,
+              );
+            }
+            answers.push(result.existing);
+            continue;
+          }
+          message.name = result.name;
+          answers.push(push(message));
+          continue;
+        }
+        // A user or assistant message closes the turn of the last assistant message.
+        const closing = closeTurn(log, state.calls, now, at);
+        if (closing.pending.length > 0) throw pendingError(closing.pending, `${where} (${input.role})`);
+        for (const result of closing.results) push(result);
+        if (input.role === 'user' && next.run?.open) next.run.open = false; // A user turn ends the run (N3).
+        if (input.callId !== undefined) message.callId = input.callId;
+        if (input.toolCalls?.length) {
+          for (const call of input.toolCalls) {
+            if (usedCallIds.has(call.callId)) {
+              throw new CtxflowError(
+                'validation_error',
+                `${where}: callId ${call.callId} is already used by another call`,
+              );
+            }
+            usedCallIds.add(call.callId);
+          }
+          message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
+        }
+        answers.push(push(message));
+      }
+      if (added.length === 0) return answers as MessageEntry[];
+      const stored = (await this.#appendMessages(sessionId, added, next)) as MessageEntry[];
+      for (const entry of stored) {
+        this.#deps.events.publish(sessionId, {
+          type: 'message',
+          seq: entry.seq,
+          role: entry.role,
+          content: entry.content,
+          at,
+        });
+      }
+      return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
     });
+  }
+
+  /**
+   * The call a tool message answers: a call of the last assistant message (its result is the first
+   * tool message after it), or any other call an earlier assistant message made or the gate knows
+   * (its result is any tool message for it). Refuses a callId no call has.
+   */
+  #resultFor(
+    log: readonly LogEntry[],
+    calls: readonly CallRecord[],
+    callId: string,
+    where: string,
+  ): { name: string; existing?: MessageEntry } {
+    const turn = openTurn(log);
+    const inTurn = turn.assistant?.toolCalls?.find((c) => c.callId === callId);
+    if (inTurn) {
+      const existing = turn.answered.get(callId);
+      return existing ? { name: inTurn.name, existing } : { name: inTurn.name };
+    }
+    let name: string | undefined;
+    let existing: MessageEntry | undefined;
+    for (const entry of log) {
+      if (entry.type !== 'message') continue;
+      if (entry.role === 'tool' && entry.callId === callId) existing ??= entry;
+      name ??= entry.toolCalls?.find((c) => c.callId === callId)?.name;
+    }
+    name ??= calls.find((c) => c.callId === callId)?.name;
+    if (name === undefined) {
+      throw new CtxflowError(
+        'validation_error',
+        `${where}: callId ${callId} matches no call of an earlier assistant message and no call the gate knows`,
+      );
+    }
+    return existing ? { name, existing } : { name };
   }
 
   /** R4: what a user may see: messages only, never a context row. */
@@ -586,6 +813,8 @@ export class ContextEngine {
         content: e.content,
         at: e.at,
         ...(e.callId ? { callId: e.callId } : {}),
+        ...(e.name ? { name: e.name } : {}),
+        ...(e.outcome ? { outcome: e.outcome } : {}),
         ...(e.toolCalls ? { toolCalls: e.toolCalls } : {}),
       }));
   }
@@ -648,14 +877,50 @@ export class ContextEngine {
   async step(
     tenant: string,
     sessionId: string,
-    input: { mode?: StepMode; requestId?: string } = {},
-  ): Promise<StepResult> {
+    input?: { mode?: StepMode; requestId?: string; format?: undefined },
+  ): Promise<StepResult>;
+  async step(
+    tenant: string,
+    sessionId: string,
+    input: { mode?: StepMode; requestId?: string; format: StepFormat },
+  ): Promise<NeutralStepResult>;
+  async step(
+    tenant: string,
+    sessionId: string,
+    input?: { mode?: StepMode; requestId?: string; format?: StepFormat },
+  ): Promise<StepResult | NeutralStepResult>;
+  async step(
+    tenant: string,
+    sessionId: string,
+    input: { mode?: StepMode; requestId?: string; format?: StepFormat } = {},
+  ): Promise<StepResult | NeutralStepResult> {
     const mode = input.mode ?? 'first';
-    return this.#locks.run(sessionId, () => this.#tracedPass(tenant, sessionId, mode, input.requestId));
+    const stepped = await this.#locks.run(sessionId, () => this.#tracedPass(tenant, sessionId, mode, input.requestId));
+    return input.format === 'neutral' ? this.#neutral(sessionId, stepped) : stepped.result;
+  }
+
+  /** A step's answer in the neutral format of Contract v2, from the step and the log it covered. */
+  #neutral(sessionId: string, { result, step, log, tools }: Stepped): NeutralStepResult {
+    const request = renderNeutralRequest({
+      system: step.system,
+      log,
+      tools,
+      activeTools: step.activeTools,
+      model: step.model,
+      forced: step.mode === 'forced_completion',
+    });
+    const cache: CacheHints = {
+      rebuilt: step.cache.rebuilt,
+      reason: step.cache.reason ?? null,
+      key: cacheKey(sessionId),
+      prefixEnd: step.system.length > 0 ? 0 : -1,
+      previousEnd: step.previousEnd ?? 0,
+    };
+    return { ...result, request, cache };
   }
 
   /** The pass inside the telemetry's context-pass span, when the telemetry has one. */
-  #tracedPass(tenant: string, sessionId: string, mode: StepMode, requestId: string | undefined): Promise<StepResult> {
+  #tracedPass(tenant: string, sessionId: string, mode: StepMode, requestId: string | undefined): Promise<Stepped> {
     const { telemetry } = this.#deps;
     if (!telemetry.contextPass) return this.#pass(tenant, sessionId, mode, requestId, untracedPass);
     return telemetry.contextPass({ sessionId, mode }, (trace) => this.#pass(tenant, sessionId, mode, requestId, trace));
@@ -667,7 +932,7 @@ export class ContextEngine {
     mode: StepMode,
     requestId: string | undefined,
     trace: PassTrace,
-  ): Promise<StepResult> {
+  ): Promise<Stepped> {
     const started = performance.now();
     let linked: HookOutcome | undefined;
     let hookMemo: { cursor: Cursor | undefined; outcome: HookOutcome } | undefined;
@@ -710,10 +975,16 @@ export class ContextEngine {
       }
       const system = meta.prefix!.system;
 
+      // 0. Every call of the last assistant message has its result before the model is called: the
+      // ones ctxflow knows why (refused, denied, deadline missed, finished) are recorded with the rows.
+      const closing = closeTurn(state.log, state.calls, now, at);
+      if (closing.pending.length > 0) throw pendingError(closing.pending, 'step');
+      const closed = closing.results.map((r, i) => Object.freeze({ ...r, seq: state.log.length + i }) as MessageEntry);
+
       // 1. The queue, in order (R7).
       const rows: RowEntry[] = [];
       const addRow = (item: SourcedItem, extra: Partial<RowEntry>, cursor?: Cursor) => {
-        const seq = state.log.length + rows.length;
+        const seq = state.log.length + closed.length + rows.length;
         const row = Object.freeze(toRow(`${stepId}.${rows.length}`, item, cursor));
         rows.push(Object.freeze({ type: 'row', seq, stepId, at, row, ...extra }) as RowEntry);
       };
@@ -760,7 +1031,7 @@ export class ContextEngine {
         }
       }
 
-      const log = state.log.concat(rows);
+      const log = closed.length > 0 ? state.log.concat(closed, rows) : state.log.concat(rows);
       const view = logView(log, baseView);
       const tools = this.#tools(agent);
       const activeTools = foldActiveTools(tools, view.toolRows);
@@ -782,6 +1053,9 @@ export class ContextEngine {
       };
       const previousEnd = meta.lastRequestEnd;
       const previousSystem = state.meta.prefix?.system;
+      // Messages the previous request had: its system message, then the log it covered (lowered by rewinds).
+      if (previousSystem !== undefined) step.previousEnd = (previousSystem.length > 0 ? 1 : 0) + (previousEnd ?? 0);
+      if (run.model !== undefined) step.model = run.model;
       meta.steps += 1;
       meta.lastStepAt = now;
       meta.lastRequestEnd = log.length;
@@ -789,7 +1063,7 @@ export class ContextEngine {
       const commit = () =>
         this.#deps.store.commitStep(sessionId, {
           step,
-          rows,
+          rows: closed.length > 0 ? [...closed, ...rows] : rows,
           drain: state.queue.map((q) => q.itemId),
           expectedLogLength: state.log.length,
           expectedVersion: state.version,
@@ -826,8 +1100,18 @@ export class ContextEngine {
         view,
       );
 
+      // Results ctxflow recorded are messages like any other on the stream (never a row, R4).
+      for (const entry of closed) {
+        this.#deps.events.publish(sessionId, {
+          type: 'message',
+          seq: entry.seq,
+          role: entry.role,
+          content: entry.content,
+          at,
+        });
+      }
       this.#report(sessionId, step, rows, skipped, started, figures);
-      return {
+      const answer: StepResult = {
         stepId,
         mode,
         rows: rows.map((r) => r.row),
@@ -836,6 +1120,7 @@ export class ContextEngine {
         cache: step.cache,
         skipped,
       };
+      return { result: answer, step, log, tools };
     }
     throw new CtxflowError(
       'state_conflict',
@@ -901,18 +1186,30 @@ export class ContextEngine {
   }
 
   /** A step committed before: the same answer, nothing committed again. */
-  async #replay(state: SessionState, step: StepRecord): Promise<StepResult> {
+  async #replay(state: SessionState, step: StepRecord): Promise<Stepped> {
     const agent = await this.#agentOf(state.meta);
     const log = state.log.slice(0, step.logEnd);
     const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
+    const tools = this.#tools(agent);
+    // A step committed before the step record kept its model: the model of its run, if still known.
+    const run = state.meta.run;
+    const replayed =
+      step.model === undefined && run?.runId === step.runId && run.model !== undefined
+        ? { ...step, model: run.model }
+        : step;
     return {
-      stepId: step.stepId,
-      mode: step.mode,
-      rows,
-      request: renderRequest(step.system, log, this.#tools(agent), step.activeTools),
-      cursor: step.cursor ?? null,
-      cache: step.cache,
-      skipped: [],
+      result: {
+        stepId: step.stepId,
+        mode: step.mode,
+        rows,
+        request: renderRequest(step.system, log, tools, step.activeTools),
+        cursor: step.cursor ?? null,
+        cache: step.cache,
+        skipped: [],
+      },
+      step: replayed,
+      log,
+      tools,
     };
   }
 
@@ -1053,7 +1350,18 @@ export class ContextEngine {
         });
         this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
       } else {
-        await this.#appendMessages(sessionId, [{ type: 'message', role: 'tool', content, callId, at }]);
+        // A result the runtime already recorded for this call stays the only one.
+        const turn = openTurn(state.log);
+        const answered = turn.assistant?.toolCalls?.some((c) => c.callId === callId)
+          ? turn.answered.has(callId)
+          : state.log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === callId);
+        if (answered) {
+          await this.#putCall(sessionId, { ...call, status: 'answered' });
+          return { late: false, recorded: 0 };
+        }
+        await this.#appendMessages(sessionId, [
+          { type: 'message', role: 'tool', content, callId, name: call.name, at },
+        ]);
       }
       await this.#putCall(sessionId, { ...call, status: 'answered' });
       return { late, recorded: 1 };
@@ -1127,8 +1435,27 @@ export class ContextEngine {
   }
 
   /** R31: a run that failed restarts from its start; its rows are re-made once each. */
-  async restartRun(tenant: string, sessionId: string, input: { requestId?: string } = {}): Promise<StepResult> {
-    return this.#locks.run(sessionId, async () => {
+  async restartRun(
+    tenant: string,
+    sessionId: string,
+    input?: { requestId?: string; format?: undefined },
+  ): Promise<StepResult>;
+  async restartRun(
+    tenant: string,
+    sessionId: string,
+    input: { requestId?: string; format: StepFormat },
+  ): Promise<NeutralStepResult>;
+  async restartRun(
+    tenant: string,
+    sessionId: string,
+    input?: { requestId?: string; format?: StepFormat },
+  ): Promise<StepResult | NeutralStepResult>;
+  async restartRun(
+    tenant: string,
+    sessionId: string,
+    input: { requestId?: string; format?: StepFormat } = {},
+  ): Promise<StepResult | NeutralStepResult> {
+    const stepped = await this.#locks.run(sessionId, async () => {
       const state = await this.#load(tenant, sessionId);
       // A redelivered restart answers its committed step; rewinding first would cut it (R33).
       if (input.requestId !== undefined) {
@@ -1141,6 +1468,7 @@ export class ContextEngine {
       if (first) await this.#rewind(tenant, sessionId, { beforeStepId: first.stepId });
       return this.#tracedPass(tenant, sessionId, 'retry', input.requestId);
     });
+    return input.format === 'neutral' ? this.#neutral(sessionId, stepped) : stepped.result;
   }
 
   /** R32: a branch copies rows with their cursors and tool effects, never the queue. */

@@ -10,6 +10,10 @@ export interface ContextBlock {
 export interface ToolDeclaration {
   name: string;
   description?: string;
+  /** A JSON Schema object for the call's arguments, offered to the model as declared (Contract v2). */
+  parameters?: Record<string, unknown>;
+  /** Ask the provider to hold the model to `parameters` exactly. */
+  strict?: boolean;
   /** The runtime's client executes it; an answer after `deadlineMs` becomes a late-answer notice (R35). */
   client?: boolean;
   deadlineMs?: number;
@@ -77,15 +81,30 @@ export interface SessionMeta {
 
 export type MessageRole = 'user' | 'assistant' | 'tool';
 
+/** A call the model made; `arguments` is the JSON text it produced (absent in entries recorded by v1 clients). */
+export interface ToolCallEntry {
+  callId: string;
+  name: string;
+  arguments?: string;
+}
+
 export interface MessageEntry {
   type: 'message';
   seq: number;
   role: MessageRole;
   content: string;
+  /** A tool message: the call it answers. */
   callId?: string;
-  toolCalls?: { callId: string; name: string }[];
+  /** A tool message: the name of the call it answers (absent in entries written before Contract v2). */
+  name?: string;
+  /** A tool message ctxflow recorded itself: why the call has no result of its own. */
+  outcome?: ToolOutcome;
+  toolCalls?: ToolCallEntry[];
   at: string;
 }
+
+/** Why ctxflow answered a call itself: the gate refused it, its approval was denied, its client missed the deadline, or it finished the run. */
+export type ToolOutcome = 'tool_inactive' | 'tool_unavailable' | 'approval_denied' | 'deadline_missed' | 'finished';
 
 export interface RowEntry {
   type: 'row';
@@ -140,6 +159,10 @@ export interface StepRecord {
   activeTools: string[];
   cursor?: Cursor;
   cache: { rebuilt: boolean; reason?: RebuildReason };
+  /** Messages the previous request of the session had (Contract v2 cache hints); absent in steps written before. */
+  previousEnd?: number;
+  /** The agent's model of the step's run; absent when none (and in steps written before Contract v2). */
+  model?: string;
   at: string;
 }
 

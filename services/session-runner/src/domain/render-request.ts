@@ -1,5 +1,15 @@
-import type { ContextRow, Cursor, RowSource } from '@ctxflow/contracts';
-import type { LogEntry, RowEntry, ToolDeclaration } from './model.ts';
+import type {
+  ContextRow,
+  Cursor,
+  ModelRequest as NeutralRequest,
+  RequestMessage,
+  RequestTool,
+  RowSource,
+  ToolChoice,
+} from '@ctxflow/contracts';
+import { FINISH_TOOL } from '@ctxflow/contracts';
+import type { LogEntry, MessageEntry, RowEntry, ToolDeclaration } from './model.ts';
+import { offeredParameters } from './tool-schema.ts';
 
 export interface ModelMessage {
   role: 'system' | 'user' | 'assistant' | 'tool';
@@ -152,4 +162,150 @@ export function sharedPrefixBytes(previous: string, next: string): number {
   let i = 0;
   while (i < n && a[i] === b[i]) i++;
   return i;
+}
+
+// ---------------------------------------------------------------- Contract v2: the neutral request
+
+/** The tools as offered to the model: declared fields only, `parameters` unchanged, `__finish__`'s filled in. */
+export function neutralTools(tools: readonly ToolDeclaration[]): RequestTool[] {
+  return tools.map((t) => {
+    const tool: RequestTool = { name: t.name };
+    if (t.description !== undefined) tool.description = t.description;
+    const parameters = offeredParameters(t);
+    if (parameters !== undefined) tool.parameters = parameters as Record<string, unknown>;
+    if (t.strict !== undefined) tool.strict = t.strict;
+    return tool;
+  });
+}
+
+/** Untrusted text cannot close the envelope it is quoted in. */
+function quoteResult(text: string): string {
+  return text.replaceAll('</tool_result', '<\\/tool_result');
+}
+
+/** A log entry's neutral message, cached per entry (entries never change once written). */
+const neutralCache = new WeakMap<LogEntry, RequestMessage>();
+
+function neutralMessage(entry: LogEntry, paired: string | undefined): RequestMessage {
+  const cached = neutralCache.get(entry);
+  if (cached !== undefined) return cached;
+  let message: RequestMessage;
+  if (entry.type === 'row') {
+    const { id, kind, source } = entry.row;
+    message = { role: rowRole(source), content: renderRow(entry.row), row: { id, kind, source } };
+  } else if (entry.role === 'assistant') {
+    message = entry.toolCalls?.length
+      ? {
+          role: 'assistant',
+          content: entry.content,
+          toolCalls: entry.toolCalls.map((c) => ({ callId: c.callId, name: c.name, arguments: c.arguments ?? '{}' })),
+        }
+      : { role: 'assistant', content: entry.content };
+  } else if (entry.role === 'tool' && paired !== undefined) {
+    message = { role: 'tool', content: entry.content, callId: entry.callId!, name: paired };
+  } else if (entry.role === 'tool') {
+    // A result no call of the turn before it asked for (recorded by a v1 client, or an answer that came
+    // before its call was recorded): providers refuse a tool message there, so it is quoted in a user turn.
+    const call = entry.callId === undefined ? '' : ` callId="${entry.callId}"`;
+    const name = entry.name === undefined ? '' : ` name="${entry.name}"`;
+    message = { role: 'user', content: `<tool_result${call}${name}>\n${quoteResult(entry.content)}\n</tool_result>` };
+  } else {
+    message = { role: 'user', content: entry.content };
+  }
+  Object.freeze(message);
+  neutralCache.set(entry, message);
+  return message;
+}
+
+/**
+ * The calls of the last assistant message of `log` still without a result, in call order, and the
+ * results they have. A result answers a call of the last user or assistant message before it, once.
+ */
+export function openTurn(log: readonly LogEntry[]): {
+  assistant: MessageEntry | undefined;
+  answered: Map<string, MessageEntry>;
+} {
+  for (let i = log.length - 1; i >= 0; i--) {
+    const entry = log[i]!;
+    if (entry.type !== 'message' || entry.role === 'tool') continue;
+    if (entry.role === 'user' || !entry.toolCalls?.length) return { assistant: undefined, answered: new Map() };
+    const answered = new Map<string, MessageEntry>();
+    const calls = new Set(entry.toolCalls.map((c) => c.callId));
+    for (let j = i + 1; j < log.length; j++) {
+      const e = log[j]!;
+      if (e.type === 'message' && e.role === 'tool' && e.callId !== undefined && calls.has(e.callId)) {
+        if (!answered.has(e.callId)) answered.set(e.callId, e);
+      }
+    }
+    return { assistant: entry, answered };
+  }
+  return { assistant: undefined, answered: new Map() };
+}
+
+/**
+ * The neutral messages of a request: the system prefix, then every log entry in order. A tool message
+ * carries `callId` and the name of the call it answers (a call of the last assistant message before it,
+ * not answered before); context rows carry `row`. The results that follow an assistant message are
+ * sent in the order of its calls: a step is refused while a call has no result (closeTurn), so they
+ * are all in the log when a request first holds them. Each message depends on its entry and the
+ * entries before it only, so every request is a prefix of the next (R3).
+ */
+export function neutralMessages(system: string, log: readonly LogEntry[]): RequestMessage[] {
+  const messages: RequestMessage[] = system.length > 0 ? [{ role: 'system', content: system }] : [];
+  /** callId -> [name, index in its assistant message] for the calls of the last assistant message not yet answered. */
+  let open = new Map<string, [string, number]>();
+  /** The results right after the last assistant message, with their call's index. */
+  let results: [number, RequestMessage][] = [];
+  const flush = () => {
+    if (results.length === 0) return;
+    results.sort((a, b) => a[0] - b[0]);
+    for (const [, message] of results) messages.push(message);
+    results = [];
+  };
+  let afterCalls = false;
+  for (const entry of log) {
+    if (entry.type === 'message' && entry.role === 'tool') {
+      const call = entry.callId === undefined ? undefined : open.get(entry.callId);
+      if (call !== undefined) open.delete(entry.callId!);
+      const message = neutralMessage(entry, call?.[0]);
+      if (call !== undefined && afterCalls) {
+        results.push([call[1], message]);
+        continue;
+      }
+      flush();
+      afterCalls = false;
+      messages.push(message);
+      continue;
+    }
+    flush();
+    afterCalls = entry.type === 'message' && entry.role === 'assistant' && (entry.toolCalls?.length ?? 0) > 0;
+    if (entry.type === 'message') {
+      open = new Map(
+        entry.role === 'assistant' ? (entry.toolCalls ?? []).map((c, i) => [c.callId, [c.name, i]] as const) : [],
+      );
+    }
+    messages.push(neutralMessage(entry, undefined));
+  }
+  flush();
+  return messages;
+}
+
+/** The neutral model request (Contract v2) of a step. */
+export function renderNeutralRequest(input: {
+  system: string;
+  log: readonly LogEntry[];
+  tools: readonly ToolDeclaration[];
+  activeTools: string[];
+  model: string | undefined;
+  forced: boolean;
+}): NeutralRequest {
+  const toolChoice: ToolChoice = input.forced ? { type: 'tool', name: FINISH_TOOL } : 'auto';
+  return {
+    messages: neutralMessages(input.system, input.log),
+    tools: neutralTools(input.tools),
+    activeTools: input.activeTools,
+    system: input.system,
+    model: input.model ?? null,
+    toolChoice,
+  };
 }

@@ -6,18 +6,21 @@ import {
   MAX_DEADLINE_MS,
   MAX_ERROR_DETAILS,
   MAX_ID_LENGTH,
+  STEP_FORMATS,
   STEP_MODES,
 } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
+import { TOOL_NAME } from '../domain/tool-schema.ts';
 
+const toolName = z.string().regex(TOOL_NAME, 'tool names are 1 to 64 letters, digits, _ or -');
+
+/** `parameters` is checked as a JSON Schema by the engine (tool-schema.ts). */
 const toolDeclaration = z.strictObject({
-  name: z
-    .string()
-    .min(1)
-    .max(128)
-    .regex(/^[A-Za-z0-9_.-]+$/, 'tool names use letters, digits, _ . -'),
+  name: toolName,
   description: z.string().max(4096).optional(),
+  parameters: z.record(z.string(), z.unknown()).optional(),
+  strict: z.boolean().optional(),
   client: z.boolean().optional(),
   deadlineMs: z.number().int().positive().max(MAX_DEADLINE_MS).optional(),
   needsApproval: z.boolean().optional(),
@@ -101,20 +104,57 @@ export const callContextBody = z.strictObject({
 });
 
 export const stepBody = z
-  .strictObject({ mode: z.enum(STEP_MODES).optional(), requestId: idSchema.optional() })
+  .strictObject({
+    mode: z.enum(STEP_MODES).optional(),
+    requestId: idSchema.optional(),
+    format: z.enum(STEP_FORMATS).optional(),
+  })
   .default({});
 
-export const restartBody = z.strictObject({ requestId: idSchema.optional() }).default({});
+export const restartBody = z
+  .strictObject({ requestId: idSchema.optional(), format: z.enum(STEP_FORMATS).optional() })
+  .default({});
+
+/** A tool call's arguments: the JSON text of an object, as the model produced it. */
+export const MAX_ARGUMENTS_BYTES = 256 * 1024;
+const toolArguments = z
+  .string()
+  .max(MAX_ARGUMENTS_BYTES)
+  .refine((text) => {
+    try {
+      const value = JSON.parse(text);
+      return typeof value === 'object' && value !== null && !Array.isArray(value);
+    } catch {
+      return false;
+    }
+  }, 'arguments must be the JSON text of an object');
 
 export const messageBody = z.strictObject({
   role: z.enum(['user', 'assistant', 'tool']),
   content: z.string().max(1024 * 1024),
   callId: idSchema.optional(),
   toolCalls: z
-    .array(z.strictObject({ callId: idSchema, name: z.string().min(1).max(128) }))
-    .max(256)
+    .array(
+      z.strictObject({
+        callId: idSchema,
+        name: z.string().min(1).max(128),
+        arguments: toolArguments.optional(),
+      }),
+    )
+    .max(128)
     .optional(),
 });
+
+/** `{ messages }`: an assistant turn with its tool results (or any messages), recorded in one write. */
+export const messageBatchBody = z.strictObject({ messages: z.array(messageBody).min(1).max(256) });
+
+/** `POST /sessions/:id/messages`: one message (v1), or `{ messages }`. */
+export function parseMessageBody(body: unknown): { messages: z.infer<typeof messageBody>[]; batch: boolean } {
+  if (typeof body === 'object' && body !== null && 'messages' in body) {
+    return { messages: parseBody(messageBatchBody, body).messages, batch: true };
+  }
+  return { messages: [parseBody(messageBody, body)], batch: false };
+}
 
 export const toolCallBody = z.strictObject({ callId: idSchema, name: z.string().min(1).max(128) });
 export const approvalBody = z.strictObject({ approved: z.boolean() });

@@ -9,9 +9,9 @@ import {
   createAgentBody,
   createSessionBody,
   memoryBody,
-  messageBody,
   parseBody,
   parseContextBody,
+  parseMessageBody,
   patchAgentBody,
   patchSessionBody,
   restartBody,
@@ -119,9 +119,9 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   });
 
   app.post<SessionParams>('/sessions/:sessionId/messages', async (request, reply) => {
-    const body = parseBody(messageBody, request.body);
-    const entry = await engine.appendMessage(request.tenant, request.params.sessionId, body);
-    return reply.status(201).send({ seq: entry.seq });
+    const body = parseMessageBody(request.body);
+    const entries = await engine.appendMessages(request.tenant, request.params.sessionId, body.messages);
+    return reply.status(201).send(body.batch ? { seqs: entries.map((e) => e.seq) } : { seq: entries[0]!.seq });
   });
 
   app.get<SessionParams>('/sessions/:sessionId/messages', async (request) => ({
