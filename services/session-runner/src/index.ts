@@ -32,6 +32,7 @@ export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
 export { SessionCache, type SessionCacheLimits } from './domain/session-cache.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
+export { OPERATIONS, openApiDocument, openApiPath } from './http/openapi.ts';
 export {
   boundedReplay,
   DEFAULT_STREAM_LIMITS,
