@@ -33,6 +33,8 @@ export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
 export { SessionCache, type SessionCacheLimits } from './domain/session-cache.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 export { OPERATIONS, openApiDocument, openApiPath } from './http/openapi.ts';
+/** The zod schemas of the request bodies (the OpenAPI document and the client's types follow them). */
+export * as bodySchemas from './http/schemas.ts';
 export {
   boundedReplay,
   DEFAULT_STREAM_LIMITS,

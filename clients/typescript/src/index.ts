@@ -1,0 +1,2 @@
+export { type CallOptions, CtxflowApiError, CtxflowClient, type CtxflowClientOptions } from './client.ts';
+export type * from './types.ts';
