@@ -61,7 +61,7 @@ describe('@ctxflow/client/ai-sdk with ai 7 and @ai-sdk/openai 4 (Responses API s
     await provider.close();
     expect(result.steps).toHaveLength(2);
 
-    const [first, second] = provider.requests as any[];
+    const [first, second]: any[] = provider.requests;
     const names = (r: any) => r.tools.map((t: any) => t.name);
     expect(names(first)).toEqual(['lookup_order', 'refund', '__finish__']);
     expect(second.tools).toEqual(first.tools);
