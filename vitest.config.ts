@@ -8,6 +8,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
+    // Tests that measure the live heap collect garbage first (test/unit/session-cache.test.ts).
+    execArgv: ['--expose-gc'],
     // Kafka, Redis and a Redis Cluster for integration tests: from the environment, containers,
     // or scripts/infra.ts; provisioned only when a selected file needs them (see the file).
     globalSetup: ['test/setup/services.ts'],

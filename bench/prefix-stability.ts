@@ -20,7 +20,13 @@
  * and with sending every request uncached at 1x.
  */
 import type { Cursor } from '@ctxflow/contracts';
-import { type Clock, createEngine, type StepContextSource, type StepResult } from '@ctxflow/session-runner';
+import {
+  type Clock,
+  createEngine,
+  type NeutralStepResult,
+  type StepContextSource,
+  type StepResult,
+} from '@ctxflow/session-runner';
 import { cpuMs, perThousand } from './lib/cpu.ts';
 import { progress } from './lib/progress.ts';
 import type { ScenarioResult } from './lib/report.ts';
@@ -68,7 +74,20 @@ function sharedPrefix(a: Buffer, b: Buffer): number {
   return i;
 }
 
-export async function runPrefixStability(): Promise<{ results: ScenarioResult[]; steps: StepRecordLine[] }> {
+/** A step of the session in Contract v2's neutral answer, with the step whose request precedes it on its branch. */
+export type PrefixStep = (step: {
+  step: number;
+  answer: NeutralStepResult;
+  previousStepId: string | undefined;
+}) => void;
+
+/**
+ * `onStep`: called after each step with the same step's neutral answer (a replay of its
+ * requestId, which commits nothing), for measures over the same session in other formats.
+ */
+export async function runPrefixStability(
+  options: { onStep?: PrefixStep } = {},
+): Promise<{ results: ScenarioResult[]; steps: StepRecordLine[] }> {
   let now = Date.parse('2026-01-05T09:00:00Z');
   const clock: Clock = { now: () => now };
   const feed = new ScriptedFeed();
@@ -91,6 +110,8 @@ export async function runPrefixStability(): Promise<{ results: ScenarioResult[];
     .sessionId;
 
   const lastRequest = new Map<string, Buffer>();
+  /** The step whose request a session's next request follows (its branch's previous, or the rewind point's). */
+  const lastStep = new Map<string, string>();
   const requestOf = new Map<string, Buffer>();
   const stepsOf = new Map<string, string[]>([[main, []]]);
   const lines: StepRecordLine[] = [];
@@ -142,6 +163,7 @@ export async function runPrefixStability(): Promise<{ results: ScenarioResult[];
       const keep = step === 70 ? back : back - 1;
       stepsOf.set(session, ids.slice(0, keep));
       lastRequest.set(session, requestOf.get(ids[keep - 1]!)!);
+      lastStep.set(session, ids[keep - 1]!);
     }
     if (step === 121) {
       const ids = stepsOf.get(main)!;
@@ -149,13 +171,19 @@ export async function runPrefixStability(): Promise<{ results: ScenarioResult[];
       branch = (await engine.branch(TENANT, main, { atStepId: at })).sessionId;
       stepsOf.set(branch, ids.slice(0, ids.length - 9));
       lastRequest.set(branch, requestOf.get(at)!);
+      lastStep.set(branch, at);
       // The branch's first step belongs to it, not to main.
       await engine.appendMessage(TENANT, branch, { role: 'user', content: 'On this branch: try the other fix.' });
     }
     const target = step > 120 && step <= 150 ? branch! : main;
 
     // ---- the model call's context pass
-    const result: StepResult = await engine.step(TENANT, target);
+    const requestId = `s5-${step}`;
+    const result: StepResult = await engine.step(TENANT, target, { requestId });
+    if (options.onStep) {
+      const answer = await engine.step(TENANT, target, { requestId, format: 'neutral' });
+      options.onStep({ step, answer, previousStepId: lastStep.get(target) });
+    }
     const bytes = Buffer.from(JSON.stringify(result.request.messages));
     const previous = lastRequest.get(target);
     let share = 1;
@@ -177,6 +205,7 @@ export async function runPrefixStability(): Promise<{ results: ScenarioResult[];
       rows: result.rows.length,
     });
     lastRequest.set(target, bytes);
+    lastStep.set(target, result.stepId);
     requestOf.set(result.stepId, bytes);
     stepsOf.get(target)!.push(result.stepId);
 

@@ -7,9 +7,11 @@
  *   npm run bench -- --quick        smoke run (about 1 minute): fewer, shorter trials
  *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
  *                                   also written to bench/results/latest.json (full runs)
- *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6; S3, S4 and S6 run together,
+ *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S9; S3, S4 and S6 run together,
  *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
- *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*))
+ *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*);
+ *                                   S5 includes its rows per provider format, S5-openai-chat etc.;
+ *                                   S9 is a step in each provider format over the neutral step)
  *   npm run bench -- --only=S6-S1   S1's pipeline with the telemetry sides (S1 and S6-S1 rows), without
  *                                   the HTTP scenarios
  *   npm run bench -- --cpu-prof     CPU profiles of the server processes and the pipeline's consumer
@@ -30,6 +32,7 @@ import type { ScenarioResult, SkippedScenario } from './lib/report.ts';
 import { round } from './lib/stats.ts';
 import { runPipeline } from './pipeline-kafka.ts';
 import { runPrefixStability } from './prefix-stability.ts';
+import { runProviderPrefix, runProviderSteps } from './provider-formats.ts';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -50,11 +53,13 @@ const plan = quick
       http: { trials: 2, slices: 3, sliceSeconds: 0.5, warmupSeconds: 0.5, connections: 10, sessionsPerRun: 200 },
       redis: { trials: 2, samples: 15 },
       kafka: { trials: 2, records: 500, latencySamples: 20 },
+      steps: { trials: 2, blocks: 4, stepsPerBlock: 10 },
     }
   : {
       http: { trials: 5, slices: 6, sliceSeconds: 0.5, warmupSeconds: 1, connections: 10, sessionsPerRun: 500 },
       redis: { trials: 5, samples: 40 },
       kafka: { trials: 3, records: 3000, latencySamples: 100 },
+      steps: { trials: 5, blocks: 8, stepsPerBlock: 15 },
     };
 
 function git(command: string): string {
@@ -87,7 +92,11 @@ if (wants('S3', 'S4', 'S6')) {
     })),
   );
 }
-if (wants('S5')) scenarios.push(...(await runPrefixStability()).results);
+if (wants('S5')) {
+  scenarios.push(...(await runPrefixStability()).results);
+  scenarios.push(...(await runProviderPrefix()));
+}
+if (wants('S9')) scenarios.push(...(await runProviderSteps(plan.steps)));
 
 let redisUrl = process.env.REDIS_URL;
 if ((wants('S1', 'S2') || wantsS6S1) && !redisUrl) {

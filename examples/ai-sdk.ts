@@ -3,7 +3,8 @@
 import { createOpenAI } from '@ai-sdk/openai';
 import { CtxflowClient } from '@ctxflow/client';
 import { ctxflowAiSdk } from '@ctxflow/client/ai-sdk';
-import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
+import { generateText, stepCountIs, tool } from 'ai';
+import { z } from 'zod';
 import { startStandIn } from './support/stand-in-openai.ts';
 
 const provider = await startStandIn([
@@ -16,22 +17,21 @@ const client = new CtxflowClient({
   apiKey: process.env.CTXFLOW_API_KEY,
 });
 
-const id = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'], additionalProperties: false };
-const done = { type: 'object', properties: { result: { type: 'string' } }, additionalProperties: false };
+const order = z.object({ id: z.string() });
 const tools = {
   lookup_order: tool({
     description: 'Find an order',
-    inputSchema: jsonSchema<{ id: string }>(id),
+    inputSchema: order,
     execute: async (input) => `order ${input.id}: shipped Monday`,
   }),
   __finish__: tool({
     description: 'Call when the task is complete.',
-    inputSchema: jsonSchema<{ result?: string }>(done),
+    inputSchema: z.object({ result: z.string().optional() }),
   }),
 };
 const { agentId } = await client.agents.create({
   context: 'You are a support agent.',
-  tools: [{ name: 'lookup_order', description: 'Find an order', parameters: id }],
+  tools: [{ name: 'lookup_order', description: 'Find an order', parameters: z.toJSONSchema(order) }],
 });
 const { sessionId } = await client.sessions.create({ agentId });
 await client.messages.create(sessionId, { role: 'user', content: 'Where is order 7?' });

@@ -14,7 +14,7 @@ const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
 const TESTS = join(ROOT, 'test', 'conformance');
 const OUTPUT = join(ROOT, 'docs', 'conformance.md');
 
-/** The requirement table of DESIGN.md, one line each. */
+/** The requirements R1-R35 and N1-N6, one line each: the source of the table docs/conformance.md shows. */
 const REQUIREMENTS: [string, string][] = [
   ['R1', 'rows have role `context` and a kind: instruction, notice, tools (disable / enable lists), memory'],
   [

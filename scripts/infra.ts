@@ -485,6 +485,11 @@ export interface KafkaNodeConfig {
    * clients of the PLAINTEXT listener stay direct.
    */
   proxiedListener?: { port: number; advertisedPort: number };
+  /**
+   * More client listeners, each advertised on its own port, e.g.
+   * `{ name: 'SASL_SSL', protocol: 'SASL_SSL', port }` (their settings go in `extra`).
+   */
+  listeners?: readonly { name: string; protocol: string; port: number }[];
   /** More `key=value` lines, appended. */
   extra?: readonly string[];
 }
@@ -494,18 +499,23 @@ export function kafkaNodeProperties(node: KafkaNodeConfig): string {
   const replicas = node.replicationFactor ?? 1;
   const minIsr = node.minInsyncReplicas ?? 1;
   const proxied = node.proxiedListener;
+  const more = node.listeners ?? [];
+  const moreListeners = more.map((l) => `,${l.name}://${HOST}:${l.port}`).join('');
+  const moreProtocols = more.map((l) => `,${l.name}:${l.protocol}`).join('');
   return [
     '# Written by scripts/infra.ts on every start: edit that file, not this one.',
     'process.roles=broker,controller',
     `node.id=${node.nodeId}`,
     `controller.quorum.voters=${node.voters}`,
     `listeners=PLAINTEXT://${HOST}:${node.port},CONTROLLER://${HOST}:${node.controllerPort}` +
-      (proxied ? `,PROXIED://${HOST}:${proxied.port}` : ''),
+      (proxied ? `,PROXIED://${HOST}:${proxied.port}` : '') +
+      moreListeners,
     `advertised.listeners=PLAINTEXT://${HOST}:${node.port}` +
-      (proxied ? `,PROXIED://${HOST}:${proxied.advertisedPort}` : ''),
+      (proxied ? `,PROXIED://${HOST}:${proxied.advertisedPort}` : '') +
+      moreListeners,
     'controller.listener.names=CONTROLLER',
     'inter.broker.listener.name=PLAINTEXT',
-    `listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${proxied ? ',PROXIED:PLAINTEXT' : ''}`,
+    `listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT${proxied ? ',PROXIED:PLAINTEXT' : ''}${moreProtocols}`,
     `log.dirs=${node.dataDir}`,
     // One broker: the internal topics can have one replica only, else "group coordinator not available".
     `offsets.topic.replication.factor=${replicas}`,
@@ -549,8 +559,15 @@ export async function kafkaNodeCommand(
   ];
 }
 
-/** Formats a node's KRaft storage with `clusterId` (see newKafkaClusterId). */
-export async function formatKafkaNodeStorage(propertiesFile: string, clusterId: string): Promise<void> {
+/**
+ * Formats a node's KRaft storage with `clusterId` (see newKafkaClusterId);
+ * `extraArgs` go to the format command (e.g. `--add-scram` for SCRAM users).
+ */
+export async function formatKafkaNodeStorage(
+  propertiesFile: string,
+  clusterId: string,
+  extraArgs: readonly string[] = [],
+): Promise<void> {
   await ensureKafkaJars();
   await run(
     'java',
@@ -564,6 +581,7 @@ export async function formatKafkaNodeStorage(propertiesFile: string, clusterId: 
       clusterId,
       '-c',
       propertiesFile,
+      ...extraArgs,
     ],
     'formatting the Kafka storage',
   );

@@ -9,6 +9,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { redactUrl } from '@ctxflow/service-kit';
 import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL, ROOT } from './infra.ts';
 
 const SERVICES = [
@@ -31,7 +32,8 @@ async function main() {
   env.CTXFLOW_STEP_CONTEXT_URL ??= `http://127.0.0.1:${stepContextPort}/step-context`;
   env.CTXFLOW_RUNNER_URL ??= `http://127.0.0.1:${env.CTXFLOW_PORT ?? '8080'}`;
   process.stderr.write(
-    `[stack] KAFKA_BROKERS=${env.KAFKA_BROKERS} REDIS_URL=${env.REDIS_URL ?? env.REDIS_CLUSTER_NODES}\n`,
+    // A REDIS_URL may carry a password: shown without it.
+    `[stack] KAFKA_BROKERS=${env.KAFKA_BROKERS} REDIS_URL=${env.REDIS_URL ? redactUrl(env.REDIS_URL) : env.REDIS_CLUSTER_NODES}\n`,
   );
 
   const children: ChildProcess[] = [];

@@ -2,8 +2,9 @@ import { createOpenAI } from '@ai-sdk/openai';
 import { CtxflowClient } from '@ctxflow/client';
 import { ctxflowAiSdk } from '@ctxflow/client/ai-sdk';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
-import { generateText, jsonSchema, stepCountIs, tool } from 'ai';
+import { generateText, stepCountIs, tool } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
 import { startStandIn } from '../../examples/support/stand-in-openai.ts';
 
 let embedded: EmbeddedApp;
@@ -14,8 +15,8 @@ beforeAll(async () => {
 });
 afterAll(async () => embedded.close());
 
-const ID = { type: 'object', properties: { id: { type: 'string' } }, required: ['id'], additionalProperties: false };
-const DONE = { type: 'object', properties: { result: { type: 'string' } }, additionalProperties: false };
+const ORDER = z.object({ id: z.string() });
+const ID = z.toJSONSchema(ORDER);
 
 describe('@ctxflow/client/ai-sdk with ai 7 and @ai-sdk/openai 4 (Responses API stand-in)', () => {
   it('keeps the tool list, sends the active set as allowed_tools, context rows in place, one batch per step', async () => {
@@ -36,15 +37,15 @@ describe('@ctxflow/client/ai-sdk with ai 7 and @ai-sdk/openai 4 (Responses API s
 
     const tools = {
       lookup_order: tool({
-        inputSchema: jsonSchema<{ id: string }>(ID),
+        inputSchema: ORDER,
         execute: async (input) => {
           // The app switches refunds off while the run goes on: the next call's allowed set changes, the tool list not.
           await client.context.add({ sessionId, items: [{ kind: 'tools', disable: ['refund'] }] });
           return `order ${input.id}: shipped Monday`;
         },
       }),
-      refund: tool({ inputSchema: jsonSchema<{ id: string }>(ID), execute: async () => 'refunded' }),
-      __finish__: tool({ inputSchema: jsonSchema<{ result?: string }>(DONE) }),
+      refund: tool({ inputSchema: ORDER, execute: async () => 'refunded' }),
+      __finish__: tool({ inputSchema: z.object({ result: z.string().optional() }) }),
     };
     const steps: string[] = [];
     const ctx = ctxflowAiSdk({ client, sessionId, tools, onStep: (s) => steps.push(s.cache.key) });

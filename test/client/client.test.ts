@@ -95,8 +95,10 @@ describe('@ctxflow/client against the embedded app over a socket', () => {
     const again = await client.step(sessionId, { format: 'neutral' });
     expect(again.request.messages).toEqual(second.request.messages);
 
-    const v1 = await client.step(sessionId);
-    expect(v1.request.messages.every((m) => Object.keys(m).sort().join() === 'content,role')).toBe(true);
+    // Without a format the answer is the neutral request; a provider format gives that API's body.
+    const chat = await client.step(sessionId, { format: 'openai-chat' });
+    expect(chat.request.prompt_cache_key).toBe(first.cache.key);
+    expect(chat.request.messages.at(-1)).toEqual({ role: 'tool', content: 'shipped on Monday', tool_call_id: 'c1' });
 
     const branch = await client.branches.create(sessionId, { atStepId: first.stepId });
     expect((await client.sessions.get(branch.sessionId)).branchOf).toEqual({ sessionId, atStepId: first.stepId });

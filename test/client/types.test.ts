@@ -1,6 +1,6 @@
 import type * as Client from '@ctxflow/client';
 import type { CacheHints, ContextItem, ErrorCode, errorCodes, ModelRequest } from '@ctxflow/contracts';
-import type { bodySchemas, ContextEngine, NeutralStepResult, StepResult } from '@ctxflow/session-runner';
+import type { bodySchemas, ContextEngine, ProviderRequests, StepResult } from '@ctxflow/session-runner';
 import type { subscriptionBodySchema } from '@ctxflow/step-context';
 import { describe, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
@@ -45,9 +45,9 @@ describe('@ctxflow/client types', () => {
     expectTypeOf<keyof typeof errorCodes>().toEqualTypeOf<Client.ErrorCode>();
     expectTypeOf<Client.ModelRequest>().toEqualTypeOf<ModelRequest>();
     expectTypeOf<Client.CacheHints>().toEqualTypeOf<CacheHints>();
-    expectTypeOf<NeutralStepResult>().toExtend<Client.NeutralStepAnswer>();
-    expectTypeOf<Client.NeutralStepAnswer>().toExtend<NeutralStepResult>();
-    expectTypeOf<StepResult>().toExtend<Client.V1StepAnswer>();
+    expectTypeOf<StepResult>().toExtend<Client.NeutralStepAnswer>();
+    expectTypeOf<Client.NeutralStepAnswer>().toExtend<StepResult>();
+    expectTypeOf<Client.ProviderRequests>().toEqualTypeOf<ProviderRequests>();
     expectTypeOf<Answer<'gateToolCall'>>().toEqualTypeOf<Client.ToolDecision>();
     expectTypeOf<Answer<'answerApproval'>>().toEqualTypeOf<Client.ToolDecision>();
     expectTypeOf<Answer<'answerClientCall'>>().toExtend<Client.ClientAnswer>();

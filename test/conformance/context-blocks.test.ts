@@ -3,7 +3,7 @@
  * context frozen per run, deferred thread context, forceRefresh, merge by id).
  */
 import { describe, expect, it } from 'vitest';
-import { expectError, message, newSession, openSession, type Session, step } from './support.ts';
+import { cacheKeyOf, expectError, message, newSession, openSession, type Session, step } from './support.ts';
 
 async function system(s: Session, sessionId: string, body: Record<string, unknown> = {}) {
   const answer = await step(s, sessionId, body);
@@ -100,7 +100,7 @@ describe('context blocks', () => {
     await message(s, s.sessionId, 'user', 'Again');
     expect(await system(s, s.sessionId)).toEqual({
       text: 'Rules v2.',
-      cache: { rebuilt: true, reason: 'agent_context' },
+      cache: { rebuilt: true, reason: 'agent_context', key: cacheKeyOf(s.sessionId), prefixEnd: 0, previousEnd: 2 },
     });
     // Another thread of the agent starts with the edit too.
     expect((await system(s, await newSession(s, { agentId: s.agentId }))).text).toBe('Rules v2.');
@@ -120,14 +120,23 @@ describe('context blocks', () => {
     });
     s.clock.advance(59_000);
     const warm = await step(s, s.sessionId);
-    expect(warm.cache).toEqual({ rebuilt: false });
+    expect(warm.cache).toEqual({
+      rebuilt: false,
+      reason: null,
+      key: cacheKeyOf(s.sessionId),
+      prefixEnd: 0,
+      previousEnd: 2,
+    });
     expect(JSON.stringify(warm.request.messages).startsWith(JSON.stringify(first.request.messages).slice(0, -1))).toBe(
       true,
     );
     // A new run is not a rebuild by itself.
     await message(s, s.sessionId, 'user', 'More');
     s.clock.advance(59_000);
-    expect(await system(s, s.sessionId)).toEqual({ text: 'Agent.\n\nTier: silver.', cache: { rebuilt: false } });
+    expect(await system(s, s.sessionId)).toEqual({
+      text: 'Agent.\n\nTier: silver.',
+      cache: { rebuilt: false, reason: null, key: cacheKeyOf(s.sessionId), prefixEnd: 0, previousEnd: 2 },
+    });
   });
 
   it('N4: a staged thread edit folds in when the cache has gone cold', async () => {
@@ -142,7 +151,7 @@ describe('context blocks', () => {
     s.clock.advance(1001);
     expect(await system(s, s.sessionId)).toEqual({
       text: 'Agent.\n\nTier: gold.',
-      cache: { rebuilt: true, reason: 'cache_cold' },
+      cache: { rebuilt: true, reason: 'cache_cold', key: cacheKeyOf(s.sessionId), prefixEnd: 0, previousEnd: 1 },
     });
   });
 
@@ -154,12 +163,12 @@ describe('context blocks', () => {
     await message(s, s.sessionId, 'user', 'Next run');
     expect(await system(s, s.sessionId)).toEqual({
       text: 'Agent.\n\nTier: gold.',
-      cache: { rebuilt: true, reason: 'model_change' },
+      cache: { rebuilt: true, reason: 'model_change', key: cacheKeyOf(s.sessionId), prefixEnd: 0, previousEnd: 1 },
     });
     const fresh = await newSession(s, { agentId: s.agentId, context: 'Tier: bronze.' });
     expect(await system(s, fresh)).toEqual({
       text: 'Agent.\n\nTier: bronze.',
-      cache: { rebuilt: true, reason: 'new_thread' },
+      cache: { rebuilt: true, reason: 'new_thread', key: cacheKeyOf(fresh), prefixEnd: 0, previousEnd: 0 },
     });
   });
 
@@ -174,9 +183,15 @@ describe('context blocks', () => {
     });
     expect(await system(s, s.sessionId)).toEqual({
       text: 'Agent.\n\nAccount tier: enterprise. Region: EU.',
-      cache: { rebuilt: true, reason: 'force_refresh' },
+      cache: { rebuilt: true, reason: 'force_refresh', key: cacheKeyOf(s.sessionId), prefixEnd: 0, previousEnd: 1 },
     });
-    expect((await system(s, s.sessionId)).cache).toEqual({ rebuilt: false });
+    expect((await system(s, s.sessionId)).cache).toEqual({
+      rebuilt: false,
+      reason: null,
+      key: cacheKeyOf(s.sessionId),
+      prefixEnd: 0,
+      previousEnd: 1,
+    });
     // forceRefresh alone folds an edit staged earlier.
     await patchSession(s, s.sessionId, { context: 'Region: US.' });
     expect((await system(s, s.sessionId)).text).toBe('Agent.\n\nAccount tier: enterprise. Region: EU.');

@@ -1,7 +1,8 @@
 /**
  * Contract v2 (DESIGN.md "Contract v2"): tool schemas, tool calls that round-trip, every call
- * answered, the neutral request (`format: "neutral"`) and its cache hints. v1 answers are unchanged
- * (the other conformance files prove them). Each test names the requirement its rule serves.
+ * answered, the neutral request and its cache hints: the default step answer (`format: "neutral"`
+ * names it). It keeps every v1 field (the other conformance files prove them), v2 only adds fields.
+ * Each test names the requirement its rule serves.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -63,7 +64,7 @@ type Neutral = {
   cache: { rebuilt: boolean; reason: string | null; key: string; prefixEnd: number; previousEnd: number };
 };
 
-/** `POST /sessions/:id/steps` with `format: "neutral"`, expecting 200. */
+/** `POST /sessions/:id/steps` with `format: "neutral"` (the default, named), expecting 200. */
 async function neutral(s: Session, body: Item = {}): Promise<Neutral> {
   const answer = await s.call('POST', `/sessions/${s.sessionId}/steps`, { format: 'neutral', ...body });
   expect(answer.status, JSON.stringify(answer.body)).toBe(200);
@@ -83,7 +84,7 @@ const searchCall = (callId: string, query = 'refunds') => ({
 });
 
 describe('Contract v2: tools', () => {
-  it('R16: request.tools carries each declared tool with its parameters and strict unchanged; __finish__ has parameters; v1 answers keep { name, description }', async () => {
+  it('R16: request.tools carries each declared tool with its parameters and strict unchanged; __finish__ has parameters; the default answer is the neutral one and keeps the v1 { name, description }', async () => {
     const s = await openSession({ agent: AGENT });
     const answer = await neutral(s);
     expect(answer.request.tools).toEqual([
@@ -93,14 +94,16 @@ describe('Contract v2: tools', () => {
       FINISH,
     ]);
     expect(answer.request.activeTools).toEqual(['search', 'ask_user', 'refund', '__finish__']);
-    const v1 = await step(s, s.sessionId);
-    expect(v1.request.tools).toEqual([
+    const plain = await step(s, s.sessionId);
+    expect(plain.request.tools).toEqual(answer.request.tools);
+    // The v1 fields, as v1 answered them.
+    expect(plain.request.tools.map((t: Item) => ({ name: t.name, description: t.description }))).toEqual([
       { name: 'search', description: 'Search tickets.' },
-      { name: 'ask_user' },
-      { name: 'refund' },
+      { name: 'ask_user', description: undefined },
+      { name: 'refund', description: undefined },
       { name: '__finish__', description: 'Call when the task is complete.' },
     ]);
-    expect(Object.keys(v1.request)).toEqual(['messages', 'tools', 'activeTools']);
+    expect(Object.keys(plain.request)).toEqual(['messages', 'tools', 'activeTools', 'system', 'model', 'toolChoice']);
   });
 
   it('R16: a tool name outside ^[A-Za-z0-9_-]{1,64}$, parameters that are not a JSON Schema of type object, or over 64 KiB: 400 validation_error', async () => {
@@ -141,11 +144,11 @@ describe('Contract v2: tool calls round-trip', () => {
     await message(s, s.sessionId, 'user', 'Any refunds?');
     await neutral(s);
     let writes = 0;
-    const append = s.store.appendMessages.bind(s.store);
-    s.store.appendMessages = (...args) => {
+    const append = s.store.appendMessages.bind(s.store) as (...args: unknown[]) => Promise<unknown>;
+    s.store.appendMessages = ((...args: unknown[]) => {
       writes += 1;
       return append(...args);
-    };
+    }) as typeof s.store.appendMessages;
     const recorded = await record(s, [
       { role: 'assistant', content: 'Searching.', toolCalls: [searchCall('c1'), searchCall('c2', 'open')] },
       { role: 'tool', callId: 'c1', content: '2 refunds' },
@@ -485,21 +488,18 @@ describe('Contract v2: every tool call has exactly one result', () => {
     ]);
   });
 
-  it('R17: a tool result recorded for a call the gate knows but no assistant message made is quoted in a user turn of the neutral request (v1 data)', async () => {
+  it('R17: a tool result without its call in the assistant turn before it (a client answer to a call the gate knows, a v1 result) is sent as recorded, role tool, with the callId and name known', async () => {
     const s = await openSession({ agent: AGENT });
     await gate(s, s.sessionId, 'q1', 'ask_user');
     await s.call('POST', `/sessions/${s.sessionId}/tool-calls/q1/answer`, { content: 'On time.' });
     await message(s, s.sessionId, 'tool', 'no call', {});
     const answer = await neutral(s);
     expect(answer.request.messages.slice(1)).toEqual([
-      { role: 'user', content: '<tool_result callId="q1" name="ask_user">\nOn time.\n</tool_result>' },
-      { role: 'user', content: '<tool_result>\nno call\n</tool_result>' },
-    ]);
-    // The v1 answer is as before.
-    expect((await step(s, s.sessionId)).request.messages.slice(1)).toEqual([
-      { role: 'tool', content: 'On time.' },
+      { role: 'tool', content: 'On time.', callId: 'q1', name: 'ask_user' },
       { role: 'tool', content: 'no call' },
     ]);
+    // The default answer: the same messages (v1's role and content, fields added).
+    expect((await step(s, s.sessionId)).request.messages).toEqual(answer.request.messages);
   });
 });
 
@@ -526,7 +526,7 @@ describe('Contract v2: data written before', () => {
 });
 
 describe('Contract v2: the neutral request', () => {
-  it('R6: context-row messages carry row { id, kind, source } with the R6 roles; system, model and toolChoice; v1 rows have no row field', async () => {
+  it('R6: context-row messages carry row { id, kind, source } with the R6 roles; system, model and toolChoice; the default answer carries them too', async () => {
     const s = await openSession({ agent: AGENT });
     await addContext(s, s.sessionId, [instruction('Be brief.')]);
     s.hook.script = () => ({ items: [notice('Ticket 7 reopened.')], cursor: 1 });
@@ -549,16 +549,22 @@ describe('Contract v2: the neutral request', () => {
     ]);
     await s.call('POST', `/sessions/${s.sessionId}/tool-calls/t1/context`, { items: [notice('tool note')] });
     s.hook.script = () => undefined;
-    const v1 = await step(s, s.sessionId);
-    expect(v1.request.messages.at(-1)).toEqual({
+    const plain = await step(s, s.sessionId);
+    expect(plain.request.messages.at(-1)).toEqual({
       role: 'user',
       content: '<context kind="notice" source="tool">\ntool note\n</context>',
+      row: { id: plain.rows[0]!.id, kind: 'notice', source: 'tool' },
     });
+    expect([plain.request.system, plain.request.model, plain.request.toolChoice]).toEqual([
+      'You help with tickets.',
+      'gpt-test',
+      'auto',
+    ]);
     const after = await neutral(s);
     expect(after.request.messages.at(-1)).toEqual({
       role: 'user',
       content: '<context kind="notice" source="tool">\ntool note\n</context>',
-      row: { id: v1.rows[0]!.id, kind: 'notice', source: 'tool' },
+      row: { id: plain.rows[0]!.id, kind: 'notice', source: 'tool' },
     });
   });
 
@@ -582,7 +588,7 @@ describe('Contract v2: the neutral request', () => {
     expect(answer.cache).toMatchObject({ prefixEnd: -1, previousEnd: 0 });
   });
 
-  it('N4: cache hints: rebuilt and reason, a key stable for the session (<= 64 chars), prefixEnd and previousEnd; v1 answers keep { rebuilt, reason? }', async () => {
+  it('N4: cache hints: rebuilt and reason, a key stable for the session (<= 64 chars), prefixEnd and previousEnd; the default answer has them (v1 rebuilt kept, reason null when not rebuilt)', async () => {
     const s = await openSession({ agent: AGENT });
     await message(s, s.sessionId, 'user', 'Hi');
     const first = await neutral(s);
@@ -598,8 +604,8 @@ describe('Contract v2: the neutral request', () => {
     const second = await neutral(s);
     expect(second.cache).toEqual({ rebuilt: false, reason: null, key: first.cache.key, prefixEnd: 0, previousEnd: 2 });
     expect(second.request.messages).toHaveLength(3);
-    const v1 = await step(s, s.sessionId);
-    expect(v1.cache).toEqual({ rebuilt: false });
+    const plain = await step(s, s.sessionId);
+    expect(plain.cache).toEqual({ rebuilt: false, reason: null, key: first.cache.key, prefixEnd: 0, previousEnd: 3 });
     expect((await s.call('PATCH', `/sessions/${s.sessionId}`, { forceRefresh: true })).status).toBe(200);
     expect((await neutral(s)).cache).toEqual({
       rebuilt: true,
@@ -612,7 +618,7 @@ describe('Contract v2: the neutral request', () => {
     expect((await neutral(other)).cache.key).not.toBe(first.cache.key);
   });
 
-  it('R33: a redelivered request id answers the same neutral step again, cache hints included; the restart route takes the format too', async () => {
+  it('R33: a redelivered request id answers the same neutral step again, cache hints included, with or without the format; the restart route answers the neutral step too', async () => {
     const s = await openSession({ agent: AGENT });
     await message(s, s.sessionId, 'user', 'Hi');
     await neutral(s);
@@ -620,10 +626,28 @@ describe('Contract v2: the neutral request', () => {
     const answer = await neutral(s, { requestId: 'req-1' });
     await addContext(s, s.sessionId, [notice('n2')]);
     expect(await neutral(s, { requestId: 'req-1' })).toEqual(answer);
+    expect(await step(s, s.sessionId, { requestId: 'req-1' })).toEqual(answer);
     const restarted = await s.call('POST', `/sessions/${s.sessionId}/runs/restart`, { format: 'neutral' });
     expect(restarted.status).toBe(200);
     expect(restarted.body.cache).toMatchObject({ key: answer.cache.key, prefixEnd: 0 });
     expect(restarted.body.request.toolChoice).toBe('auto');
+    const plain = await s.call('POST', `/sessions/${s.sessionId}/runs/restart`, {});
+    expect(plain.status).toBe(200);
+    expect(plain.body.cache).toEqual({
+      rebuilt: false,
+      reason: null,
+      key: answer.cache.key,
+      prefixEnd: 0,
+      previousEnd: 2,
+    });
+    expect(Object.keys(plain.body.request)).toEqual([
+      'messages',
+      'tools',
+      'activeTools',
+      'system',
+      'model',
+      'toolChoice',
+    ]);
   });
 
   it('R3: property: turns with tool calls, results, refusals, missed deadlines and rows keep every neutral request a byte prefix of the next, every call answered once, in call order', async () => {

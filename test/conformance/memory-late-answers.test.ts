@@ -37,6 +37,7 @@ describe('memory', () => {
     expect(first.request.messages.at(-1)).toEqual({
       role: 'system',
       content: '<context kind="memory" source="memory">\nLives in Lyon.\nPrefers email.\n</context>',
+      row: { id: first.rows.at(-1)!.id, kind: 'memory', source: 'memory' },
     });
     expect(rowsOf(await inspect(s, s.sessionId))).toEqual(first.rows);
     expect((await step(s, s.sessionId)).rows).toEqual([]);
@@ -111,7 +112,7 @@ describe('late answers', () => {
     expect(answer.body).toEqual({ late: false, recorded: 1 });
     const next = await step(s, s.sessionId);
     expect(next.rows).toEqual([]);
-    expect(next.request.messages.at(-1)).toEqual({ role: 'tool', content: 'On time.' });
+    expect(next.request.messages.at(-1)).toEqual({ role: 'tool', content: 'On time.', callId: 'c1', name: 'ask_user' });
   });
 
   it('R35: an answer for a call that is not waiting for the client is 404 state_call_not_found, nothing written', async () => {

@@ -1,6 +1,6 @@
 /**
- * Bad input never changes state: every refusal of DESIGN.md's error table (and
- * the README's) answers its code and writes nothing; each test checks the log,
+ * Bad input never changes state: every refusal of the error table (README.md
+ * "HTTP API", error codes) answers its code and writes nothing; each test checks the log,
  * the queue, the calls and the steps afterwards. R9 (items refused when added)
  * and R14 (invalid 400, unknown session 404, nothing recorded on any refusal).
  */

@@ -3,6 +3,7 @@
  * that assert the status of every set-up call, so a test body reads as the
  * requirement it proves.
  */
+import { createHash } from 'node:crypto';
 import { expect } from 'vitest';
 import { createHarness, type Harness } from '../support/harness.ts';
 
@@ -38,6 +39,11 @@ export async function newSession(h: Harness, body: Record<string, unknown> = {})
   return created.body.sessionId;
 }
 
+/** A session's cache key (Contract v2 `cache.key`): `ctxflow-` and the first 32 hex digits of the SHA-256 of its id. */
+export function cacheKeyOf(sessionId: string): string {
+  return `ctxflow-${createHash('sha256').update(sessionId).digest('hex').slice(0, 32)}`;
+}
+
 /** `POST /sessions/:id/steps`, expecting 200; returns the step answer. */
 export async function step(h: Harness, sessionId: string, body: Record<string, unknown> = {}) {
   const answer = await h.call('POST', `/sessions/${sessionId}/steps`, body);
@@ -46,9 +52,16 @@ export async function step(h: Harness, sessionId: string, body: Record<string, u
     stepId: string;
     mode: string;
     rows: Item[];
-    request: { messages: { role: string; content: string }[]; tools: Item[]; activeTools: string[] };
+    request: {
+      messages: { role: string; content: string; [field: string]: unknown }[];
+      tools: Item[];
+      activeTools: string[];
+      system: string;
+      model: string | null;
+      toolChoice: unknown;
+    };
     cursor: unknown;
-    cache: { rebuilt: boolean; reason?: string };
+    cache: { rebuilt: boolean; reason: string | null; key: string; prefixEnd: number; previousEnd: number };
     skipped: { reason: string; message: string }[];
   };
 }

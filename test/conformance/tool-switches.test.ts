@@ -22,7 +22,15 @@ const TOOLS = [{ name: 'search', description: 'Searches the web' }, { name: 'loo
 const OFFERED = [
   { name: 'search', description: 'Searches the web' },
   { name: 'lookup' },
-  { name: '__finish__', description: 'Call when the task is complete.' },
+  {
+    name: '__finish__',
+    description: 'Call when the task is complete.',
+    parameters: {
+      type: 'object',
+      properties: { result: { type: 'string', description: 'The final answer, or a summary of what was done.' } },
+      additionalProperties: false,
+    },
+  },
 ];
 
 describe('tool switches', () => {

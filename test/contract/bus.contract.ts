@@ -12,8 +12,8 @@ import type {
   Subscription,
   TopicAdmin,
 } from '@ctxflow/bus';
-import { partitionForKey } from '@ctxflow/bus';
 import { describe, expect, it, onTestFinished } from 'vitest';
+import { partitionForKey } from '../../shared/bus/src/partition-for-key.ts';
 
 export interface BusUnderTest {
   publisher: Publisher;

@@ -517,6 +517,32 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         await expect(store.appendMessages(id, [message('x')])).rejects.toThrow();
         expect(await store.load(id)).toBeUndefined();
       });
+
+      it('D2: with an expected version, appends only while the session has it: after another write, conflict and nothing written', async () => {
+        const meta = await newSession();
+        const read = (await store.load(meta.sessionId))!;
+        // Another runner writes between the read and the append.
+        const other = await store.appendMessages(meta.sessionId, [message('from the other runner')]);
+        const next = { ...meta, forceRefresh: true };
+        expect(await store.appendMessages(meta.sessionId, [message('stale')], next, read.version)).toBe('conflict');
+        const after = (await store.load(meta.sessionId))!;
+        expect(after.log).toEqual(other.entries);
+        expect(after.meta).toEqual(meta);
+        expect(after.version).toBe(other.written.version);
+        // On the version read now: appended, and a new version.
+        const appended = await store.appendMessages(meta.sessionId, [message('fresh')], next, after.version);
+        expect(appended).toEqual({
+          entries: [{ ...message('fresh'), seq: 1 }],
+          written: { previous: after.version, version: expect.any(String) },
+        });
+        const final = (await store.load(meta.sessionId))!;
+        expect(final.log.map((e) => (e.type === 'message' ? e.content : ''))).toEqual([
+          'from the other runner',
+          'fresh',
+        ]);
+        expect(final.meta).toEqual(next);
+        expect(final.version).toBe((appended as { written: Written }).written.version);
+      });
     });
 
     // ------------------------------------------------------------ commitStep

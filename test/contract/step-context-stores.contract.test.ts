@@ -5,10 +5,10 @@ import {
   RedisBatchStore,
   RedisSubscriptionStore,
   stepContextKeys,
-  subscriptionId,
 } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { subscriptionId } from '../../services/step-context/src/subscription-store.ts';
 import { deleteKeys, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { batchStoreContract } from './batch-store.contract.ts';

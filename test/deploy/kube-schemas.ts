@@ -3,8 +3,8 @@
  *
  * 1. the schema: each object is validated with the model of its apiVersion and kind from
  *    kubernetes-models (the Kubernetes OpenAPI schemas compiled to validators),
- *    @kubernetes-models/keda (the KEDA CRDs), or, for Strimzi's KafkaTopic, the JSON
- *    Schema in schemas/ (no npm package ships it);
+ *    @kubernetes-models/keda (the KEDA CRDs), or, for Strimzi's KafkaTopic and KafkaUser,
+ *    the JSON Schemas in schemas/ (no npm package ships them);
  * 2. unknown fields: the OpenAPI validators accept any extra property, so a misspelled
  *    field (`readinesProbe`) would pass them while the API server drops or refuses it. Every
  *    field is looked up in the model's TypeScript declaration with the type checker.
@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ObjectMeta } from '@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta';
 import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
+import { TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1/TriggerAuthentication';
 import { Ajv, type ErrorObject } from 'ajv';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
@@ -52,6 +53,10 @@ function model(ctor: new (data: never) => Validatable): KindEntry['validate'] {
 const ajv = new Ajv({ allErrors: true, strict: true });
 const kafkaTopicSchema = ajv.compile(
   JSON.parse(readFileSync(join(HERE, 'schemas', 'kafkatopic.kafka.strimzi.io.v1.json'), 'utf8')),
+);
+
+const kafkaUserSchema = ajv.compile(
+  JSON.parse(readFileSync(join(HERE, 'schemas', 'kafkauser.kafka.strimzi.io.v1.json'), 'utf8')),
 );
 
 function formatAjv(errors: ErrorObject[] | null | undefined): string {
@@ -112,6 +117,16 @@ export const KINDS: ReadonlyMap<string, KindEntry> = new Map<string, KindEntry>(
     },
   ],
   [
+    'keda.sh/v1alpha1 TriggerAuthentication',
+    {
+      validate: model(TriggerAuthentication),
+      declaration: {
+        module: '@kubernetes-models/keda/keda.sh/v1alpha1/TriggerAuthentication',
+        name: 'ITriggerAuthentication',
+      },
+    },
+  ],
+  [
     'kafka.strimzi.io/v1 KafkaTopic',
     {
       validate: (doc) => {
@@ -119,6 +134,17 @@ export const KINDS: ReadonlyMap<string, KindEntry> = new Map<string, KindEntry>(
         new ObjectMeta((doc.metadata ?? {}) as never).validate();
       },
       // The JSON Schema closes every object but metadata: that one is checked here.
+      declaration: { module: '@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta', name: 'IObjectMeta' },
+    },
+  ],
+  [
+    'kafka.strimzi.io/v1 KafkaUser',
+    {
+      validate: (doc) => {
+        if (!kafkaUserSchema(doc)) throw new Error(formatAjv(kafkaUserSchema.errors));
+        new ObjectMeta((doc.metadata ?? {}) as never).validate();
+      },
+      // As for KafkaTopic: the JSON Schema closes every object but metadata.
       declaration: { module: '@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta', name: 'IObjectMeta' },
     },
   ],
@@ -175,8 +201,9 @@ class DeclaredFields {
     const type = this.#types.get(key);
     if (!type) return [`${key}: no declaration`];
     const found: string[] = [];
-    const root = key.endsWith(' KafkaTopic') ? (doc as { metadata?: unknown }).metadata : doc;
-    this.#walk(root, type, key.endsWith(' KafkaTopic') ? 'metadata' : '', found);
+    const strimzi = key.startsWith('kafka.strimzi.io/');
+    const root = strimzi ? (doc as { metadata?: unknown }).metadata : doc;
+    this.#walk(root, type, strimzi ? 'metadata' : '', found);
     return found;
   }
 

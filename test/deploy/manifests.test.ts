@@ -77,9 +77,12 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
         'Deployment/session-runner',
         'Deployment/step-context',
         'HorizontalPodAutoscaler/feed-ingestor',
+        'KafkaTopic/ctxflow.step-requests.dlq.v1',
         'KafkaTopic/ctxflow.step-requests.v1',
         'KafkaTopic/ctxflow.step-results.v1',
+        'KafkaTopic/ctxflow.ticket-updates.dlq.v1',
         'KafkaTopic/ctxflow.ticket-updates.v1',
+        'KafkaUser/ctxflow',
         'Namespace/ctxflow',
         'PodDisruptionBudget/feed-ingestor',
         'PodDisruptionBudget/session-runner',
@@ -91,6 +94,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
         'Service/session-runner',
         'Service/step-context',
         'ServiceAccount/ctxflow',
+        'TriggerAuthentication/ctxflow-kafka',
       ].sort(),
     );
   });
@@ -161,7 +165,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     expect(() => loadEmbeddedConfig(secret.stringData)).not.toThrow();
   });
 
-  it('topics: the three contract topics, 12 partitions, 3 replicas, min.insync.replicas 2', () => {
+  it('topics: the contract topics and their dead-letter topics, 12 partitions, 3 replicas, min.insync.replicas 2', () => {
     const topics = allManifests()
       .filter(({ doc }) => doc.kind === 'KafkaTopic')
       .map(({ doc }) => doc);
@@ -171,6 +175,67 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
       expect(topic.metadata.labels['strimzi.io/cluster']).toBe('ctxflow');
       expect(topic.spec).toMatchObject({ partitions: 12, replicas: 3, config: { 'min.insync.replicas': 2 } });
     }
+  });
+
+  it('secured Kafka: the TLS listener as the KafkaUser ctxflow (SCRAM-SHA-512), CA and password mounted from its Secrets', () => {
+    const config = find('ConfigMap', 'ctxflow-config');
+    // What the services' schemas read (parsed for real: the files are where each pod mounts them).
+    expect(config.data).toMatchObject({
+      KAFKA_BROKERS: 'ctxflow-kafka-bootstrap:9093',
+      KAFKA_SSL: 'true',
+      KAFKA_SSL_CA_FILE: '/etc/ctxflow/kafka-ca/ca.crt',
+      KAFKA_SASL_MECHANISM: 'SCRAM-SHA-512',
+      KAFKA_SASL_USERNAME: 'ctxflow',
+      KAFKA_SASL_PASSWORD_FILE: '/etc/ctxflow/kafka-user/password',
+    });
+    const user = find('KafkaUser', 'ctxflow');
+    expect(user.metadata.labels['strimzi.io/cluster']).toBe('ctxflow');
+    expect(user.spec.authentication).toEqual({ type: 'scram-sha-512' });
+    // Every topic and group the services use is covered by a prefix ACL with the operations they need.
+    const acls: { resource: { type: string; name?: string; patternType?: string }; operations: string[] }[] =
+      user.spec.authorization.acls;
+    const allows = (type: string, name: string, operation: string) =>
+      acls.some(
+        (acl) =>
+          acl.resource.type === type &&
+          (acl.resource.patternType === 'prefix' ? name.startsWith(acl.resource.name!) : acl.resource.name === name) &&
+          acl.operations.includes(operation),
+      );
+    for (const topic of Object.values(TOPICS)) {
+      for (const operation of ['Describe', 'Read', 'Write', 'Create'])
+        expect(allows('topic', topic, operation)).toBe(true);
+    }
+    for (const group of [STEP_CONSUMER_GROUP, STEP_CONTEXT_GROUP]) expect(allows('group', group, 'Read')).toBe(true);
+    for (const { name } of SERVICES) {
+      const pod = find('Deployment', name).spec.template.spec;
+      const mounts = Object.fromEntries(
+        pod.containers[0].volumeMounts.map((m: Doc) => [m.name, { path: m.mountPath, readOnly: m.readOnly }]),
+      );
+      const volumes = Object.fromEntries(pod.volumes.map((v: Doc) => [v.name, v.secret]));
+      expect(mounts['kafka-ca'], name).toEqual({ path: '/etc/ctxflow/kafka-ca', readOnly: true });
+      expect(mounts['kafka-user'], name).toEqual({ path: '/etc/ctxflow/kafka-user', readOnly: true });
+      expect(volumes['kafka-ca'], name).toEqual({
+        secretName: 'ctxflow-cluster-ca-cert',
+        items: [{ key: 'ca.crt', path: 'ca.crt' }],
+      });
+      expect(volumes['kafka-user'], name).toEqual({
+        secretName: 'ctxflow',
+        items: [{ key: 'password', path: 'password' }],
+      });
+    }
+    // KEDA's lag trigger signs in the same way.
+    for (const name of ['session-runner', 'step-context']) {
+      const trigger = find('ScaledObject', name).spec.triggers[0];
+      expect(trigger.metadata).toMatchObject({ sasl: 'scram_sha512', tls: 'enable' });
+      expect(trigger.authenticationRef).toEqual({ name: 'ctxflow-kafka' });
+    }
+    expect(find('TriggerAuthentication', 'ctxflow-kafka').spec).toEqual({
+      env: [{ parameter: 'username', name: 'KAFKA_SASL_USERNAME' }],
+      secretTargetRef: [
+        { parameter: 'password', name: 'ctxflow', key: 'password' },
+        { parameter: 'ca', name: 'ctxflow-cluster-ca-cert', key: 'ca.crt' },
+      ],
+    });
   });
 
   it('autoscaling: KEDA on consumer lag for the consumers, an HPA on CPU for the feed-ingestor', () => {
@@ -220,6 +285,16 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
       delete container.readinessProbe;
       expect(validateManifest(broken, 'broken')).toEqual([
         'broken (apps/v1 Deployment): unknown field "spec.template.spec.containers[0].readinesProbe"',
+      ]);
+    });
+
+    it('a KafkaUser with an unknown authentication type and a misspelled spec field', () => {
+      const broken = copy(find('KafkaUser', 'ctxflow'));
+      broken.spec.authentication.type = 'scram-sha-256';
+      broken.spec.authorisation = broken.spec.authorization;
+      delete broken.spec.authorization;
+      expect(validateManifest(broken, 'broken')).toEqual([
+        'broken (kafka.strimzi.io/v1 KafkaUser): /spec must NOT have additional properties, /spec/authentication/type must be equal to one of the allowed values',
       ]);
     });
 

@@ -34,6 +34,8 @@ interface Node {
   child: ChildProcess | undefined;
   /** With `proxied`: the proxied listener's own port, and the proxy in front of it. */
   proxied?: { port: number; proxy: TcpProxy };
+  /** More client listeners, each on its own port. */
+  listeners: { name: string; protocol: string; port: number }[];
 }
 
 /** Names of the Kafka requests (by API key) that producers, consumer groups and admins send. */
@@ -149,6 +151,12 @@ export class PrivateKafka {
     replicationFactor?: number;
     minInsyncReplicas?: number;
     proxied?: boolean;
+    /** More client listeners on free ports (their settings in `extra`); `listenerPorts` tells their ports. */
+    listeners?: readonly { name: string; protocol: string }[];
+    /** More server.properties lines. */
+    extra?: readonly string[];
+    /** More arguments of the storage format (e.g. `--add-scram`). */
+    formatArgs?: readonly string[];
   }): Promise<PrivateKafka> {
     const count = options.nodes ?? 1;
     const dir = join(INFRA_DIR, 'faults', options.name);
@@ -165,6 +173,7 @@ export class PrivateKafka {
         propertiesFile: join(nodeDir, 'server.properties'),
         logFile: join(nodeDir, 'server.log'),
         child: undefined,
+        listeners: await Promise.all((options.listeners ?? []).map(async (l) => ({ ...l, port: await freePort() }))),
       });
     }
     const voters = nodes.map((n) => `${n.id}@127.0.0.1:${n.controllerPort}`).join(',');
@@ -198,11 +207,12 @@ export class PrivateKafka {
             ...(node.proxied
               ? { proxiedListener: { port: node.proxied.port, advertisedPort: node.proxied.proxy.port } }
               : {}),
+            listeners: node.listeners,
             // A node killed and restarted registers again: let the controller give up its old session soon.
-            extra: ['broker.session.timeout.ms=3000', 'broker.heartbeat.interval.ms=500'],
+            extra: ['broker.session.timeout.ms=3000', 'broker.heartbeat.interval.ms=500', ...(options.extra ?? [])],
           }),
         );
-        await formatKafkaNodeStorage(node.propertiesFile, clusterId);
+        await formatKafkaNodeStorage(node.propertiesFile, clusterId, options.formatArgs);
       }),
     );
     await Promise.all(nodes.map((node) => kafka.startNode(node.id)));
@@ -218,6 +228,11 @@ export class PrivateKafka {
   /** The bootstrap list, every node. */
   get brokers(): string[] {
     return this.#nodes.map((n) => `127.0.0.1:${n.port}`);
+  }
+
+  /** The bootstrap list of the extra listener `name`, every node. */
+  listenerBrokers(name: string): string[] {
+    return this.#nodes.flatMap((n) => n.listeners.filter((l) => l.name === name).map((l) => `127.0.0.1:${l.port}`));
   }
 
   /** The bootstrap list through the proxies, every node (empty without `proxied`). */

@@ -8,10 +8,12 @@
  * again right after and two rounds later. Poison shares the keys (so the
  * partitions) of the valid records: a consumer that stalled on it would hold
  * back every valid record behind it. Every valid id lands exactly once, in
- * order, and every duplicated request answers its one committed step.
+ * order, and every duplicated request answers its one committed step. Every
+ * poison record is on its topic's dead-letter topic, with its reason and its
+ * source position, its key and value kept: nothing vanished.
  */
-import { createBus } from '@ctxflow/bus';
-import { type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
+import { createBus, readTopic } from '@ctxflow/bus';
+import { DLQ_HEADERS, type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
 import { RECORD_ID_HEADER } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
 import { cleanupsAfterAll, privateRedis, startLoadRig } from './load-rig.ts';
@@ -23,7 +25,7 @@ const SESSIONS = 4;
 describe('fault: poison and duplicate records on the topics', () => {
   const cleanups = cleanupsAfterAll();
 
-  it('poison skipped without stalling, duplicates applied once, every valid id exactly once', async () => {
+  it('poison dead-lettered without stalling, duplicates applied once, every valid id exactly once', async () => {
     const { server: redisServer, redis } = await privateRedis(cleanups, { aof: false });
     // The tickets are used for their subscriptions and read-back; the updates are built here, duplicates included.
     const { brokers, run, checker, runnerUrl, stepContextPort, steps, sessions, tickets } = await startLoadRig({
@@ -68,6 +70,12 @@ describe('fault: poison and duplicate records on the topics', () => {
     });
     let poison = 0;
     let duplicates = 0;
+    /** Poison sent, by DLQ topic and reason: `${key}\u0000${value}` each (keys are this run's own). */
+    const poisonSent = new Map<string, string[]>();
+    const sentPoison = (dlq: string, reason: string, key: string, value: string) => {
+      const at = `${dlq} ${reason}`;
+      poisonSent.set(at, [...(poisonSent.get(at) ?? []), `${key}\u0000${value}`]);
+    };
     let n = 0;
 
     for (let round = 0; round < ROUNDS; round++) {
@@ -82,9 +90,14 @@ describe('fault: poison and duplicate records on the topics', () => {
         batch.push(record(u)); // the same record twice in one batch
         duplicates += 1;
         if (i % 2 === 0) {
-          batch.push({ key, value: `{"id": "generic:${run}-poison-${poison}", "ticket": ` }); // not JSON
-          batch.push({ key, value: JSON.stringify({ id: `generic:${run}-poison-${poison}x`, ticket: u.ticket }) });
+          const notJson = `{"id": "generic:${run}-poison-${poison}", "ticket": `;
+          const invalid = JSON.stringify({ id: `generic:${run}-poison-${poison}x`, ticket: u.ticket });
+          batch.push({ key, value: notJson });
+          batch.push({ key, value: invalid });
           batch.push({ key, value: '' });
+          sentPoison(TOPICS.ticketUpdatesDlq, 'not_json', key, notJson);
+          sentPoison(TOPICS.ticketUpdatesDlq, 'invalid', key, invalid);
+          sentPoison(TOPICS.ticketUpdatesDlq, 'not_json', key, '');
           poison += 3;
         }
       }
@@ -102,12 +115,15 @@ describe('fault: poison and duplicate records on the topics', () => {
       for (const [j, sessionId] of sessions.entries()) {
         requests.push({ key: sessionId, value: JSON.stringify({ sessionId, requestId: current[j], mode: 'first' }) });
         duplicates += 1;
-        requests.push({ key: sessionId, value: `{"sessionId":"${sessionId}","requestId":` });
-        requests.push({ key: sessionId, value: JSON.stringify({ sessionId }) });
-        requests.push({
-          key: sessionId,
-          value: JSON.stringify({ sessionId, requestId: `${run}-bogus-${round}`, mode: 'sideways' }),
-        });
+        const poisonRequests: [string, string][] = [
+          ['not_json', `{"sessionId":"${sessionId}","requestId":`],
+          ['invalid', JSON.stringify({ sessionId })],
+          ['invalid', JSON.stringify({ sessionId, requestId: `${run}-bogus-${round}`, mode: 'sideways' })],
+        ];
+        for (const [reason, value] of poisonRequests) {
+          requests.push({ key: sessionId, value });
+          sentPoison(TOPICS.stepRequestsDlq, reason, sessionId, value);
+        }
         poison += 3;
       }
       if (round >= 2) {
@@ -143,5 +159,30 @@ describe('fault: poison and duplicate records on the topics', () => {
     // The services are still up and consuming after the poison.
     expect((await fetch(`http://127.0.0.1:${stepContextPort}/healthz`)).ok).toBe(true);
     expect((await fetch(`${runnerUrl}/healthz`)).ok).toBe(true);
-  }, 90_000);
+
+    // Every poison record is on its dead-letter topic (shared by runs: only this run's keys count),
+    // with its reason and a source position on the topic it came from; a redelivery may have
+    // dead-lettered one twice, so positions are counted once.
+    const ourKeys = new Set([...tickets.tickets.map((t) => `generic:${t}`), ...sessions]);
+    const onDlq = new Map<string, string[]>();
+    for (const [dlq, source] of [
+      [TOPICS.ticketUpdatesDlq, TOPICS.ticketUpdates],
+      [TOPICS.stepRequestsDlq, TOPICS.stepRequests],
+    ] as const) {
+      const seen = new Set<string>();
+      for (const r of await readTopic({ brokers, clientId: `fault-poison-${run}` }, dlq)) {
+        if (!ourKeys.has(r.key)) continue;
+        expect(r.headers[DLQ_HEADERS.topic]).toBe(source);
+        expect(r.headers[DLQ_HEADERS.offset]).toMatch(/^\d+$/);
+        const position = `${r.headers[DLQ_HEADERS.partition]}:${r.headers[DLQ_HEADERS.offset]}`;
+        if (seen.has(position)) continue;
+        seen.add(position);
+        const at = `${dlq} ${r.headers[DLQ_HEADERS.reason]}`;
+        onDlq.set(at, [...(onDlq.get(at) ?? []), `${r.key}\u0000${r.value}`]);
+      }
+    }
+    const sorted = (m: Map<string, string[]>) => new Map([...m].map(([k, v]) => [k, [...v].sort()]));
+    expect(sorted(onDlq)).toEqual(sorted(poisonSent));
+    expect([...onDlq.values()].flat()).toHaveLength(poison);
+  }, 120_000);
 });

@@ -19,6 +19,9 @@ describe('feed-ingestor configuration', () => {
       logLevel: 'info',
       shutdownGraceMs: 30_000,
       redisUrl: undefined,
+      // No TLS, no SASL, no Redis user: only the variables a refusal would name.
+      kafkaSecurity: { names: { credentials: 'KAFKA_SASL_PASSWORD', ca: 'KAFKA_SSL_CA_FILE' } },
+      redisSecurity: { names: { credentials: 'REDIS_PASSWORD', ca: 'REDIS_TLS_CA_FILE' } },
     });
     expect(Object.isFrozen(config)).toBe(true);
   });

@@ -1,5 +1,5 @@
-import { FEEDS } from '@ctxflow/feed-ingestor';
 import { describe, expect, it } from 'vitest';
+import { FEEDS } from '../../services/feed-ingestor/src/feeds.ts';
 
 const verifyGithub = FEEDS.github.verify;
 

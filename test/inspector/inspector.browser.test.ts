@@ -63,7 +63,7 @@ describe('session inspector in headless Chromium', () => {
     await call('POST', `/sessions/${sessionId}/messages`, { role: 'user', content: `Is ${ticket} fixed?` }, 201);
     await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
 
-    // The signed generic webhook (DESIGN.md "POST /feeds/generic").
+    // The signed generic webhook (README.md "HTTP API", `POST /feeds/generic`).
     const raw = JSON.stringify({ eventId: `evt-${randomUUID()}`, ticket, summary, kind: 'status', title: 'Printer' });
     const timestamp = String(Math.floor(Date.now() / 1000));
     const signature = createHmac('sha256', feedSecret).update(`${timestamp}.${raw}`).digest('hex');

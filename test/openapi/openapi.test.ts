@@ -108,7 +108,12 @@ describe('GET /openapi.json', () => {
     expect(agents.properties.tools.items.properties.name.pattern).toBe('^[A-Za-z0-9_-]{1,64}$');
     expect(Object.keys(agents.properties.tools.items.properties)).toContain('parameters');
     const steps = doc.paths['/sessions/{sessionId}/steps'].post;
-    expect(steps.requestBody.content['application/json'].schema.properties.format.enum).toEqual(['neutral']);
+    expect(steps.requestBody.content['application/json'].schema.properties.format.enum).toEqual([
+      'neutral',
+      'openai-chat',
+      'openai-responses',
+      'anthropic',
+    ]);
     expect(Object.keys(steps.responses)).toEqual(['200', '400', '401', '404', '409', '413', '500', '503']);
     expect(doc.paths['/healthz'].get.security).toEqual([]);
     expect(doc.paths['/context'].post.security).toBeUndefined();

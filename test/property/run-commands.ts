@@ -11,6 +11,7 @@
  *   (d) the active tools equal the model's fold of the log.
  */
 
+import { createHash } from 'node:crypto';
 import { isDeepStrictEqual } from 'node:util';
 import { byteLength, type ContextRow, type Cursor } from '@ctxflow/contracts';
 import { type ContextEngine, createEngine, type StepResult } from '@ctxflow/session-runner';
@@ -48,6 +49,11 @@ import {
 } from './session-model.ts';
 
 const MAX_SESSIONS = 4;
+
+/** A session's cache key (Contract v2 `cache.key`): `ctxflow-` and the first 32 hex digits of the SHA-256 of its id. */
+function cacheKeyOf(sessionId: string): string {
+  return `ctxflow-${createHash('sha256').update(sessionId).digest('hex').slice(0, 32)}`;
+}
 
 /** How often each interesting case was reached (for tuning the generators; see the test file). */
 export const coverage = new Map<string, number>();
@@ -622,7 +628,12 @@ export class World {
       const { skipped: _a, ...original } = done.answer;
       const { skipped: _b, ...again } = answer;
       hit('step:replayed');
-      same(again, original, `redelivery of ${requestId} answers step ${done.stepId} again`);
+      // The cache key is the session's: a branch answers a request its source committed with its own.
+      same(
+        again,
+        { ...original, cache: { ...original.cache, key: cacheKeyOf(s.id) } },
+        `redelivery of ${requestId} answers step ${done.stepId} again`,
+      );
       expect(this.hook.calls.length, 'a redelivery does not call the hook').toBe(hookCalls);
       const after = await this.engine.inspect(TENANT, s.id);
       same(
@@ -720,7 +731,12 @@ export class World {
     hit(`cache:${rebuild ?? 'warm'}`);
     if (s.queue.length > 0) hit('step:drained-queue');
     if (s.queue.some((i) => i.origin === 'tool')) hit('step:delivered-tool-item');
-    expect(answer.cache).toEqual(rebuild ? { rebuilt: true, reason: rebuild } : { rebuilt: false });
+    expect(answer.cache).toEqual({
+      ...(rebuild ? { rebuilt: true, reason: rebuild } : { rebuilt: false, reason: null }),
+      key: cacheKeyOf(s.id),
+      prefixEnd: 0,
+      previousEnd: s.requestEnd ?? 0,
+    });
     if (!rebuild && s.system !== undefined) expect(system).toBe(s.system);
     expect(answer.mode).toBe(mode);
 
@@ -756,6 +772,7 @@ export class World {
     s.log = log;
     s.queue = [];
     s.lastRequest = messages;
+    s.requestEnd = messages.length;
   }
 
   /** The rows a hook answer must give (R23, R25-R27), as model entries. */

@@ -1,8 +1,9 @@
 /**
  * The reference model for the context engine's property test: plain bookkeeping
- * of what a session must contain, written from the seed, DESIGN.md and the
- * README, without the engine's code. The runner (run-commands.ts) applies every
- * command to the engine and to this model and compares them after each one.
+ * of what a session must contain, written from the requirements (docs/conformance.md)
+ * and the README's "HTTP API", without the engine's code. The runner
+ * (run-commands.ts) applies every command to the engine and to this model and
+ * compares them after each one.
  */
 import type { ContextRow, Cursor, RowSource } from '@ctxflow/contracts';
 import type { StepResult } from '@ctxflow/session-runner';
@@ -33,6 +34,8 @@ export interface RawItem {
 export interface Message {
   role: 'system' | 'user' | 'assistant' | 'tool';
   content: string;
+  /** A context row's message: the row it is (Contract v2). */
+  row?: { id: string; kind: ContextRow['kind']; source: RowSource };
 }
 
 /**
@@ -120,6 +123,8 @@ export interface ModelSession {
   run?: { runId: number; startLength: number; open: boolean; agentContext: string };
   /** The request the next one must extend (R3); undefined when there is none. */
   lastRequest?: Message[];
+  /** Messages of the previous request that survive (rewinds lower it): the next answer's `cache.previousEnd`. */
+  requestEnd?: number;
   /** Every request id sent to this session (and its source before a branch). */
   requestIds: string[];
 }
@@ -186,7 +191,12 @@ export function renderRow(row: ContextRow): Message {
   } else {
     body = (row.content ?? '').replaceAll('</context', '<\\/context');
   }
-  return { role, content: `<context kind="${row.kind}" source="${row.source}">\n${body}\n</context>` };
+  return {
+    role,
+    content: `<context kind="${row.kind}" source="${row.source}">\n${body}\n</context>`,
+    // Contract v2: the row the message is.
+    row: { id: row.id, kind: row.kind, source: row.source },
+  };
 }
 
 export function renderEntry(entry: ModelEntry): Message {
@@ -252,6 +262,7 @@ export function rewindModel(session: ModelSession, target: ModelStep, before: bo
   session.steps = session.steps.filter((s) => (before ? s.ordinal < target.ordinal : s.ordinal <= target.ordinal));
   if (session.run && session.run.startLength > toLength) session.run.open = false;
   session.lastRequest = requestBefore(session.steps);
+  if (session.requestEnd !== undefined) session.requestEnd = Math.min(session.requestEnd, 1 + toLength);
   return requeue.length;
 }
 
@@ -274,6 +285,7 @@ export function branchModel(source: ModelSession, id: string, at: ModelStep | un
     ...(source.system === undefined ? {} : { system: source.system }),
     ...(source.prefixAgent === undefined ? {} : { prefixAgent: source.prefixAgent }),
     ...(source.lastStepAt === undefined ? {} : { lastStepAt: source.lastStepAt }),
+    ...(source.requestEnd === undefined ? {} : { requestEnd: Math.min(source.requestEnd, 1 + toLength) }),
   };
   if (source.run) branch.run = { ...source.run, open: source.run.open && source.run.startLength <= toLength };
   const last = at ? at.messages : source.lastRequest;

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createMemoryBus } from '@ctxflow/bus';
 import { byteLength, type Cursor, DEFAULT_TENANT, ticketKey } from '@ctxflow/contracts';
-import { runHook } from '@ctxflow/session-runner';
 import {
   type BatchStore,
   FeedStepContext,
@@ -14,6 +13,7 @@ import {
 } from '@ctxflow/step-context';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { runHook } from '../../services/session-runner/src/domain/hook-batch.ts';
 import { requireRedis } from '../support/services.ts';
 import { deleteKeys, eventually, makeUpdate, uniquePrefix } from './helpers.ts';
 

@@ -1,6 +1,6 @@
 import type { TicketUpdate } from '@ctxflow/contracts';
-import { foldChanges, quote, renderNotice } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
+import { foldChanges, quote, renderNotice } from '../../services/step-context/src/render-notice.ts';
 
 const base: TicketUpdate = {
   id: 'github:d-1',

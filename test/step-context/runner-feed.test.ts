@@ -1,12 +1,7 @@
 import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
-import {
-  FeedStepContext,
-  MemoryBatchStore,
-  MemorySubscriptionStore,
-  renderNotice,
-  StepContextService,
-} from '@ctxflow/step-context';
+import { FeedStepContext, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
+import { renderNotice } from '../../services/step-context/src/render-notice.ts';
 import { createHarness } from '../support/harness.ts';
 import { makeUpdate } from './helpers.ts';
 

@@ -1,5 +1,5 @@
 import { createAuthenticator } from '@ctxflow/service-kit';
-import { HttpStepContext, runHook } from '@ctxflow/session-runner';
+import { HttpStepContext } from '@ctxflow/session-runner';
 import {
   buildStepContextApp,
   FeedStepContext,
@@ -7,9 +7,10 @@ import {
   loadStepContextConfig,
   MemoryBatchStore,
   MemorySubscriptionStore,
-  renderNotice,
 } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
+import { runHook } from '../../services/session-runner/src/domain/hook-batch.ts';
+import { renderNotice } from '../../services/step-context/src/render-notice.ts';
 import { createHarness } from '../support/harness.ts';
 import { makeUpdate } from './helpers.ts';
 

@@ -4,8 +4,8 @@
  * refused as a conflict.
  */
 import type { SourcedItem } from '@ctxflow/contracts';
-import { fingerprint } from '@ctxflow/session-runner';
 import { describe, expect, it } from 'vitest';
+import { fingerprint } from '../../services/session-runner/src/domain/context-engine.ts';
 
 const items = [
   { kind: 'notice', content: 'Ticket "A-1" → done', source: 'app' },

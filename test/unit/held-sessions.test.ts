@@ -4,7 +4,7 @@
  * write by another runner in between makes that commit a conflict, and the pass runs
  * again on what the store has. On the in-memory store and on Redis.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -94,7 +94,13 @@ describe.each(stores)('held sessions on the %s store', (_name, newStore) => {
 
     await other.updateSession(TENANT, sessionId, { context: 'Be thorough.', forceRefresh: true });
     const step = await engine.step(TENANT, sessionId);
-    expect(step.cache).toEqual({ rebuilt: true, reason: 'force_refresh' });
+    expect(step.cache).toEqual({
+      rebuilt: true,
+      reason: 'force_refresh',
+      key: `ctxflow-${createHash('sha256').update(sessionId).digest('hex').slice(0, 32)}`,
+      prefixEnd: 0,
+      previousEnd: 1,
+    });
     expect(step.request.messages[0]?.content).toContain('Be thorough.');
   });
 

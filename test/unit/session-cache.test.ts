@@ -1,11 +1,15 @@
 /**
  * The runner's held session states (session-cache.ts): bounded by sessions and by
- * estimated bytes, least recently used first out; a held state follows this runner's
- * own writes only when it is the state the write replaced.
+ * estimated heap bytes, least recently used first out; a held state follows this
+ * runner's own writes only when it is the state the write replaced. The estimate is
+ * checked against the live heap: many sessions held, garbage collected, and the heap
+ * they keep measured with `v8.getHeapStatistics()`.
  */
+import v8 from 'node:v8';
 import type { LogEntry, SessionState } from '@ctxflow/session-runner';
-import { SessionCache } from '@ctxflow/session-runner';
 import { describe, expect, it } from 'vitest';
+import { logView } from '../../services/session-runner/src/domain/render-request.ts';
+import { SessionCache } from '../../services/session-runner/src/domain/session-cache.ts';
 
 const message = (seq: number, content: string): LogEntry => ({
   type: 'message',
@@ -35,9 +39,12 @@ function state(sessionId: string, version: string, log: LogEntry[] = []): Sessio
   };
 }
 
-/** An empty state's estimate (the per-state overhead) and a message's (its text plus 256). */
-const EMPTY = 4_096;
-const entry = (text: string) => 256 + text.length;
+/** The estimate of one state, held alone in a cache of its own. */
+function measured(held: SessionState): number {
+  const cache = new SessionCache({ sessions: 1, bytes: 1e12 });
+  cache.hold(held.meta.sessionId, held);
+  return cache.bytes;
+}
 
 describe('SessionCache', () => {
   it('holds at most `sessions` sessions: the least recently used leaves first', () => {
@@ -53,7 +60,7 @@ describe('SessionCache', () => {
 
   it('holds at most `bytes` estimated bytes, and never a session bigger than that', () => {
     const text = 'x'.repeat(1_000);
-    const one = EMPTY + entry(text);
+    const one = measured(state('a', '1', [message(0, text)]));
     const cache = new SessionCache({ sessions: 100, bytes: 2 * one });
     cache.hold('a', state('a', '1', [message(0, text)]));
     cache.hold('b', state('b', '1', [message(0, text)]));
@@ -65,17 +72,29 @@ describe('SessionCache', () => {
     cache.hold('big', state('big', '1', [message(0, 'y'.repeat(3 * one))]));
     expect(cache.get('big')).toBeUndefined();
     expect(cache.bytes).toBe(2 * one);
+    // A session that grows past the budget is dropped, not kept at its old size.
+    cache.hold('c', state('c', '2', [message(0, 'y'.repeat(3 * one))]));
+    expect(cache.get('c')).toBeUndefined();
+    expect(cache.bytes).toBe(one);
   });
 
-  it('counts an extended log by its new entries; a replaced log from scratch', () => {
+  it('a message costs its JSON plus 256 bytes; a two-byte string twice its length', () => {
+    const empty = measured(state('a', '1'));
+    const entry = message(0, 'hello');
+    expect(measured(state('a', '1', [entry])) - empty).toBe(256 + JSON.stringify(entry).length);
+    const wide = message(0, 'héllo \u{1F600}');
+    expect(measured(state('a', '1', [wide])) - empty).toBe(256 + 2 * JSON.stringify(wide).length);
+  });
+
+  it('counts an extended log by its new entries as the whole log would count; a replaced log from scratch', () => {
     const cache = new SessionCache({ sessions: 10, bytes: 1e9 });
     const first = [message(0, 'hello')];
     cache.hold('a', state('a', '1', first));
     cache.hold('a', state('a', '2', [...first, message(1, 'world!')]));
-    expect(cache.bytes).toBe(EMPTY + entry('hello') + entry('world!'));
+    expect(cache.bytes).toBe(measured(state('a', '2', [message(0, 'hello'), message(1, 'world!')])));
     // A rewind's shorter log (another array) is measured again.
     cache.hold('a', state('a', '3', [message(0, 'hi')]));
-    expect(cache.bytes).toBe(EMPTY + entry('hi'));
+    expect(cache.bytes).toBe(measured(state('a', '3', [message(0, 'hi')])));
     cache.drop('a');
     expect(cache.bytes).toBe(0);
   });
@@ -100,5 +119,93 @@ describe('SessionCache', () => {
     const cache = new SessionCache({ sessions: 0, bytes: 1e9 });
     cache.hold('a', state('a', '1'));
     expect(cache.get('a')).toBeUndefined();
+  });
+});
+
+/**
+ * A session as a store read gives it (every object and string its own, from JSON):
+ * a system prompt, then `turns` of a user message, a context row and an assistant
+ * message with a tool call, each of `length` characters of `fill`.
+ */
+function sessionJson(n: number, prompt: number, turns: number, length: number, fill: string): string {
+  const text = (i: number) => `${n}.${i} `.padEnd(length, fill);
+  const at = '2026-01-01T00:00:00.000Z';
+  const log: unknown[] = [];
+  const calls: unknown[] = [];
+  const requestIds: string[] = [];
+  for (let t = 0; t < turns; t++) {
+    const seq = 3 * t;
+    log.push({ type: 'message', seq, role: 'user', content: text(seq), at });
+    log.push({
+      type: 'row',
+      seq: seq + 1,
+      row: { id: `row_${n}_${t}`, role: 'context', kind: 'notice', source: 'app', content: text(seq + 1) },
+      stepId: `stp_${n}_${t}`,
+      itemId: `itm_${t}`,
+      at,
+    });
+    log.push({
+      type: 'message',
+      seq: seq + 2,
+      role: 'assistant',
+      content: text(seq + 2),
+      toolCalls: [{ callId: `call_${t}`, name: 'search' }],
+      at,
+    });
+    calls.push({ callId: `call_${t}`, name: 'search', stepIndex: t, status: 'executed' });
+    requestIds.push(`req_${n}_${t}_0123456789abcdef`);
+  }
+  const system = `${n} `.padEnd(prompt, 'You answer support tickets. ');
+  const meta = {
+    sessionId: `ses_${n}`,
+    tenant: 'acme',
+    agentId: 'agt_1',
+    createdAt: at,
+    thread: { live: [{ content: system.slice(0, prompt / 2) }] },
+    forceRefresh: false,
+    steps: turns,
+    run: { runId: `run_${n}`, agentContext: [{ content: system }], startLength: 0, startOrdinal: 0, open: true },
+    prefix: { system, agentContext: [{ content: system }] },
+    lastStepAt: 1,
+    lastRequestEnd: 3 * turns,
+  };
+  return JSON.stringify({ meta, log, queue: [], calls, sites: [], itemSeq: turns, requestIds, version: `v${n}` });
+}
+
+/** [prompt characters, turns, characters an entry, fill]: the shapes of sessions a runner holds. */
+const SHAPES: [number, number, number, string][] = [
+  [20_000, 1, 40, 'short '], // a long prompt, little else
+  [2_000, 100, 30, 'many short entries '],
+  [1_000, 5, 8_000, 'long texts '],
+  [2_000, 20, 300, 'привет мир \u{1F600} '], // two-byte strings
+];
+
+describe('SessionCache on the live heap', () => {
+  it('sessions held past the byte bound keep the live heap within 1.25x of it', () => {
+    const gc = (globalThis as { gc?: () => void }).gc;
+    if (gc === undefined) throw new Error('run with --expose-gc (vitest.config.ts execArgv)');
+    const bound = 16 * 1024 * 1024;
+    const collect = () => {
+      gc();
+      gc();
+      return v8.getHeapStatistics().used_heap_size;
+    };
+    const cache = new SessionCache({ sessions: 100_000, bytes: bound });
+    const before = collect();
+    let offered = 0;
+    for (let n = 0; offered < 4 * bound; n++) {
+      const [prompt, turns, length, fill] = SHAPES[n % SHAPES.length]!;
+      const json = sessionJson(n, prompt, turns, length, fill);
+      offered += json.length;
+      const held = JSON.parse(json) as SessionState;
+      // As after a step: the log's view (its rendered messages) is held beside it.
+      cache.hold(held.meta.sessionId, held, logView(held.log));
+    }
+    const retained = collect() - before;
+    expect(cache.bytes).toBeLessThanOrEqual(bound);
+    expect(cache.bytes).toBeGreaterThan(0.9 * bound);
+    expect(retained).toBeLessThanOrEqual(1.25 * bound);
+    // Honest both ways: the estimate does not hold far less than the bound allows.
+    expect(retained).toBeGreaterThan(0.5 * bound);
   });
 });

@@ -12,7 +12,7 @@ async function until(check: () => boolean, ms = 5000) {
 }
 
 describe('step requests while a call waits for its result', () => {
-  it('R11: a step request while a call of the last assistant message has no result is answered with state_calls_pending, not redelivered; the next request after the result runs; format neutral is taken', async () => {
+  it('R11: a step request while a call of the last assistant message has no result is answered with state_calls_pending, not redelivered; the next request after the result runs and answers the neutral request, also when redelivered; format neutral is taken', async () => {
     const bus = createMemoryBus();
     const store = new MemorySessionStore();
     const engine = createEngine({ store });
@@ -52,21 +52,26 @@ describe('step requests while a call waits for its result', () => {
     await send('r2');
     await until(() => results.length === 2);
     expect(results[1]).toMatchObject({ requestId: 'r2', ok: true });
-    // v1: every message { role, content }.
+    // The neutral request by default: v1's { role, content } with toolCalls, callId and name added.
     expect(results[1].request.messages).toEqual([
-      { role: 'assistant', content: '' },
-      { role: 'tool', content: 'found' },
+      { role: 'assistant', content: '', toolCalls: [{ callId: 'c1', name: 'search', arguments: '{}' }] },
+      { role: 'tool', content: 'found', callId: 'c1', name: 'search' },
     ]);
+    expect(results[1].cache).toMatchObject({ rebuilt: true, reason: 'new_thread', prefixEnd: -1, previousEnd: 0 });
+    // A redelivered request answers the same step, the same neutral answer.
+    await send('r2');
+    await until(() => results.length === 3);
+    expect(results[2]).toEqual({ ...results[1], skipped: [] });
     // A step request may ask for the neutral format of Contract v2.
     await bus.publisher.publish(TOPICS.stepRequests, [
       { key: sessionId, value: JSON.stringify({ sessionId, requestId: 'r3', format: 'neutral' }) },
     ]);
-    await until(() => results.length === 3);
-    expect(results[2].request.messages).toEqual([
+    await until(() => results.length === 4);
+    expect(results[3].request.messages).toEqual([
       { role: 'assistant', content: '', toolCalls: [{ callId: 'c1', name: 'search', arguments: '{}' }] },
       { role: 'tool', content: 'found', callId: 'c1', name: 'search' },
     ]);
-    expect(results[2].cache).toMatchObject({ rebuilt: false, reason: null, prefixEnd: -1, previousEnd: 2 });
+    expect(results[3].cache).toMatchObject({ rebuilt: false, reason: null, prefixEnd: -1, previousEnd: 2 });
     await sub.close();
   });
 });

@@ -1,5 +1,6 @@
 import type { ModelMessage, PrepareStepResult, ToolSet } from 'ai';
 import type { CtxflowClient } from './client.ts';
+import { callsOf, isPairedResult, orphanText } from './messages.ts';
 import type { MessageInput, ModelRequest, NeutralStepAnswer } from './types.ts';
 
 const FINISH = '__finish__';
@@ -39,8 +40,10 @@ function parsed(text: string): unknown {
  */
 export function toModelMessages(request: ModelRequest): ModelMessage[] {
   const out: ModelMessage[] = [];
+  let open = new Set<string>();
   request.messages.forEach((m, i) => {
     if (i === 0 && m.role === 'system' && !('row' in m) && request.system !== '') return;
+    if (m.role !== 'tool') open = callsOf(m);
     switch (m.role) {
       case 'system':
         out.push({ role: 'system', content: m.content });
@@ -63,6 +66,10 @@ export function toModelMessages(request: ModelRequest): ModelMessage[] {
         });
         break;
       case 'tool':
+        if (!isPairedResult(m, open)) {
+          out.push({ role: 'user', content: orphanText(m) });
+          break;
+        }
         out.push({
           role: 'tool',
           content: [

@@ -12,6 +12,8 @@ import type {
   Message,
   MessageInput,
   NeutralStepAnswer,
+  ProviderFormat,
+  ProviderStepAnswer,
   Recorded,
   RestartRequest,
   RewindAnswer,
@@ -27,7 +29,6 @@ import type {
   UpdateAgentRequest,
   UpdateSessionAnswer,
   UpdateSessionRequest,
-  V1StepAnswer,
 } from './types.ts';
 
 /** A refusal of the API (`{"error":{"code","message","retryable"}}`) or a failure to reach it. */
@@ -259,29 +260,41 @@ export class CtxflowClient {
    * `POST /sessions/:sessionId/steps`: the context pass before one model call. A `requestId` is made
    * once per call when not given and reused by every retry, so a retry answers the same step.
    */
-  step(sessionId: string, body: StepRequest & { format: 'neutral' }, options?: CallOptions): Promise<NeutralStepAnswer>;
-  step(sessionId: string, body?: StepRequest & { format?: undefined }, options?: CallOptions): Promise<V1StepAnswer>;
-  step(sessionId: string, body: StepRequest = {}, options?: CallOptions): Promise<NeutralStepAnswer | V1StepAnswer> {
+  step<F extends ProviderFormat>(
+    sessionId: string,
+    body: StepRequest & { format: F },
+    options?: CallOptions,
+  ): Promise<ProviderStepAnswer<F>>;
+  step(
+    sessionId: string,
+    body?: StepRequest & { format?: 'neutral' },
+    options?: CallOptions,
+  ): Promise<NeutralStepAnswer>;
+  step(
+    sessionId: string,
+    body: StepRequest = {},
+    options?: CallOptions,
+  ): Promise<NeutralStepAnswer | ProviderStepAnswer<ProviderFormat>> {
     const sent = { ...body, requestId: body.requestId ?? this.#newId() };
     return this.#write('POST', `/sessions/${seg(sessionId)}/steps`, sent, true, options);
   }
 
   /** `POST /sessions/:sessionId/runs/restart`: a failed run from its start (R31); `requestId` as in `step`. */
+  restart<F extends ProviderFormat>(
+    sessionId: string,
+    body: RestartRequest & { format: F },
+    options?: CallOptions,
+  ): Promise<ProviderStepAnswer<F>>;
   restart(
     sessionId: string,
-    body: RestartRequest & { format: 'neutral' },
+    body?: RestartRequest & { format?: 'neutral' },
     options?: CallOptions,
   ): Promise<NeutralStepAnswer>;
   restart(
     sessionId: string,
-    body?: RestartRequest & { format?: undefined },
-    options?: CallOptions,
-  ): Promise<V1StepAnswer>;
-  restart(
-    sessionId: string,
     body: RestartRequest = {},
     options?: CallOptions,
-  ): Promise<NeutralStepAnswer | V1StepAnswer> {
+  ): Promise<NeutralStepAnswer | ProviderStepAnswer<ProviderFormat>> {
     const sent = { ...body, requestId: body.requestId ?? this.#newId() };
     return this.#write('POST', `/sessions/${seg(sessionId)}/runs/restart`, sent, true, options);
   }

@@ -1,5 +1,6 @@
 import type { AgentInputItem, CallModelInputFilterArgs, ModelInputData } from '@openai/agents';
 import type { CtxflowClient } from './client.ts';
+import { callsOf, isPairedResult, orphanText } from './messages.ts';
 import type { MessageInput, ModelRequest, NeutralStepAnswer, ToolCallInput } from './types.ts';
 
 const FINISH = '__finish__';
@@ -7,8 +8,10 @@ const FINISH = '__finish__';
 /** ctxflow's neutral messages as Agents SDK input items, without the system prefix (it goes to `instructions`). */
 export function toAgentInput(request: ModelRequest): AgentInputItem[] {
   const out: AgentInputItem[] = [];
+  let open = new Set<string>();
   request.messages.forEach((m, i) => {
     if (i === 0 && m.role === 'system' && !('row' in m) && request.system !== '') return;
+    if (m.role !== 'tool') open = callsOf(m);
     switch (m.role) {
       case 'system':
         out.push({ role: 'system', content: m.content });
@@ -31,6 +34,10 @@ export function toAgentInput(request: ModelRequest): AgentInputItem[] {
         }
         break;
       case 'tool':
+        if (!isPairedResult(m, open)) {
+          out.push({ role: 'user', content: orphanText(m) });
+          break;
+        }
         out.push({
           type: 'function_call_result',
           callId: m.callId,

@@ -1,3 +1,5 @@
+import type { AnthropicRequest, OpenAIChatRequest, OpenAIResponsesRequest } from './provider-types.ts';
+
 /**
  * The bodies and answers of the ctxflow HTTP API (Contract v1 and v2). A test in the ctxflow
  * repository checks them against the server's zod schemas and the engine's answer types.
@@ -183,7 +185,16 @@ export interface Recorded {
 // ---------------------------------------------------------------- steps
 
 export type StepMode = 'first' | 'retry' | 'forced_completion';
-export type StepFormat = 'neutral';
+/** The step answer's request format: `neutral` (the default) or a provider's request body. */
+export type ProviderFormat = 'openai-chat' | 'openai-responses' | 'anthropic';
+export type StepFormat = 'neutral' | ProviderFormat;
+
+/** The request body of each provider format (without `model`, and `max_tokens`). */
+export interface ProviderRequests {
+  'openai-chat': OpenAIChatRequest;
+  'openai-responses': OpenAIResponsesRequest;
+  anthropic: AnthropicRequest;
+}
 
 export interface StepRequest {
   mode?: StepMode;
@@ -195,13 +206,6 @@ export interface StepRequest {
 export interface RestartRequest {
   requestId?: string;
   format?: StepFormat;
-}
-
-/** The v1 request: every message `{ role, content }`. */
-export interface V1Request {
-  messages: { role: 'system' | 'user' | 'assistant' | 'tool'; content: string }[];
-  tools: { name: string; description?: string }[];
-  activeTools: string[];
 }
 
 export interface RequestTool {
@@ -226,7 +230,9 @@ export type RequestMessage =
   | { role: 'system' | 'user'; content: string; row: RowRef }
   | { role: 'user'; content: string }
   | { role: 'assistant'; content: string; toolCalls?: RequestToolCall[] }
-  | { role: 'tool'; content: string; callId: string; name: string };
+  | { role: 'tool'; content: string; callId: string; name: string }
+  /** A result without its call in the assistant turn before it (send it as a user turn). */
+  | { role: 'tool'; content: string; callId?: string; name?: string };
 export type ToolChoice = 'auto' | { type: 'tool'; name: string };
 
 /** The neutral model request of Contract v2. */
@@ -264,12 +270,14 @@ interface StepAnswerBase {
   cursor: Cursor | null;
   skipped: SkippedHook[];
 }
-export interface V1StepAnswer extends StepAnswerBase {
-  request: V1Request;
-  cache: { rebuilt: boolean; reason?: RebuildReason };
-}
+/** The step answer (neutral format, the default). */
 export interface NeutralStepAnswer extends StepAnswerBase {
   request: ModelRequest;
+  cache: CacheHints;
+}
+/** A step in a provider format: spread `request` into that SDK's call with `model` (and `max_tokens`). */
+export interface ProviderStepAnswer<F extends ProviderFormat> extends StepAnswerBase {
+  request: ProviderRequests[F];
   cache: CacheHints;
 }
 

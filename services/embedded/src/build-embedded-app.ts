@@ -1,4 +1,4 @@
-import { createBus } from '@ctxflow/bus';
+import { type Bus, createBus } from '@ctxflow/bus';
 import { type FeedSecrets, type FeedTelemetry, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
 import {
   closeHttp,
@@ -48,6 +48,8 @@ export interface EmbeddedApp {
   app: FastifyInstance;
   /** The step-context batch streams (tests wait on them for a published update to land). */
   batches: MemoryBatchStore;
+  /** The in-memory bus the feeds publish on and step-context consumes (dead letters included). */
+  bus: Bus;
   /**
    * Stops HTTP (open streams end with a `shutdown` event; connections still
    * open after `forceAfterMs`, default half of DEFAULT_SHUTDOWN_GRACE_MS, are
@@ -71,6 +73,8 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const ledger = new MemoryDeliveryLedger();
   const stepContext = new StepContextService({
     subscriber: bus.subscriber,
+    // Poison ticket updates go to TOPICS.ticketUpdatesDlq on the in-memory bus, as on Kafka.
+    deadLetters: bus.publisher,
     batches,
     subscriptions,
     ...(deps.logger ? { log: deps.logger } : {}),
@@ -107,6 +111,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   return {
     app,
     batches,
+    bus,
     async close(options = {}) {
       await closeHttp(app, options.forceAfterMs ?? DEFAULT_SHUTDOWN_GRACE_MS * HTTP_GRACE_SHARE);
       await stepContext.stop();

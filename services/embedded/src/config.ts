@@ -11,7 +11,7 @@ import {
 import { z } from 'zod';
 
 /**
- * The embedded default's environment (DESIGN.md "Configuration"). Every
+ * The embedded default's environment (README.md "Configuration"). Every
  * problem is reported at once, each naming its variable.
  */
 export const embeddedConfigSchema = z

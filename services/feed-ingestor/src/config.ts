@@ -1,5 +1,7 @@
 import {
   blank,
+  connectionSecurity,
+  connectionSecurityVars,
   hostListVar,
   kafkaClientVar,
   logLevelVar,
@@ -50,6 +52,7 @@ export const feedConfigSchema = z
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
     REDIS_URL: redisUrlVar(),
+    ...connectionSecurityVars(),
   })
   .superRefine((env, ctx) => {
     try {
@@ -63,7 +66,7 @@ export const feedConfigSchema = z
     }
     refineFeedSecrets(env, ctx);
   }, REFINE_ALWAYS)
-  .transform((env) => {
+  .transform((env, ctx) => {
     const { secrets } = readFeedSecrets(env);
     return {
       host: env.CTXFLOW_HOST,
@@ -79,6 +82,7 @@ export const feedConfigSchema = z
       logLevel: env.CTXFLOW_LOG_LEVEL,
       shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
       redisUrl: env.REDIS_URL,
+      ...connectionSecurity(env, ctx),
     };
   });
 

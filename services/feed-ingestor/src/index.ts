@@ -4,18 +4,10 @@ export type { FeedConfig } from './config.ts';
 export { feedConfigSchema, loadFeedConfig } from './config.ts';
 export type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
 export type { FeedRoutesDeps } from './feed-routes.ts';
-export {
-  DEFAULT_FEED_MAX_BYTES,
-  DEFAULT_LEASE_MS,
-  DEFAULT_RETAIN_MS,
-  DEFAULT_RETRY_AFTER_S,
-  feedRoutes,
-} from './feed-routes.ts';
+export { DEFAULT_RETAIN_MS, DEFAULT_RETRY_AFTER_S, feedRoutes } from './feed-routes.ts';
 export type { FeedSecrets, SecretProblem, TenantSecret } from './feed-secrets.ts';
 export { feedSecretVar, REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets, tenantSecrets } from './feed-secrets.ts';
 export { createFeedTelemetry, type FeedTelemetry, noopFeedTelemetry } from './feed-telemetry.ts';
 export type { Feed } from './feeds.ts';
-export { FEEDS } from './feeds.ts';
 export { MemoryDeliveryLedger } from './memory-delivery-ledger.ts';
 export { RedisDeliveryLedger } from './redis-delivery-ledger.ts';
-export { ledgerKeys } from './redis-keys.ts';

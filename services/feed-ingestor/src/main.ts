@@ -3,13 +3,17 @@ import { TOPICS } from '@ctxflow/contracts';
 import {
   closeHttp,
   configOrExit,
+  connectOrExit,
+  connectRedis,
   createLogger,
   HTTP_GRACE_SHARE,
   handleShutdown,
+  kafkaBusSecurity,
+  verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
 import { startTelemetry } from '@ctxflow/telemetry';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { buildFeedApp } from './build-app.ts';
 import { loadFeedConfig } from './config.ts';
 import type { DeliveryLedger } from './delivery-ledger.ts';
@@ -32,9 +36,17 @@ async function main() {
     topicPrefix: config.kafkaTopicPrefix,
     clientId: 'ctxflow-feed-ingestor',
     log: logger,
+    ...kafkaBusSecurity(config.kafkaSecurity),
   });
-  await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: config.ticketUpdatePartitions }]);
-  const redis = config.redisUrl ? new Redis(config.redisUrl, { maxRetriesPerRequest: 2 }) : undefined;
+  await connectOrExit('feed-ingestor', 'Kafka', config.kafkaSecurity, () =>
+    bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: config.ticketUpdatePartitions }]),
+  );
+  // One server (REDIS_URL; the ledger's scripts are not written for a Cluster).
+  const redis = connectRedis(
+    { redisUrl: config.redisUrl, redisSecurity: config.redisSecurity },
+    { maxRetriesPerRequest: 2 },
+  ) as Redis | undefined;
+  if (redis) await connectOrExit('feed-ingestor', 'Redis', config.redisSecurity, () => verifyRedis(redis));
   const ledger: DeliveryLedger = redis
     ? new RedisDeliveryLedger({ redis, prefix: config.redisPrefix, ownsClient: true })
     : new MemoryDeliveryLedger();

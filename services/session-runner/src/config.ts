@@ -1,5 +1,13 @@
 import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from '@ctxflow/feed-ingestor';
-import { blank, isLoopback, parseApiKeys, parseConfigWithAuth, portVar, stackVars } from '@ctxflow/service-kit';
+import {
+  blank,
+  connectionSecurity,
+  isLoopback,
+  parseApiKeys,
+  parseConfigWithAuth,
+  portVar,
+  stackVars,
+} from '@ctxflow/service-kit';
 import { z } from 'zod';
 
 /**
@@ -19,7 +27,7 @@ export const runnerConfigSchema = z
     CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
     /** Sessions whose state the runner holds between steps (0: read every step). */
     CTXFLOW_HELD_SESSIONS: blank(z.coerce.number().int().min(0).default(1_000)),
-    /** Estimated bytes of held session states at most (their logs' and queues' text). */
+    /** Estimated heap bytes of held session states at most (session-cache.ts). */
     CTXFLOW_HELD_BYTES: blank(
       z.coerce
         .number()
@@ -36,7 +44,7 @@ export const runnerConfigSchema = z
     ...stackVars(),
   })
   .superRefine(refineFeedSecrets, REFINE_ALWAYS)
-  .transform((env) => ({
+  .transform((env, ctx) => ({
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_PORT,
     stepContextUrl: env.CTXFLOW_STEP_CONTEXT_URL,
@@ -53,6 +61,7 @@ export const runnerConfigSchema = z
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,
     secrets: readFeedSecrets(env).secrets,
+    ...connectionSecurity(env, ctx),
   }));
 
 export type RunnerConfig = ReturnType<typeof loadRunnerConfig>;

@@ -13,8 +13,7 @@ export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/red
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
 export { loadRunnerConfig, type RunnerConfig } from './config.ts';
-export { createEngine, hookSelector } from './create-engine.ts';
-export { foldActiveTools } from './domain/active-tools.ts';
+export { createEngine } from './create-engine.ts';
 export type {
   AgentInput,
   EngineDeps,
@@ -24,13 +23,34 @@ export type {
   StepResult,
   ToolDecision,
 } from './domain/context-engine.ts';
-export { ContextEngine, fingerprint, foldCursor } from './domain/context-engine.ts';
-export { fitBatch, leftOutNotice, parseHookResult, runHook } from './domain/hook-batch.ts';
+export { ContextEngine } from './domain/context-engine.ts';
 export type * from './domain/model.ts';
-export { RecentMap } from './domain/recent-map.ts';
+export type {
+  AnthropicMessage,
+  AnthropicRequest,
+  CachedPrefix,
+  OpenAIChatMessage,
+  OpenAIChatRequest,
+  OpenAIResponsesInputItem,
+  OpenAIResponsesRequest,
+  ProviderFormat,
+  ProviderRequests,
+} from './domain/provider-formats/index.ts';
+export {
+  ANTHROPIC_MAX_BREAKPOINTS,
+  anthropicPrefix,
+  cachedPrefix,
+  chatPrefix,
+  PROVIDER_FORMATS,
+  prefixShare,
+  providerOrder,
+  responsesPrefix,
+  toAnthropic,
+  toOpenAIChat,
+  toOpenAIResponses,
+  toProviderRequest,
+} from './domain/provider-formats/index.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
-export { renderRequest, renderRow, rowRole } from './domain/render-request.ts';
-export { SessionCache, type SessionCacheLimits } from './domain/session-cache.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 export { OPERATIONS, openApiDocument, openApiPath } from './http/openapi.ts';
 /** The zod schemas of the request bodies (the OpenAPI document and the client's types follow them). */

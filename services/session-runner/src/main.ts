@@ -10,12 +10,15 @@ import {
 import {
   closeHttp,
   configOrExit,
+  connectOrExit,
   connectRedis,
   createAuthenticator,
   createLogger,
   HTTP_GRACE_SHARE,
   handleShutdown,
+  kafkaBusSecurity,
   sessionTimeoutOptions,
+  verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
 import {
@@ -56,6 +59,7 @@ async function main() {
   const telemetry = startTelemetry({ serviceName: 'ctxflow-session-runner' });
 
   const redis = connectRedis(config);
+  if (redis) await connectOrExit('session-runner', 'Redis', config.redisSecurity, () => verifyRedis(redis));
   let store: SessionStore = new MemorySessionStore();
   let memory: MemoryRecall | undefined;
   if (redis) {
@@ -87,6 +91,7 @@ async function main() {
     clientId: 'ctxflow-session-runner',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
     ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
+    ...kafkaBusSecurity(config.kafkaSecurity),
   });
   const feeds = config.kafkaBrokers !== undefined && Object.keys(config.secrets).length > 0;
   if (!config.kafkaBrokers && Object.keys(config.secrets).length > 0) {
@@ -94,11 +99,14 @@ async function main() {
   }
   let consumer: Awaited<ReturnType<typeof startStepRequestConsumer>> | undefined;
   if (config.kafkaBrokers) {
-    await bus.admin.ensureTopics([
-      { name: TOPICS.stepRequests, partitions: 12 },
-      { name: TOPICS.stepResults, partitions: 12 },
-      ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
-    ]);
+    await connectOrExit('session-runner', 'Kafka', config.kafkaSecurity, () =>
+      bus.admin.ensureTopics([
+        { name: TOPICS.stepRequests, partitions: 12 },
+        { name: TOPICS.stepResults, partitions: 12 },
+        { name: TOPICS.stepRequestsDlq, partitions: 12 },
+        ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
+      ]),
+    );
     consumer = await startStepRequestConsumer({
       engine,
       store,

@@ -1,5 +1,12 @@
 import type { IncomingRecord, Publisher, Subscriber, Subscription } from '@ctxflow/bus';
-import { isCtxflowError, stepRequestSchema, TOPICS } from '@ctxflow/contracts';
+import {
+  type DeadLetterReason,
+  deadLetterOf,
+  isCtxflowError,
+  RECORD_ID_HEADER,
+  stepRequestSchema,
+  TOPICS,
+} from '@ctxflow/contracts';
 import { withRemoteParent } from '@ctxflow/telemetry';
 import type { ContextEngine } from './domain/context-engine.ts';
 import type { SessionStore } from './ports/session-store.ts';
@@ -14,14 +21,21 @@ export interface StepRequestConsumerDeps {
   log?: { warn(obj: object, msg: string): void };
   /** Default STEP_CONSUMER_GROUP. */
   groupId?: string;
-  /** Reports the consumer lag after each handled batch (`ctxflow.consumer.lag`). Default: none. */
+  /** Reports the consumer lag after each handled batch (`ctxflow.consumer.lag`) and dead letters. Default: none. */
   telemetry?: ConsumerLag;
+  /**
+   * Where a request that cannot be run goes (see startStepRequestConsumer).
+   * Default: `publisher`, to TOPICS.stepRequestsDlq.
+   */
+  deadLetterTopic?: string;
 }
 
 /** How far the consumer is behind (createConsumerLag reports it as the gauge `ctxflow.consumer.lag`). */
 export interface ConsumerLag {
   /** Records between the committed offset and the partition's end. */
   lag(e: { group: string; topic: string; partition: number; lag: number }): void;
+  /** One record the dead-letter topic acknowledged (`ctxflow.consumer.dead_letters`, by group, topic and reason). */
+  deadLettered?(e: { group: string; topic: string; reason: string }): void;
 }
 
 /**
@@ -39,23 +53,38 @@ export type StepResultRecord =
  * publishes the result. The step's commit records `requestId`, so a request
  * redelivered after a crash between commit and offset commit commits nothing
  * new and answers the same step.
+ *
+ * A record that is not JSON (`not_json`), not a valid request (`invalid`), or
+ * whose step fails with a non-retryable error (`failed`; its refusal is
+ * published on TOPICS.stepResults too) is published onto the dead-letter
+ * topic with its reason and position; the handler resolves (and the bus
+ * commits the offset) only once that publish is acknowledged. A failed
+ * dead-letter publish rejects the batch: the bus delivers it again.
  */
 export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): Promise<Subscription> {
+  const groupId = deps.groupId ?? STEP_CONSUMER_GROUP;
+  const deadLetter = async (record: IncomingRecord, reason: DeadLetterReason, error: string) => {
+    deps.log?.warn({ offset: record.offset, partition: record.partition, reason, error }, 'step request dead-lettered');
+    await deps.publisher.publish(deps.deadLetterTopic ?? TOPICS.stepRequestsDlq, [deadLetterOf(record, reason, error)]);
+    deps.telemetry?.deadLettered?.({ group: groupId, topic: record.topic, reason });
+  };
   const handleOne = async (record: IncomingRecord) => {
     let raw: unknown;
     try {
       raw = JSON.parse(record.value);
-    } catch {
-      deps.log?.warn({ offset: record.offset, partition: record.partition }, 'step request is not JSON: skipped');
+    } catch (err) {
+      await deadLetter(record, 'not_json', (err as Error).message);
       return;
     }
     const parsed = stepRequestSchema.safeParse(raw);
     if (!parsed.success) {
-      deps.log?.warn({ offset: record.offset, partition: record.partition }, 'invalid step request: skipped');
+      const issues = parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`);
+      await deadLetter(record, 'invalid', issues.join('; '));
       return;
     }
     const request = parsed.data;
     let result: StepResultRecord;
+    let failed: string | undefined;
     try {
       const tenant = request.tenant ?? (await deps.store.getMeta(request.sessionId))?.tenant ?? '';
       const step = await deps.engine.step(tenant, request.sessionId, {
@@ -66,6 +95,7 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
       result = { requestId: request.requestId, sessionId: request.sessionId, ok: true, ...step };
     } catch (err) {
       if (!isCtxflowError(err) || err.retryable) throw err; // redelivered: the bus retries
+      failed = `${err.code}: ${err.message}`;
       result = {
         requestId: request.requestId,
         sessionId: request.sessionId,
@@ -74,10 +104,10 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
       };
     }
     await deps.publisher.publish(TOPICS.stepResults, [
-      { key: request.sessionId, value: JSON.stringify(result), headers: { 'ctxflow-record-id': request.requestId } },
+      { key: request.sessionId, value: JSON.stringify(result), headers: { [RECORD_ID_HEADER]: request.requestId } },
     ]);
+    if (failed !== undefined) await deadLetter(record, 'failed', failed);
   };
-  const groupId = deps.groupId ?? STEP_CONSUMER_GROUP;
   const subscription = await deps.subscriber.subscribe({
     topic: TOPICS.stepRequests,
     groupId,

@@ -1,4 +1,12 @@
-import { blank, isLoopback, parseApiKeys, parseConfigWithAuth, portVar, stackVars } from '@ctxflow/service-kit';
+import {
+  blank,
+  connectionSecurity,
+  isLoopback,
+  parseApiKeys,
+  parseConfigWithAuth,
+  portVar,
+  stackVars,
+} from '@ctxflow/service-kit';
 import { z } from 'zod';
 
 /**
@@ -19,7 +27,7 @@ export const stepContextConfigSchema = z
     CTXFLOW_DIRECTORY_CACHE_MS: blank(z.coerce.number().int().min(0).default(600_000)),
     ...stackVars(),
   })
-  .transform((env) => ({
+  .transform((env, ctx) => ({
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_STEP_CONTEXT_PORT,
     runnerUrl: env.CTXFLOW_RUNNER_URL,
@@ -34,6 +42,7 @@ export const stepContextConfigSchema = z
     kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,
+    ...connectionSecurity(env, ctx),
   }));
 
 export type StepContextConfig = ReturnType<typeof loadStepContextConfig>;

@@ -1,9 +1,11 @@
 import {
   ATTR_CONSUMER_GROUP,
+  ATTR_DLQ_REASON,
   ATTR_PARTITION,
   ATTR_TOPIC,
   lazy,
   METRIC_CONSUMER_LAG,
+  METRIC_DEAD_LETTERS,
   meterOf,
   noopSpan,
   noopStartedSpan,
@@ -15,18 +17,24 @@ import {
   spanStarter,
   type TelemetryHandles,
 } from '@ctxflow/telemetry';
-import type { Gauge } from '@opentelemetry/api';
+import type { Counter, Gauge } from '@opentelemetry/api';
 
 /*
  * step-context's telemetry on OpenTelemetry: one CONSUMER apply span per
  * ticket-update record (OpenTelemetry's messaging conventions, a span per
- * message), child of the record's `traceparent`, and the consumer-lag gauge.
+ * message), child of the record's `traceparent`, the consumer-lag gauge and
+ * the dead-letter counter.
  */
 
 /** What a Kafka consumer reports: its spans (one per record handled) and how far behind it is. */
 export interface ConsumerTelemetry extends SpanRunner {
   /** Records `lag` (records between the committed offset and the partition's end) in the gauge `ctxflow.consumer.lag`. */
   lag(e: { group: string; topic: string; partition: number; lag: number }): void;
+  /**
+   * Adds 1 to the counter `ctxflow.consumer.dead_letters` (by group, source
+   * topic and reason) for a record the dead-letter topic acknowledged.
+   */
+  deadLettered(e: { group: string; topic: string; reason: string }): void;
   /**
    * Starts a span named `name` carrying `attributes`, placed as `withSpan`
    * places its span (`options`: kind, remote parent from headers, links), but
@@ -42,6 +50,7 @@ export interface ConsumerTelemetry extends SpanRunner {
 
 export const noopConsumerTelemetry: ConsumerTelemetry = {
   lag() {},
+  deadLettered() {},
   withSpan: noopSpan,
   startSpan: () => noopStartedSpan,
 };
@@ -55,9 +64,19 @@ export function createConsumerTelemetry(handles: Pick<TelemetryHandles, 'meter' 
         unit: '{record}',
       }),
   );
+  const deadLetters = lazy(
+    (): Counter =>
+      meter().createCounter(METRIC_DEAD_LETTERS, {
+        description: 'Consumed records published onto a dead-letter topic',
+        unit: '{record}',
+      }),
+  );
   return {
     lag(e) {
       gauge().record(e.lag, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_PARTITION]: e.partition });
+    },
+    deadLettered(e) {
+      deadLetters().add(1, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_DLQ_REASON]: e.reason });
     },
     withSpan: spanRunner(handles),
     startSpan: spanStarter(handles),

@@ -3,12 +3,15 @@ import { TOPICS } from '@ctxflow/contracts';
 import {
   closeHttp,
   configOrExit,
+  connectOrExit,
   connectRedis,
   createAuthenticator,
   createLogger,
   HTTP_GRACE_SHARE,
   handleShutdown,
+  kafkaBusSecurity,
   sessionTimeoutOptions,
+  verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
 import { startTelemetry } from '@ctxflow/telemetry';
@@ -32,6 +35,7 @@ async function main() {
   const telemetry = startTelemetry({ serviceName: 'ctxflow-step-context' });
 
   const redis = connectRedis(config);
+  if (redis) await connectOrExit('step-context', 'Redis', config.redisSecurity, () => verifyRedis(redis));
   const batches: BatchStore = redis
     ? new RedisBatchStore({ redis, prefix: config.redisPrefix })
     : new MemoryBatchStore();
@@ -46,10 +50,19 @@ async function main() {
     clientId: 'ctxflow-step-context',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
     ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
+    ...kafkaBusSecurity(config.kafkaSecurity),
   });
-  if (config.kafkaBrokers) await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 12 }]);
+  if (config.kafkaBrokers) {
+    await connectOrExit('step-context', 'Kafka', config.kafkaSecurity, () =>
+      bus.admin.ensureTopics([
+        { name: TOPICS.ticketUpdates, partitions: 12 },
+        { name: TOPICS.ticketUpdatesDlq, partitions: 12 },
+      ]),
+    );
+  }
   const service = new StepContextService({
     subscriber: bus.subscriber,
+    deadLetters: bus.publisher,
     batches,
     subscriptions,
     log: logger,

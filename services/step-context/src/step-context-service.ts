@@ -1,5 +1,13 @@
-import type { Subscription as BusSubscription, IncomingRecord, Subscriber } from '@ctxflow/bus';
-import { type TicketUpdate, TOPICS, ticketUpdateSchema } from '@ctxflow/contracts';
+import type { Subscription as BusSubscription, IncomingRecord, Publisher, Subscriber } from '@ctxflow/bus';
+import {
+  type DeadLetterReason,
+  deadLetterOf,
+  isCtxflowError,
+  RECORD_ID_HEADER,
+  type TicketUpdate,
+  TOPICS,
+  ticketUpdateSchema,
+} from '@ctxflow/contracts';
 import {
   ATTR_FEED_EVENT_ID,
   ATTR_FEED_SOURCE,
@@ -18,7 +26,7 @@ import type { SubscriptionStore } from './subscription-store.ts';
 export const STEP_CONTEXT_GROUP = 'ctxflow-step-context';
 
 /** The header feed-ingestor puts the update id in. */
-export const RECORD_ID_HEADER = 'ctxflow-record-id';
+export { RECORD_ID_HEADER };
 
 /** What the service logs; a pino logger fits. */
 export interface ServiceLog {
@@ -39,6 +47,14 @@ export interface StepContextServiceDeps {
   log?: ServiceLog;
   /** Default TOPICS.ticketUpdates. */
   topic?: string;
+  /**
+   * Where records that cannot be applied go (see the class comment): a
+   * publisher on the same bus, publishing to `deadLetterTopic`. Absent: such
+   * records are only logged and skipped.
+   */
+  deadLetters?: Publisher;
+  /** Default TOPICS.ticketUpdatesDlq. */
+  deadLetterTopic?: string;
   /** Default STEP_CONTEXT_GROUP. */
   groupId?: string;
   /**
@@ -63,10 +79,12 @@ export const MAX_RECORDS_PER_WRITE = 200;
 
 const silent: ServiceLog = { info() {}, warn() {} };
 
-/** A record as parsed: its update, or undefined for a poison record (logged and skipped). */
+/** A record as parsed: its update, or undefined for a poison record (dead-lettered, then skipped). */
 interface Parsed {
   record: IncomingRecord;
   update: TicketUpdate | undefined;
+  /** Why a poison record is one. */
+  poison?: { reason: DeadLetterReason; error: string };
 }
 
 /**
@@ -82,10 +100,16 @@ interface Parsed {
  * Records at or below the stored offset are skipped by that write (a
  * redelivery, or late writes of a consumer that lost the partition).
  *
- * A record that is not a valid TicketUpdate (poison) is logged with its
- * position and skipped (its offset recorded with its run), never retried and
- * never a crash. A store failure rejects the delivery: the bus delivers it
- * again, and the offset check drops what was already applied.
+ * A record that is not JSON or not a valid TicketUpdate (poison) is published
+ * onto the dead-letter topic (`deadLetters`) with its reason and position,
+ * and only once that publish is acknowledged is its offset recorded (with its
+ * run, in the store's atomic write): a dead-letter publish that fails rejects
+ * the delivery, and the bus delivers the run again. A record the store refuses
+ * with a non-retryable error (`failed`) is found by applying its run one
+ * record at a time, dead-lettered the same way and its offset recorded alone.
+ * Poison is never a crash and never stalls its partition. Any other store
+ * failure rejects the delivery: the bus delivers it again, and the offset
+ * check drops what was already applied.
  */
 export class StepContextService {
   readonly #deps: StepContextServiceDeps;
@@ -129,12 +153,63 @@ export class StepContextService {
   /** Applies records of one partition in order (the bus handler; public for tests). */
   async handle(records: IncomingRecord[]): Promise<void> {
     const max = this.#maxRecordsPerWrite;
-    for (let i = 0; i < records.length; i += max) await this.#applyRun(records.slice(i, i + max));
+    for (let i = 0; i < records.length; i += max) await this.#applyRunOrSplit(records.slice(i, i + max));
+  }
+
+  /**
+   * A run; when the store refuses it with a non-retryable error, its records
+   * one at a time, and a single record it still refuses is dead-lettered as
+   * `failed` and consumed with nothing applied.
+   */
+  async #applyRunOrSplit(records: IncomingRecord[]): Promise<void> {
+    try {
+      await this.#applyRun(records.map((record) => this.#parse(record)));
+    } catch (err) {
+      if (!isCtxflowError(err) || err.retryable) throw err;
+      if (records.length > 1) {
+        for (const record of records) await this.#applyRunOrSplit([record]);
+        return;
+      }
+      const record = records[0]!;
+      this.#log.warn(
+        { ...where(record), code: err.code, error: err.message },
+        'ticket update skipped: failed for good',
+      );
+      await this.#applyRun([
+        { record, update: undefined, poison: { reason: 'failed', error: `${err.code}: ${err.message}` } },
+      ]);
+    }
+  }
+
+  /**
+   * Publishes the dead letters of a run's poison records, except those already
+   * consumed (a redelivery after a later run failed), and resolves once the
+   * dead-letter topic acknowledged them.
+   */
+  async #deadLetter(parsed: Parsed[]): Promise<void> {
+    const poison = parsed.filter((p) => p.poison !== undefined);
+    const first = poison[0];
+    if (first === undefined) return;
+    const publisher = this.#deps.deadLetters;
+    if (!publisher) return;
+    const next = await this.#deps.batches.resumeFrom(first.record.topic, first.record.partition);
+    const fresh = poison.filter((p) => next === undefined || BigInt(p.record.offset) >= BigInt(next));
+    if (fresh.length === 0) return;
+    await publisher.publish(
+      this.#deps.deadLetterTopic ?? TOPICS.ticketUpdatesDlq,
+      fresh.map(({ record, poison: why }) => deadLetterOf(record, why!.reason, why!.error)),
+    );
+    const group = this.#deps.groupId ?? STEP_CONTEXT_GROUP;
+    for (const { record, poison: why } of fresh) {
+      this.#deps.telemetry?.deadLettered({ group, topic: record.topic, reason: why!.reason });
+    }
   }
 
   /** One run: parse, one subscription look-up, one atomic write; the records' spans last the whole run. */
-  async #applyRun(records: IncomingRecord[]): Promise<void> {
-    const parsed = records.map((record) => this.#parse(record));
+  async #applyRun(parsed: Parsed[]): Promise<void> {
+    const records = parsed.map((p) => p.record);
+    // Acknowledged before the write that records these offsets: nothing is lost.
+    await this.#deadLetter(parsed);
     const spans = this.#startSpans(parsed);
     let failure: unknown;
     try {
@@ -203,13 +278,13 @@ export class StepContextService {
       value = JSON.parse(record.value);
     } catch (err) {
       this.#log.warn({ ...where(record), reason: (err as Error).message }, 'ticket update skipped: not JSON');
-      return { record, update: undefined };
+      return { record, update: undefined, poison: { reason: 'not_json', error: (err as Error).message } };
     }
     const parsed = ticketUpdateSchema.safeParse(value);
     if (!parsed.success) {
       const issues = parsed.error.issues.map((i) => `${i.path.join('.') || 'record'}: ${i.message}`);
       this.#log.warn({ ...where(record), issues }, 'ticket update skipped: not a valid TicketUpdate');
-      return { record, update: undefined };
+      return { record, update: undefined, poison: { reason: 'invalid', error: issues.join('; ') } };
     }
     return { record, update: parsed.data };
   }

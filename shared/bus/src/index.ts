@@ -9,12 +9,13 @@ export type {
 } from './bus.ts';
 export type { Bus, CreateBusOptions, KafkaClientName } from './create-bus.ts';
 export { createBus } from './create-bus.ts';
-export type { BusLog, KafkaBusOptions } from './kafka-options.ts';
+export type { BusLog, KafkaBusOptions, KafkaSasl, KafkaTls } from './kafka-options.ts';
 export type { KafkajsBus } from './kafkajs-bus.ts';
 export { createKafkajsBus } from './kafkajs-bus.ts';
+export type { ReadTopicOptions } from './kafkajs-topic-reader.ts';
+export { readTopic } from './kafkajs-topic-reader.ts';
 export type { MemoryBus, MemoryBusOptions } from './memory-bus.ts';
 export { createMemoryBus } from './memory-bus.ts';
-export { murmur2, partitionForKey } from './partition-for-key.ts';
 export type { PlatformaticBus } from './platformatic-bus.ts';
 export { createPlatformaticBus } from './platformatic-bus.ts';
 export { withTopicPrefix } from './topic-prefix.ts';

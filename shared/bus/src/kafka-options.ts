@@ -7,10 +7,35 @@ export interface BusLog {
   error(fields: Record<string, unknown>, message: string): void;
 }
 
+/**
+ * TLS to the brokers (a Strimzi TLS listener, MSK, Confluent Cloud): PEM texts,
+ * already read. Without `ca` the system's CAs are trusted; `cert` and `key`
+ * (both or neither) authenticate the client (mutual TLS). The broker's
+ * certificate is always verified.
+ */
+export interface KafkaTls {
+  ca?: string;
+  cert?: string;
+  key?: string;
+}
+
+/**
+ * SASL authentication on each connection. PLAIN and SCRAM take a user and a
+ * password; OAUTHBEARER takes a token provider, asked at every authentication
+ * (so a rotated token file is read again).
+ */
+export type KafkaSasl =
+  | { mechanism: 'plain' | 'scram-sha-256' | 'scram-sha-512'; username: string; password: string }
+  | { mechanism: 'oauthbearer'; token: () => string | Promise<string> };
+
 export interface KafkaBusOptions {
   /** `host:port` of at least one broker. */
   brokers: string[];
   clientId: string;
+  /** TLS to the brokers; absent: plaintext. */
+  tls?: KafkaTls;
+  /** SASL authentication; absent: none. */
+  sasl?: KafkaSasl;
   /** TCP connect timeout per attempt. Default 3000. */
   connectTimeoutMs?: number;
   /** Timeout of one broker request (a produce waits for acks=all within it). Default 30000. */
@@ -32,7 +57,8 @@ export interface KafkaBusOptions {
   log?: BusLog;
 }
 
-export type ResolvedKafkaBusOptions = Required<KafkaBusOptions>;
+export type ResolvedKafkaBusOptions = Required<Omit<KafkaBusOptions, 'tls' | 'sasl'>> &
+  Pick<KafkaBusOptions, 'tls' | 'sasl'>;
 
 const silent: BusLog = {
   warn() {},
@@ -54,6 +80,8 @@ export function resolveKafkaBusOptions(options: KafkaBusOptions): ResolvedKafkaB
     retryBackoffMs: options.retryBackoffMs ?? 500,
     replicationFactor: options.replicationFactor ?? -1,
     log: options.log ?? silent,
+    tls: options.tls,
+    sasl: options.sasl,
   };
 }
 

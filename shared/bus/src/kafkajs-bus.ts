@@ -14,6 +14,7 @@ import type {
   EachBatchPayload,
   IHeaders,
   Kafka,
+  KafkaConfig,
   LogEntry,
   Message,
   Producer,
@@ -48,6 +49,7 @@ export function createKafkajsBus(options: KafkaBusOptions): KafkajsBus {
     connectionTimeout: resolved.connectTimeoutMs,
     requestTimeout: resolved.requestTimeoutMs,
     retry: { retries: resolved.retries },
+    ...kafkajsSecurity(resolved),
     // kafkajs logs through console by default; route WARN and ERROR to the bus log.
     logLevel: logLevel.WARN,
     logCreator: () => (entry: LogEntry) => {
@@ -62,6 +64,25 @@ export function createKafkajsBus(options: KafkaBusOptions): KafkajsBus {
     subscriber: new KafkajsSubscriber(kafka, resolved),
     admin: new KafkajsTopicAdmin(kafka, resolved),
   };
+}
+
+/** kafkajs's `ssl` (tls.connect options) and `sasl` (lower-case mechanism names). */
+function kafkajsSecurity({ tls, sasl }: ResolvedKafkaBusOptions): Pick<KafkaConfig, 'ssl' | 'sasl'> {
+  const security: Pick<KafkaConfig, 'ssl' | 'sasl'> = {};
+  if (tls !== undefined) security.ssl = { ...tls, rejectUnauthorized: true };
+  if (sasl?.mechanism === 'oauthbearer') {
+    const { token } = sasl;
+    security.sasl = { mechanism: 'oauthbearer', oauthBearerProvider: async () => ({ value: await token() }) };
+  } else if (sasl !== undefined) {
+    const { mechanism, username, password } = sasl;
+    security.sasl =
+      mechanism === 'plain'
+        ? { mechanism, username, password }
+        : mechanism === 'scram-sha-256'
+          ? { mechanism, username, password }
+          : { mechanism, username, password };
+  }
+  return security;
 }
 
 /**

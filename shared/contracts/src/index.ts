@@ -17,6 +17,16 @@ export {
   ROW_SOURCES,
   validateItems,
 } from './context-items.ts';
+export type { DeadLetterReason, DeadLetterSource } from './dead-letters.ts';
+export {
+  DEAD_LETTER_REASONS,
+  DLQ_HEADERS,
+  DLQ_TOPIC_OF,
+  deadLetterHeadersSchema,
+  deadLetterOf,
+  MAX_DLQ_ERROR_LENGTH,
+  replayMarkerHeadersSchema,
+} from './dead-letters.ts';
 export type { ErrorBody, ErrorCode } from './errors.ts';
 export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts';
 export {
@@ -43,8 +53,8 @@ export type {
   RowRef,
   ToolChoice,
 } from './model-request.ts';
-export type { StepFormat, StepMode, StepRequest } from './steps.ts';
-export { STEP_FORMATS, STEP_MODES, stepRequestSchema } from './steps.ts';
+export type { StepFormat, StepMode, StepRequest, StepResultRecordWire } from './steps.ts';
+export { contextRowSchema, STEP_FORMATS, STEP_MODES, stepRequestSchema, stepResultRecordSchema } from './steps.ts';
 export type { FeedSource, TicketChange, TicketUpdate } from './ticket-update.ts';
 export {
   DEFAULT_TENANT,
@@ -55,4 +65,4 @@ export {
   updateTenant,
 } from './ticket-update.ts';
 export type { TopicName } from './topics.ts';
-export { TOPICS } from './topics.ts';
+export { RECORD_ID_HEADER, recordHeadersSchema, TOPICS } from './topics.ts';

@@ -39,7 +39,14 @@ export type RequestMessage =
   | { role: 'user'; content: string }
   /** toolCalls is absent when the turn made none. */
   | { role: 'assistant'; content: string; toolCalls?: RequestToolCall[] }
-  | { role: 'tool'; content: string; callId: string; name: string };
+  /** The result of a call of the assistant turn before it. */
+  | { role: 'tool'; content: string; callId: string; name: string }
+  /**
+   * A result without its call in the assistant turn before it (recorded by a v1 client, or a client's
+   * answer to a call no assistant message made), as recorded: `callId` and `name` when known. Provider
+   * formats send it as a user turn (providers refuse a tool message there).
+   */
+  | { role: 'tool'; content: string; callId?: string; name?: string };
 
 /** forced_completion: { type: 'tool', name: '__finish__' }. */
 export type ToolChoice = 'auto' | { type: 'tool'; name: string };

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { connectionSecurityVars } from './connection-security.ts';
 import { DEFAULT_SHUTDOWN_GRACE_MS } from './lifecycle.ts';
 
 /** An unset or empty variable is absent. */
@@ -58,7 +59,10 @@ export const shutdownGraceVar = () =>
  * The variables every stack process reads for Kafka and Redis, spread into
  * its schema: `KAFKA_BROKERS` (else the in-memory bus), `KAFKA_CLIENT`,
  * `KAFKA_SESSION_TIMEOUT_MS`, `REDIS_URL` or `REDIS_CLUSTER_NODES` (else memory),
- * `KAFKA_TOPIC_PREFIX`, `CTXFLOW_REDIS_PREFIX`, `CTXFLOW_LOG_LEVEL`, `CTXFLOW_SHUTDOWN_GRACE_MS`.
+ * `KAFKA_TOPIC_PREFIX`, `CTXFLOW_REDIS_PREFIX`, `CTXFLOW_LOG_LEVEL`, `CTXFLOW_SHUTDOWN_GRACE_MS`,
+ * and the secured-connection variables (`connectionSecurityVars`: `KAFKA_SSL*`,
+ * `KAFKA_SASL_*`, `REDIS_TLS*`, `REDIS_USERNAME`, `REDIS_PASSWORD*`), which the
+ * schema's transform turns into options with `connectionSecurity`.
  */
 export const stackVars = () => ({
   CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
@@ -70,4 +74,5 @@ export const stackVars = () => ({
   KAFKA_SESSION_TIMEOUT_MS: sessionTimeoutVar(),
   REDIS_URL: redisUrlVar(),
   REDIS_CLUSTER_NODES: hostListVar(),
+  ...connectionSecurityVars(),
 });

@@ -1,6 +1,18 @@
 export { createAuthenticator, DEFAULT_TENANT, isLoopback, parseApiKeys, tenantHook } from './auth.ts';
 export { ConfigError, configOrExit, parseConfig, parseConfigWithAuth } from './config.ts';
 export {
+  connectionSecurity,
+  connectionSecurityVars,
+  connectOrExit,
+  explainConnectionFailure,
+  type KafkaSecurity,
+  kafkaBusSecurity,
+  type RedisSecurity,
+  redactUrl,
+  Secret,
+  tlsOptions,
+} from './connection-security.ts';
+export {
   blank,
   hostListVar,
   kafkaClientVar,
@@ -25,6 +37,6 @@ export {
 } from './lifecycle.ts';
 export type { Logger } from './logger.ts';
 export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
-export { connectRedis, sessionTimeoutOptions } from './redis.ts';
+export { connectRedis, sessionTimeoutOptions, verifyRedis } from './redis.ts';
 export type { ServerOptions } from './server.ts';
 export { createServer } from './server.ts';

@@ -12,6 +12,15 @@ export const REDACTED_PATHS = [
   '*.secret',
   '*.apiKey',
   '*.body',
+  // Connection credentials (they are Secret values, which never serialize; these paths are the second guard).
+  'password',
+  '*.password',
+  'sasl',
+  '*.sasl',
+  'token',
+  '*.token',
+  'redisUrl',
+  '*.redisUrl',
 ];
 
 export type Logger = pino.Logger;

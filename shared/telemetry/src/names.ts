@@ -42,6 +42,8 @@ export const ATTR_CURSOR = 'ctxflow.cursor';
 export const ATTR_TOPIC = 'ctxflow.topic';
 /** Kafka consumer group (consumer lag). */
 export const ATTR_CONSUMER_GROUP = 'ctxflow.consumer.group';
+/** Why a record went to a dead-letter topic: not_json, invalid, failed. */
+export const ATTR_DLQ_REASON = 'ctxflow.dlq.reason';
 /** Kafka partition (consumer lag). */
 export const ATTR_PARTITION = 'ctxflow.partition';
 
@@ -87,6 +89,11 @@ export const METRIC_PREFIX_REUSED_BYTES = 'ctxflow.prompt.prefix_reused_bytes';
 export const METRIC_PREFIX_REUSE_RATIO = 'ctxflow.prompt.prefix_reuse_ratio';
 /** Gauge, unit `{record}`: records behind the partition's end, attributes: consumer group, topic, partition. */
 export const METRIC_CONSUMER_LAG = 'ctxflow.consumer.lag';
+/**
+ * Counter, unit `{record}`: consumed records published onto a dead-letter
+ * topic, attributes: consumer group, topic (the source), dead-letter reason.
+ */
+export const METRIC_DEAD_LETTERS = 'ctxflow.consumer.dead_letters';
 
 // ---------------------------------------------------------------- spans
 

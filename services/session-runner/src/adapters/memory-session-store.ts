@@ -11,9 +11,11 @@ import type {
   StepRecord,
 } from '../domain/model.ts';
 import type {
+  Appended,
   CommitResult,
   EnqueueDedupe,
   EnqueueResult,
+  NewMessage,
   RewindCommit,
   SessionStore,
   StepCommit,
@@ -154,13 +156,22 @@ export class MemorySessionStore implements SessionStore {
     return this.#sessions.get(sessionId)?.keys.get(key);
   }
 
+  appendMessages(sessionId: string, messages: NewMessage[], meta?: SessionMeta): Promise<Appended>;
+  appendMessages(
+    sessionId: string,
+    messages: NewMessage[],
+    meta: SessionMeta | undefined,
+    expectedVersion: string,
+  ): Promise<Appended | 'conflict'>;
   async appendMessages(
     sessionId: string,
-    messages: Omit<MessageEntry, 'seq'>[],
+    messages: NewMessage[],
     meta?: SessionMeta,
-  ): Promise<{ entries: LogEntry[]; written: Written }> {
+    expectedVersion?: string,
+  ): Promise<Appended | 'conflict'> {
     const slot = this.#sessions.get(sessionId);
     if (!slot) throw new Error(`session ${sessionId} not found`);
+    if (expectedVersion !== undefined && String(slot.writes) !== expectedVersion) return 'conflict';
     const entries = messages.map((m, i) => ({ ...copy(m), seq: slot.log.length + i }) as MessageEntry);
     slot.log.push(...entries);
     if (meta) slot.meta = copy(meta);

@@ -1,5 +1,6 @@
 import {
   ATTR_CONSUMER_GROUP,
+  ATTR_DLQ_REASON,
   ATTR_PARTITION,
   ATTR_ROW_COUNT,
   ATTR_ROW_KIND,
@@ -19,6 +20,7 @@ import {
   METRIC_CONTEXT_PASS_DURATION,
   METRIC_CONTEXT_ROWS,
   METRIC_CONTEXT_SKIPPED,
+  METRIC_DEAD_LETTERS,
   METRIC_PREFIX_REUSE_RATIO,
   METRIC_PREFIX_REUSED_BYTES,
   meterOf,
@@ -225,9 +227,18 @@ export function createConsumerLag(handles: Pick<TelemetryHandles, 'meter'> = {})
       unit: '{record}',
     }),
   );
+  const deadLetters = lazy(() =>
+    meter().createCounter(METRIC_DEAD_LETTERS, {
+      description: 'Consumed records published onto a dead-letter topic',
+      unit: '{record}',
+    }),
+  );
   return {
     lag(e) {
       gauge().record(e.lag, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_PARTITION]: e.partition });
+    },
+    deadLettered(e) {
+      deadLetters().add(1, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_DLQ_REASON]: e.reason });
     },
   };
 }

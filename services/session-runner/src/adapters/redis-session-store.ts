@@ -2,6 +2,7 @@ import { hash, randomFillSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
+import { LRUCache } from 'lru-cache';
 import type {
   AgentRecord,
   CallRecord,
@@ -14,11 +15,12 @@ import type {
   SessionState,
   StepRecord,
 } from '../domain/model.ts';
-import { RecentMap } from '../domain/recent-map.ts';
 import type {
+  Appended,
   CommitResult,
   EnqueueDedupe,
   EnqueueResult,
+  NewMessage,
   RewindCommit,
   SessionStore,
   StepCommit,
@@ -178,13 +180,13 @@ export class RedisSessionStore implements SessionStore {
   readonly #reads: ReadScripts;
   readonly #keys: StoreKeys;
   /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
-  readonly #promptIds = new RecentMap<string, string>(1_000);
-  readonly #promptTexts = new RecentMap<string, string>(1_000);
+  readonly #promptIds = new LRUCache<string, string>({ max: 1_000 });
+  readonly #promptTexts = new LRUCache<string, string>({ max: 1_000 });
   /**
    * sessionId -> the id of the prompt its `seq` names (the last commit stored or used it):
    * a commit of that prompt sends its id alone. Only a hint: the commit script checks it.
    */
-  readonly #sessionPrompts = new RecentMap<string, string>(10_000);
+  readonly #sessionPrompts = new LRUCache<string, string>({ max: 10_000 });
 
   constructor(client: Redis | Cluster, options: RedisSessionStoreOptions = {}) {
     this.#keys = storeKeys(options.prefix);
@@ -385,17 +387,29 @@ export class RedisSessionStore implements SessionStore {
     return reply ?? undefined;
   }
 
+  appendMessages(sessionId: string, messages: NewMessage[], meta?: SessionMeta): Promise<Appended>;
+  appendMessages(
+    sessionId: string,
+    messages: NewMessage[],
+    meta: SessionMeta | undefined,
+    expectedVersion: string,
+  ): Promise<Appended | 'conflict'>;
   async appendMessages(
     sessionId: string,
-    messages: Omit<MessageEntry, 'seq'>[],
+    messages: NewMessage[],
     meta?: SessionMeta,
-  ): Promise<{ entries: LogEntry[]; written: Written }> {
+    expectedVersion?: string,
+  ): Promise<Appended | 'conflict'> {
     const reply = await this.#session('ctxAppendMessages', sessionId, [
       meta === undefined ? '' : JSON.stringify(meta),
+      expectedVersion ?? '-',
       ...messages.map((message) => JSON.stringify(message)),
     ]);
     const outcome = scriptOutcome(reply);
-    if ('refusal' in outcome) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    if ('refusal' in outcome) {
+      if (outcome.refusal === 'version_changed') return 'conflict';
+      throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    }
     const [start, version, previous] = outcome.ok as [number, string, string];
     return {
       entries: messages.map((message, i) => ({ ...structuredClone(message), seq: start + i }) as MessageEntry),

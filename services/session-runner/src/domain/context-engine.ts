@@ -14,6 +14,7 @@ import {
   type StepMode,
   validateItems,
 } from '@ctxflow/contracts';
+import { LRUCache } from 'lru-cache';
 import type { Clock } from '../ports/clock.ts';
 import type { MemoryRecall } from '../ports/memory-recall.ts';
 import type { SessionEvents } from '../ports/session-events.ts';
@@ -42,11 +43,9 @@ import type {
   ToolDeclaration,
   ToolOutcome,
 } from './model.ts';
-import { RecentMap } from './recent-map.ts';
 import {
   type LogView,
   logView,
-  type ModelRequest,
   openTurn,
   renderNeutralRequest,
   renderRequest,
@@ -75,7 +74,7 @@ export interface EngineDeps {
   newId?: (prefix: string) => string;
   /** Sessions whose state this runner holds between steps (session-cache.ts); default 1,000, 0 for none. */
   heldSessions?: number;
-  /** Estimated bytes of held session states at most; default 64 MiB. */
+  /** Estimated heap bytes of held session states at most (session-cache.ts); default 64 MiB. */
   heldBytes?: number;
 }
 
@@ -91,21 +90,23 @@ export interface AgentInput {
   cacheTtlMs?: number;
 }
 
+/**
+ * A step's answer (Contract v2): `request` is the neutral model request, `cache` the cache hints.
+ * The v1 answer's fields keep their names and meanings; v2 only adds fields (to the messages, the
+ * tools, the request and `cache`).
+ */
 export interface StepResult {
   stepId: string;
   mode: StepMode;
   rows: ContextRow[];
-  request: ModelRequest;
+  request: NeutralRequest;
   cursor: Cursor | null;
-  cache: { rebuilt: boolean; reason?: RebuildReason };
+  cache: CacheHints;
   skipped: { reason: SkipReason; message: string }[];
 }
 
-/** A step answer in Contract v2's neutral format (`format: 'neutral'`): the same step, the neutral request and cache hints. */
-export interface NeutralStepResult extends Omit<StepResult, 'request' | 'cache'> {
-  request: NeutralRequest;
-  cache: CacheHints;
-}
+/** The step answer: the neutral format is the default (`format: 'neutral'` names it). */
+export type NeutralStepResult = StepResult;
 
 /** A message to record (`POST /sessions/:id/messages`). */
 export interface MessageInput {
@@ -115,12 +116,14 @@ export interface MessageInput {
   toolCalls?: ToolCallEntry[];
 }
 
-/** A step as committed (or replayed): its v1 answer, its record, the log it covered and the declared tools. */
+/** A step as committed (or replayed): its record, the log it covered, the declared tools and its skips. */
 interface Stepped {
-  result: StepResult;
   step: StepRecord;
   log: readonly LogEntry[];
   tools: ToolDeclaration[];
+  skipped: { reason: SkipReason; message: string }[];
+  /** The answer's request, when the pass rendered it already (during its commit's round trip). */
+  request?: NeutralRequest;
 }
 
 /** A call of the last assistant message without a result, that ctxflow cannot answer yet. */
@@ -348,23 +351,23 @@ export class ContextEngine {
   readonly #deps: EngineDeps;
   readonly #locks = new KeyedMutex();
   /** sessionId -> agentId, immutable once created; bounded. */
-  readonly #agentIds = new RecentMap<string, string>(10_000);
+  readonly #agentIds = new LRUCache<string, string>({ max: 10_000 });
   /**
    * agentId -> the agent as last read. Only what never changes is used from it
    * (tools, stepContext, memory, cacheTtlMs): a run's context and model come from a
    * fresh read at the run's start (N3, N6).
    */
-  readonly #agents = new RecentMap<string, AgentRecord>(1_000);
+  readonly #agents = new LRUCache<string, AgentRecord>({ max: 1_000 });
   readonly #held: SessionCache;
   /** sessionId -> tenant, immutable once created; bounded, least recently used first out. */
-  readonly #owners = new RecentMap<string, string>(10_000);
+  readonly #owners = new LRUCache<string, string>({ max: 10_000 });
   /**
    * `<sessionId length>:<sessionId><key>` -> the items a request key was last replayed
    * with, as received; bounded. A key's stored fingerprint never changes, so the same raw
    * items again are a replay once the store confirms the fingerprint (a new key costs
    * nothing here: only a replay the store answered is remembered).
    */
-  readonly #replayedKeys = new RecentMap<string, ReplayedKey>(1_000);
+  readonly #replayedKeys = new LRUCache<string, ReplayedKey>({ max: 1_000 });
   readonly #newId: (prefix: string) => string;
 
   constructor(deps: EngineDeps) {
@@ -578,8 +581,28 @@ export class ContextEngine {
     sessionId: string,
     messages: Omit<MessageEntry, 'seq'>[],
     meta?: SessionMeta,
-  ): Promise<LogEntry[]> {
-    const { entries, written } = await this.#deps.store.appendMessages(sessionId, messages, meta);
+  ): Promise<LogEntry[]>;
+  async #appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta: SessionMeta | undefined,
+    expectedVersion: string,
+  ): Promise<LogEntry[] | 'conflict'>;
+  async #appendMessages(
+    sessionId: string,
+    messages: Omit<MessageEntry, 'seq'>[],
+    meta?: SessionMeta,
+    expectedVersion?: string,
+  ): Promise<LogEntry[] | 'conflict'> {
+    const appended =
+      expectedVersion === undefined
+        ? await this.#deps.store.appendMessages(sessionId, messages, meta)
+        : await this.#deps.store.appendMessages(sessionId, messages, meta, expectedVersion);
+    if (appended === 'conflict') {
+      this.#held.drop(sessionId);
+      return 'conflict';
+    }
+    const { entries, written } = appended;
     this.#held.follow(sessionId, written, (held) => ({
       ...held,
       log: [...held.log, ...entries],
@@ -692,80 +715,102 @@ export class ContextEngine {
    */
   async appendMessages(tenant: string, sessionId: string, inputs: MessageInput[]): Promise<MessageEntry[]> {
     return this.#locks.run(sessionId, async () => {
-      const state = await this.#load(tenant, sessionId);
-      const next = structuredClone(state.meta);
-      const now = this.#deps.clock.now();
-      const at = new Date(now).toISOString();
-      const log: LogEntry[] = state.log.slice();
-      const added: Omit<MessageEntry, 'seq'>[] = [];
-      /** Per input: the index of its entry in `added`, or an entry already in the log. */
-      const answers: (number | MessageEntry)[] = [];
-      const push = (entry: Omit<MessageEntry, 'seq'>) => {
-        added.push(entry);
-        log.push({ ...entry, seq: log.length } as MessageEntry);
-        return added.length - 1;
-      };
-      const usedCallIds = new Set<string>();
-      for (const entry of state.log) {
-        if (entry.type === 'message') for (const call of entry.toolCalls ?? []) usedCallIds.add(call.callId);
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const recorded = await this.#recordMessages(tenant, sessionId, inputs);
+        if (recorded !== 'conflict') return recorded;
       }
-      for (const [i, input] of inputs.entries()) {
-        const where = inputs.length > 1 ? `messages.${i}` : 'message';
-        const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
-        if (input.role === 'tool') {
-          if (input.callId === undefined) {
-            answers.push(push(message));
-            continue;
-          }
-          message.callId = input.callId;
-          const result = this.#resultFor(log, state.calls, input.callId, where);
-          if (result.existing) {
-            if (result.existing.content !== input.content) {
-              throw new CtxflowError(
-                'validation_error',
-                `${where}: call ${input.callId} already has a result (seq ${result.existing.seq}); a second result is refused`,
-              );
-            }
-            answers.push(result.existing);
-            continue;
-          }
-          message.name = result.name;
+      throw new CtxflowError(
+        'state_conflict',
+        `session ${sessionId} kept changing while the messages were recorded; send them again`,
+      );
+    });
+  }
+
+  /**
+   * One attempt of appendMessages: validates the inputs against one read of the session and
+   * appends them only while the session still has that read's version; `conflict` (nothing
+   * written) when another write came in between (another runner), to validate again.
+   */
+  async #recordMessages(
+    tenant: string,
+    sessionId: string,
+    inputs: MessageInput[],
+  ): Promise<MessageEntry[] | 'conflict'> {
+    const state = await this.#load(tenant, sessionId);
+    const next = structuredClone(state.meta);
+    const now = this.#deps.clock.now();
+    const at = new Date(now).toISOString();
+    const log: LogEntry[] = state.log.slice();
+    const added: Omit<MessageEntry, 'seq'>[] = [];
+    /** Per input: the index of its entry in `added`, or an entry already in the log. */
+    const answers: (number | MessageEntry)[] = [];
+    const push = (entry: Omit<MessageEntry, 'seq'>) => {
+      added.push(entry);
+      log.push({ ...entry, seq: log.length } as MessageEntry);
+      return added.length - 1;
+    };
+    const usedCallIds = new Set<string>();
+    for (const entry of state.log) {
+      if (entry.type === 'message') for (const call of entry.toolCalls ?? []) usedCallIds.add(call.callId);
+    }
+    for (const [i, input] of inputs.entries()) {
+      const where = inputs.length > 1 ? `messages.${i}` : 'message';
+      const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
+      if (input.role === 'tool') {
+        if (input.callId === undefined) {
           answers.push(push(message));
           continue;
         }
-        // A user or assistant message closes the turn of the last assistant message.
-        const closing = closeTurn(log, state.calls, now, at);
-        if (closing.pending.length > 0) throw pendingError(closing.pending, `${where} (${input.role})`);
-        for (const result of closing.results) push(result);
-        if (input.role === 'user' && next.run?.open) next.run.open = false; // A user turn ends the run (N3).
-        if (input.callId !== undefined) message.callId = input.callId;
-        if (input.toolCalls?.length) {
-          for (const call of input.toolCalls) {
-            if (usedCallIds.has(call.callId)) {
-              throw new CtxflowError(
-                'validation_error',
-                `${where}: callId ${call.callId} is already used by another call`,
-              );
-            }
-            usedCallIds.add(call.callId);
+        message.callId = input.callId;
+        const result = this.#resultFor(log, state.calls, input.callId, where);
+        if (result.existing) {
+          if (result.existing.content !== input.content) {
+            throw new CtxflowError(
+              'validation_error',
+              `${where}: call ${input.callId} already has a result (seq ${result.existing.seq}); a second result is refused`,
+            );
           }
-          message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
+          answers.push(result.existing);
+          continue;
         }
+        message.name = result.name;
         answers.push(push(message));
+        continue;
       }
-      if (added.length === 0) return answers as MessageEntry[];
-      const stored = (await this.#appendMessages(sessionId, added, next)) as MessageEntry[];
-      for (const entry of stored) {
-        this.#deps.events.publish(sessionId, {
-          type: 'message',
-          seq: entry.seq,
-          role: entry.role,
-          content: entry.content,
-          at,
-        });
+      // A user or assistant message closes the turn of the last assistant message.
+      const closing = closeTurn(log, state.calls, now, at);
+      if (closing.pending.length > 0) throw pendingError(closing.pending, `${where} (${input.role})`);
+      for (const result of closing.results) push(result);
+      if (input.role === 'user' && next.run?.open) next.run.open = false; // A user turn ends the run (N3).
+      if (input.callId !== undefined) message.callId = input.callId;
+      if (input.toolCalls?.length) {
+        for (const call of input.toolCalls) {
+          if (usedCallIds.has(call.callId)) {
+            throw new CtxflowError(
+              'validation_error',
+              `${where}: callId ${call.callId} is already used by another call`,
+            );
+          }
+          usedCallIds.add(call.callId);
+        }
+        message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
       }
-      return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
-    });
+      answers.push(push(message));
+    }
+    if (added.length === 0) return answers as MessageEntry[];
+    const appended = await this.#appendMessages(sessionId, added, next, state.version);
+    if (appended === 'conflict') return 'conflict';
+    const stored = appended as MessageEntry[];
+    for (const entry of stored) {
+      this.#deps.events.publish(sessionId, {
+        type: 'message',
+        seq: entry.seq,
+        role: entry.role,
+        content: entry.content,
+        at,
+      });
+    }
+    return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
   }
 
   /**
@@ -874,41 +919,23 @@ export class ContextEngine {
    * in ONE store commit, then render the request. A `requestId` already
    * committed returns that step again, committing nothing (R33, redelivery).
    */
-  async step(
-    tenant: string,
-    sessionId: string,
-    input?: { mode?: StepMode; requestId?: string; format?: undefined },
-  ): Promise<StepResult>;
-  async step(
-    tenant: string,
-    sessionId: string,
-    input: { mode?: StepMode; requestId?: string; format: StepFormat },
-  ): Promise<NeutralStepResult>;
-  async step(
-    tenant: string,
-    sessionId: string,
-    input?: { mode?: StepMode; requestId?: string; format?: StepFormat },
-  ): Promise<StepResult | NeutralStepResult>;
+  /**
+   * A model call's context pass. The answer is Contract v2's neutral request (the default;
+   * `format: 'neutral'` names it).
+   */
   async step(
     tenant: string,
     sessionId: string,
     input: { mode?: StepMode; requestId?: string; format?: StepFormat } = {},
-  ): Promise<StepResult | NeutralStepResult> {
+  ): Promise<StepResult> {
     const mode = input.mode ?? 'first';
     const stepped = await this.#locks.run(sessionId, () => this.#tracedPass(tenant, sessionId, mode, input.requestId));
-    return input.format === 'neutral' ? this.#neutral(sessionId, stepped) : stepped.result;
+    return this.#answer(sessionId, stepped);
   }
 
-  /** A step's answer in the neutral format of Contract v2, from the step and the log it covered. */
-  #neutral(sessionId: string, { result, step, log, tools }: Stepped): NeutralStepResult {
-    const request = renderNeutralRequest({
-      system: step.system,
-      log,
-      tools,
-      activeTools: step.activeTools,
-      model: step.model,
-      forced: step.mode === 'forced_completion',
-    });
+  /** A step's answer, from the step and the log it covered: the same for a redelivered request. */
+  #answer(sessionId: string, { step, log, tools, skipped, request }: Stepped): StepResult {
+    const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
     const cache: CacheHints = {
       rebuilt: step.cache.rebuilt,
       reason: step.cache.reason ?? null,
@@ -916,7 +943,27 @@ export class ContextEngine {
       prefixEnd: step.system.length > 0 ? 0 : -1,
       previousEnd: step.previousEnd ?? 0,
     };
-    return { ...result, request, cache };
+    return {
+      stepId: step.stepId,
+      mode: step.mode,
+      rows,
+      request: request ?? this.#request(step, log, tools),
+      cursor: step.cursor ?? null,
+      cache,
+      skipped,
+    };
+  }
+
+  /** The neutral model request of a step. */
+  #request(step: StepRecord, log: readonly LogEntry[], tools: readonly ToolDeclaration[]): NeutralRequest {
+    return renderNeutralRequest({
+      system: step.system,
+      log,
+      tools,
+      activeTools: step.activeTools,
+      model: step.model,
+      forced: step.mode === 'forced_completion',
+    });
   }
 
   /** The pass inside the telemetry's context-pass span, when the telemetry has one. */
@@ -1076,10 +1123,10 @@ export class ContextEngine {
       const committing = telemetry.storeCommit
         ? telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
         : commit();
-      // While the commit's round trip runs: the answer's request and its byte figures (used
+      // While the commit's round trip runs: the answer's request and the byte figures (used
       // only if it commits).
-      const request = renderRequest(system, view, tools, activeTools);
-      const figures = this.#requestFigures(step, request, view, previousSystem, previousEnd, tools);
+      const request = this.#request(step, log, tools);
+      const figures = this.#requestFigures(step, view, previousSystem, previousEnd, tools);
       const result = await committing;
       if (result.outcome !== 'committed') {
         // Another write came between the read (or the held state) and this commit.
@@ -1111,16 +1158,7 @@ export class ContextEngine {
         });
       }
       this.#report(sessionId, step, rows, skipped, started, figures);
-      const answer: StepResult = {
-        stepId,
-        mode,
-        rows: rows.map((r) => r.row),
-        request,
-        cursor: newCursor ?? null,
-        cache: step.cache,
-        skipped,
-      };
-      return { result: answer, step, log, tools };
+      return { step, log, tools, skipped, request };
     }
     throw new CtxflowError(
       'state_conflict',
@@ -1158,10 +1196,12 @@ export class ContextEngine {
     });
   }
 
-  /** The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix reuse). */
+  /**
+   * The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix
+   * reuse), measured on the messages' roles and contents (the log view).
+   */
   #requestFigures(
     step: StepRecord,
-    request: ModelRequest,
     view: LogView,
     previousSystem: string | undefined,
     previousEnd: number | undefined,
@@ -1179,7 +1219,8 @@ export class ContextEngine {
         const previous = renderRequest(previousSystem, [], tools, []).messages.concat(
           view.messages.slice(0, previousEnd),
         );
-        reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(request.messages));
+        const messages = renderRequest(step.system, view, tools, []).messages;
+        reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(messages));
       }
     }
     return { requestBytes, prefixReusedBytes: reused };
@@ -1189,28 +1230,13 @@ export class ContextEngine {
   async #replay(state: SessionState, step: StepRecord): Promise<Stepped> {
     const agent = await this.#agentOf(state.meta);
     const log = state.log.slice(0, step.logEnd);
-    const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
-    const tools = this.#tools(agent);
     // A step committed before the step record kept its model: the model of its run, if still known.
     const run = state.meta.run;
     const replayed =
       step.model === undefined && run?.runId === step.runId && run.model !== undefined
         ? { ...step, model: run.model }
         : step;
-    return {
-      result: {
-        stepId: step.stepId,
-        mode: step.mode,
-        rows,
-        request: renderRequest(step.system, log, tools, step.activeTools),
-        cursor: step.cursor ?? null,
-        cache: step.cache,
-        skipped: [],
-      },
-      step: replayed,
-      log,
-      tools,
-    };
+    return { step: replayed, log, tools: this.#tools(agent), skipped: [] };
   }
 
   #rebuildReason(
@@ -1325,47 +1351,77 @@ export class ContextEngine {
   }
 
   /** R35: a client tool's answer; after its deadline it becomes a late-answer notice. */
-  async answerClientCall(tenant: string, sessionId: string, callId: string, content: string) {
+  async answerClientCall(
+    tenant: string,
+    sessionId: string,
+    callId: string,
+    content: string,
+  ): Promise<{ late: boolean; recorded: number }> {
     return this.#locks.run(sessionId, async () => {
-      const state = await this.#load(tenant, sessionId);
-      const call = state.calls.find((c) => c.callId === callId);
-      if (!call || (call.status !== 'awaiting_client' && call.status !== 'answered')) {
-        throw new CtxflowError('state_call_not_found', `call ${callId} is not waiting for a client answer`);
+      for (let attempt = 0; attempt < 5; attempt++) {
+        const answered = await this.#answerClientCall(tenant, sessionId, callId, content);
+        if (answered !== 'conflict') return answered;
       }
-      if (call.status === 'answered') return { late: false, recorded: 0 };
-      const now = this.#deps.clock.now();
-      const at = new Date(now).toISOString();
-      const late = now > (call.deadlineAt ?? Number.POSITIVE_INFINITY);
-      if (late) {
-        const item: SourcedItem = {
-          kind: 'notice',
-          source: 'late-answer',
-          content: lateAnswerContent(call.name, callId, content),
-        };
-        validateItems([{ kind: item.kind, content: item.content }], 'app');
-        const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {
-          type: 'site',
-          callId,
-          site: 'late-answer',
-        });
-        this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
-      } else {
-        // A result the runtime already recorded for this call stays the only one.
-        const turn = openTurn(state.log);
-        const answered = turn.assistant?.toolCalls?.some((c) => c.callId === callId)
-          ? turn.answered.has(callId)
-          : state.log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === callId);
-        if (answered) {
-          await this.#putCall(sessionId, { ...call, status: 'answered' });
-          return { late: false, recorded: 0 };
-        }
-        await this.#appendMessages(sessionId, [
-          { type: 'message', role: 'tool', content, callId, name: call.name, at },
-        ]);
-      }
-      await this.#putCall(sessionId, { ...call, status: 'answered' });
-      return { late, recorded: 1 };
+      throw new CtxflowError(
+        'state_conflict',
+        `session ${sessionId} kept changing while the answer was recorded; send it again`,
+      );
     });
+  }
+
+  /**
+   * One attempt of answerClientCall. An on-time answer is recorded only while the session has
+   * the version it was checked on (no result of the runtime came in between); `conflict`
+   * (nothing written) otherwise.
+   */
+  async #answerClientCall(
+    tenant: string,
+    sessionId: string,
+    callId: string,
+    content: string,
+  ): Promise<{ late: boolean; recorded: number } | 'conflict'> {
+    const state = await this.#load(tenant, sessionId);
+    const call = state.calls.find((c) => c.callId === callId);
+    if (!call || (call.status !== 'awaiting_client' && call.status !== 'answered')) {
+      throw new CtxflowError('state_call_not_found', `call ${callId} is not waiting for a client answer`);
+    }
+    if (call.status === 'answered') return { late: false, recorded: 0 };
+    const now = this.#deps.clock.now();
+    const at = new Date(now).toISOString();
+    const late = now > (call.deadlineAt ?? Number.POSITIVE_INFINITY);
+    if (late) {
+      const item: SourcedItem = {
+        kind: 'notice',
+        source: 'late-answer',
+        content: lateAnswerContent(call.name, callId, content),
+      };
+      validateItems([{ kind: item.kind, content: item.content }], 'app');
+      const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {
+        type: 'site',
+        callId,
+        site: 'late-answer',
+      });
+      this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
+    } else {
+      // A result the runtime already recorded for this call stays the only one.
+      const turn = openTurn(state.log);
+      const answered = turn.assistant?.toolCalls?.some((c) => c.callId === callId)
+        ? turn.answered.has(callId)
+        : state.log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === callId);
+      if (answered) {
+        await this.#putCall(sessionId, { ...call, status: 'answered' });
+        return { late: false, recorded: 0 };
+      }
+      const appended = await this.#appendMessages(
+        sessionId,
+        [{ type: 'message', role: 'tool', content, callId, name: call.name, at }],
+        undefined,
+        state.version,
+      );
+      if (appended === 'conflict') return 'conflict';
+    }
+    await this.#putCall(sessionId, { ...call, status: 'answered' });
+    return { late, recorded: 1 };
   }
 
   // ---------------------------------------------------------------- rewinds, branches, restarts
@@ -1438,23 +1494,8 @@ export class ContextEngine {
   async restartRun(
     tenant: string,
     sessionId: string,
-    input?: { requestId?: string; format?: undefined },
-  ): Promise<StepResult>;
-  async restartRun(
-    tenant: string,
-    sessionId: string,
-    input: { requestId?: string; format: StepFormat },
-  ): Promise<NeutralStepResult>;
-  async restartRun(
-    tenant: string,
-    sessionId: string,
-    input?: { requestId?: string; format?: StepFormat },
-  ): Promise<StepResult | NeutralStepResult>;
-  async restartRun(
-    tenant: string,
-    sessionId: string,
     input: { requestId?: string; format?: StepFormat } = {},
-  ): Promise<StepResult | NeutralStepResult> {
+  ): Promise<StepResult> {
     const stepped = await this.#locks.run(sessionId, async () => {
       const state = await this.#load(tenant, sessionId);
       // A redelivered restart answers its committed step; rewinding first would cut it (R33).
@@ -1468,7 +1509,7 @@ export class ContextEngine {
       if (first) await this.#rewind(tenant, sessionId, { beforeStepId: first.stepId });
       return this.#tracedPass(tenant, sessionId, 'retry', input.requestId);
     });
-    return input.format === 'neutral' ? this.#neutral(sessionId, stepped) : stepped.result;
+    return this.#answer(sessionId, stepped);
   }
 
   /** R32: a branch copies rows with their cursors and tool effects, never the queue. */

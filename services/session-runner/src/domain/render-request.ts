@@ -183,6 +183,17 @@ function quoteResult(text: string): string {
   return text.replaceAll('</tool_result', '<\\/tool_result');
 }
 
+/**
+ * A tool message whose call is not in the assistant turn before it, as the user turn a provider
+ * accepts there (providers refuse a tool message without its call):
+ * `<tool_result callId="..." name="...">\n<content>\n</tool_result>`.
+ */
+export function quotedToolResult(message: { content: string; callId?: string; name?: string }): string {
+  const call = message.callId === undefined ? '' : ` callId="${message.callId}"`;
+  const name = message.name === undefined ? '' : ` name="${message.name}"`;
+  return `<tool_result${call}${name}>\n${quoteResult(message.content)}\n</tool_result>`;
+}
+
 /** A log entry's neutral message, cached per entry (entries never change once written). */
 const neutralCache = new WeakMap<LogEntry, RequestMessage>();
 
@@ -204,11 +215,15 @@ function neutralMessage(entry: LogEntry, paired: string | undefined): RequestMes
   } else if (entry.role === 'tool' && paired !== undefined) {
     message = { role: 'tool', content: entry.content, callId: entry.callId!, name: paired };
   } else if (entry.role === 'tool') {
-    // A result no call of the turn before it asked for (recorded by a v1 client, or an answer that came
-    // before its call was recorded): providers refuse a tool message there, so it is quoted in a user turn.
-    const call = entry.callId === undefined ? '' : ` callId="${entry.callId}"`;
-    const name = entry.name === undefined ? '' : ` name="${entry.name}"`;
-    message = { role: 'user', content: `<tool_result${call}${name}>\n${quoteResult(entry.content)}\n</tool_result>` };
+    // A result no call of the turn before it asked for (recorded by a v1 client, or a client's answer
+    // to a call the gate knows and no assistant message made): as recorded, with what is known of its
+    // call (the v1 message, fields added). Provider formats quote it in a user turn (quotedToolResult).
+    message = {
+      role: 'tool',
+      content: entry.content,
+      ...(entry.callId === undefined ? {} : { callId: entry.callId }),
+      ...(entry.name === undefined ? {} : { name: entry.name }),
+    };
   } else {
     message = { role: 'user', content: entry.content };
   }

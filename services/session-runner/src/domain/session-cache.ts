@@ -1,26 +1,47 @@
+import { LRUCache } from 'lru-cache';
 import type { Written } from '../ports/session-store.ts';
-import type { LogEntry, QueuedItem, SessionState } from './model.ts';
+import type { CallRecord, LogEntry, QueuedItem, SessionState } from './model.ts';
 import type { LogView } from './render-request.ts';
 
-/** What a session holds besides its log's text, per entry and per state (an estimate). */
+/**
+ * The heap a held session takes besides the JSON of its parts: V8 keeps each object,
+ * array slot and string with a header, and a held log has its view beside it (one
+ * message object and one size per entry). Calibrated with `v8.getHeapStatistics()`
+ * on logs of short and long entries (test/unit/session-cache.test.ts holds thousands
+ * of sessions and checks the live heap against the bound).
+ */
 const ENTRY_OVERHEAD = 256;
-const STATE_OVERHEAD = 4_096;
+const CALL_OVERHEAD = 128;
+const STRING_OVERHEAD = 64;
+const STATE_OVERHEAD = 2_048;
 
 export interface SessionCacheLimits {
   /** Sessions held at most; 0 holds nothing. */
   sessions: number;
-  /** Estimated bytes held at most (text of the logs and queues, plus a per-entry overhead). */
+  /**
+   * Estimated heap bytes held at most: the UTF-8 bytes of the JSON of every part of each
+   * state (its log twice for rows, which the log's view renders again), plus a per-entry
+   * and a per-state overhead.
+   */
   bytes: number;
 }
 
 interface Held {
   state: SessionState;
-  /** Estimated bytes of `state.log` and `state.queue`, summed once per entry. */
-  logBytes: number;
-  queueBytes: number;
+  /** Estimated bytes of each part of `state`, measured once per new element or new part. */
+  parts: Parts;
   bytes: number;
   /** The view of `state.log` or of a log it extends, when the holder had one. */
   view: LogView | undefined;
+}
+
+interface Parts {
+  meta: number;
+  log: number;
+  queue: number;
+  calls: number;
+  sites: number;
+  requestIds: number;
 }
 
 /**
@@ -31,31 +52,32 @@ interface Held {
  * common step (the session's previous write was this runner's) reads nothing.
  *
  * Held states are replaced, never changed in place (the engine builds each new state
- * from new arrays and frozen rows). Bounded by sessions and by estimated bytes: the
- * least recently used session leaves first, and a session bigger than the whole
- * budget is not held.
+ * from new arrays and frozen rows). An LRU cache bounded by sessions and by estimated
+ * bytes: the least recently used session leaves first, and a session bigger than the
+ * whole budget is not held.
  */
 export class SessionCache {
-  readonly #held = new Map<string, Held>();
-  readonly #limits: SessionCacheLimits;
-  #bytes = 0;
+  readonly #held: LRUCache<string, Held> | undefined;
 
   constructor(limits: SessionCacheLimits) {
-    this.#limits = limits;
+    this.#held =
+      limits.sessions > 0
+        ? new LRUCache<string, Held>({
+            max: limits.sessions,
+            maxSize: limits.bytes,
+            sizeCalculation: (held) => held.bytes,
+          })
+        : undefined;
   }
 
   /** Estimated bytes held now. */
   get bytes(): number {
-    return this.#bytes;
+    return this.#held?.calculatedSize ?? 0;
   }
 
+  /** The held state; makes the session the most recently used. */
   get(sessionId: string): SessionState | undefined {
-    const held = this.#held.get(sessionId);
-    if (held) {
-      this.#held.delete(sessionId);
-      this.#held.set(sessionId, held);
-    }
-    return held?.state;
+    return this.#held?.get(sessionId)?.state;
   }
 
   /**
@@ -63,7 +85,7 @@ export class SessionCache {
    * (a message appended since). logView() extends it.
    */
   view(sessionId: string): LogView | undefined {
-    return this.#held.get(sessionId)?.view;
+    return this.#held?.peek(sessionId)?.view;
   }
 
   /**
@@ -71,26 +93,12 @@ export class SessionCache {
    * the view of its log (or of a log it extends) when the holder has one.
    */
   hold(sessionId: string, state: SessionState, view?: LogView): void {
-    if (this.#limits.sessions <= 0) return;
-    const previous = this.#held.get(sessionId);
-    this.drop(sessionId);
-    const logBytes = extended(previous?.state.log, state.log, previous?.logBytes, entryBytes);
-    const queueBytes = extended(previous?.state.queue, state.queue, previous?.queueBytes, queuedBytes);
-    const bytes = STATE_OVERHEAD + logBytes + queueBytes;
-    if (bytes > this.#limits.bytes) return;
-    this.#held.set(sessionId, {
-      state: Object.freeze(state),
-      logBytes,
-      queueBytes,
-      bytes,
-      view,
-    });
-    this.#bytes += bytes;
-    for (const [oldest, held] of this.#held) {
-      if (this.#held.size <= this.#limits.sessions && this.#bytes <= this.#limits.bytes) break;
-      this.#held.delete(oldest);
-      this.#bytes -= held.bytes;
-    }
+    if (this.#held === undefined) return;
+    const previous = this.#held.peek(sessionId);
+    const parts = measure(previous, state);
+    const bytes = STATE_OVERHEAD + parts.meta + parts.log + parts.queue + parts.calls + parts.sites + parts.requestIds;
+    // Over maxSize: not held, and what was held of the session is dropped.
+    this.#held.set(sessionId, { state: Object.freeze(state), parts, bytes, view });
   }
 
   /**
@@ -98,7 +106,7 @@ export class SessionCache {
    * state the write replaced, and is dropped otherwise (another write came between).
    */
   follow(sessionId: string, written: Written, change: (held: SessionState) => Omit<SessionState, 'version'>): void {
-    const held = this.#held.get(sessionId);
+    const held = this.#held?.peek(sessionId);
     if (!held) return;
     if (held.state.version !== written.previous) {
       this.drop(sessionId);
@@ -109,23 +117,51 @@ export class SessionCache {
 
   /** Forgets the session: its next pass reads the store. */
   drop(sessionId: string): void {
-    const held = this.#held.get(sessionId);
-    if (!held) return;
-    this.#held.delete(sessionId);
-    this.#bytes -= held.bytes;
+    this.#held?.delete(sessionId);
   }
 }
 
-function itemBytes(item: object): number {
-  return ENTRY_OVERHEAD + ('content' in item && typeof item.content === 'string' ? item.content.length : 0);
+/** A string outside Latin-1: V8 keeps such strings in two bytes a character. */
+const TWO_BYTE = /[\u0100-\uffff]/;
+
+/** The heap bytes of the text of a value's JSON: one byte a character, two when any is beyond Latin-1. */
+function jsonBytes(value: unknown): number {
+  return textBytes(JSON.stringify(value) ?? '');
 }
 
+function textBytes(text: string): number {
+  return TWO_BYTE.test(text) ? 2 * text.length : text.length;
+}
+
+/** A log entry, and for a row the text its view renders again. */
 function entryBytes(entry: LogEntry): number {
-  return entry.type === 'message' ? ENTRY_OVERHEAD + entry.content.length : itemBytes(entry.row);
+  return ENTRY_OVERHEAD + jsonBytes(entry) + (entry.type === 'row' ? jsonBytes(entry.row) : 0);
 }
 
 function queuedBytes(queued: QueuedItem): number {
-  return itemBytes(queued.item);
+  return ENTRY_OVERHEAD + jsonBytes(queued);
+}
+
+function callBytes(call: CallRecord): number {
+  return CALL_OVERHEAD + jsonBytes(call);
+}
+
+function stringBytes(text: string): number {
+  return STRING_OVERHEAD + textBytes(text);
+}
+
+/** The parts of `state`, reusing what `previous` measured of the parts it shares. */
+function measure(previous: Held | undefined, state: SessionState): Parts {
+  const known = previous?.state;
+  const parts = previous?.parts;
+  return {
+    meta: known?.meta === state.meta && parts ? parts.meta : jsonBytes(state.meta),
+    log: extended(known?.log, state.log, parts?.log, entryBytes),
+    queue: extended(known?.queue, state.queue, parts?.queue, queuedBytes),
+    calls: known?.calls === state.calls && parts ? parts.calls : state.calls.reduce((n, c) => n + callBytes(c), 0),
+    sites: extended(known?.sites, state.sites, parts?.sites, stringBytes),
+    requestIds: extended(known?.requestIds, state.requestIds, parts?.requestIds, stringBytes),
+  };
 }
 
 /**

@@ -48,13 +48,6 @@ const requestTool = z.object({
   parameters: z.record(z.string(), z.unknown()).optional(),
   strict: z.boolean().optional(),
 });
-const v1Request = z
-  .object({
-    messages: z.array(z.object({ role: z.enum(['system', 'user', 'assistant', 'tool']), content: z.string() })),
-    tools: z.array(z.object({ name: z.string(), description: z.string().optional() })),
-    activeTools: z.array(z.string()),
-  })
-  .meta({ title: 'V1Request' });
 const neutralMessage = z.union([
   z.object({
     role: z.enum(['system', 'user']),
@@ -65,6 +58,12 @@ const neutralMessage = z.union([
   z.object({ role: z.literal('user'), content: z.string() }),
   z.object({ role: z.literal('assistant'), content: z.string(), toolCalls: z.array(toolCall).optional() }),
   z.object({ role: z.literal('tool'), content: z.string(), callId: z.string(), name: z.string() }),
+  z.object({
+    role: z.literal('tool'),
+    content: z.string(),
+    callId: z.string().optional(),
+    name: z.string().optional(),
+  }),
 ]);
 const neutralRequest = z
   .object({
@@ -81,14 +80,16 @@ const stepAnswer = z.object({
   stepId: z.string(),
   mode: z.enum(STEP_MODES),
   rows: z.array(contextRow),
-  request: z.union([neutralRequest, v1Request]).describe('The neutral request with `format: "neutral"`, else v1.'),
+  request: z
+    .union([neutralRequest, z.record(z.string(), z.unknown()).meta({ title: 'ProviderRequest' })])
+    .describe("The neutral request (the default), or with `format` that provider API's body without `model`."),
   cursor: cursor.nullable(),
   cache: z.object({
     rebuilt: z.boolean(),
-    reason: rebuildReason.nullable().optional(),
-    key: z.string().optional(),
-    prefixEnd: z.number().int().optional(),
-    previousEnd: z.number().int().optional(),
+    reason: rebuildReason.nullable(),
+    key: z.string(),
+    prefixEnd: z.number().int(),
+    previousEnd: z.number().int(),
   }),
   skipped: z.array(z.object({ reason: z.string(), message: z.string() })),
 });

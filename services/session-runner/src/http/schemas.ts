@@ -5,12 +5,12 @@ import {
   MAX_CACHE_TTL_MS,
   MAX_DEADLINE_MS,
   MAX_ERROR_DETAILS,
-  MAX_ID_LENGTH,
   STEP_FORMATS,
   STEP_MODES,
 } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextInputSchema } from '../domain/context-blocks.ts';
+import { PROVIDER_FORMATS } from '../domain/provider-formats/index.ts';
 import { TOOL_NAME } from '../domain/tool-schema.ts';
 
 const toolName = z.string().regex(TOOL_NAME, 'tool names are 1 to 64 letters, digits, _ or -');
@@ -68,51 +68,28 @@ export const postContextBody = z.strictObject({
   key: idSchema.optional(),
 });
 
-/**
- * `POST /context`'s body. One with exactly the shape `postContextBody` accepts (only its
- * properties; `sessionId` of 1 to MAX_ID_LENGTH characters; 1 to 1,000 items; `key` absent
- * or 1 to MAX_ID_LENGTH characters) is taken as it is, checked without zod; anything else goes through
- * `parseBody`, so every refusal is zod's, word for word.
- */
-export function parseContextBody(body: unknown): z.infer<typeof postContextBody> {
-  if (typeof body === 'object' && body !== null && Object.getPrototypeOf(body) === Object.prototype) {
-    const { sessionId, items, key } = body as Record<string, unknown>;
-    let properties = 0;
-    for (const name in body) {
-      if (name !== 'sessionId' && name !== 'items' && name !== 'key') return parseBody(postContextBody, body);
-      properties += 1;
-    }
-    if (
-      typeof sessionId === 'string' &&
-      sessionId.length >= 1 &&
-      sessionId.length <= MAX_ID_LENGTH &&
-      Array.isArray(items) &&
-      items.length >= 1 &&
-      items.length <= 1000
-    ) {
-      if (key === undefined && properties === 2) return { sessionId, items };
-      if (typeof key === 'string' && key.length >= 1 && key.length <= MAX_ID_LENGTH) return { sessionId, items, key };
-    }
-  }
-  return parseBody(postContextBody, body);
-}
-
 export const callContextBody = z.strictObject({
   origin: z.enum(['tool', 'hook']).default('tool'),
   site: z.string().min(1).max(256).optional(),
   items: z.array(z.unknown()).min(1).max(1000),
 });
 
+/**
+ * The shape of a step answer's `request` over HTTP: absent for v1, `neutral` for Contract v2's neutral
+ * request, or a provider's request body (provider-formats/).
+ */
+const HTTP_STEP_FORMATS = [...STEP_FORMATS, ...PROVIDER_FORMATS] as const;
+
 export const stepBody = z
   .strictObject({
     mode: z.enum(STEP_MODES).optional(),
     requestId: idSchema.optional(),
-    format: z.enum(STEP_FORMATS).optional(),
+    format: z.enum(HTTP_STEP_FORMATS).optional(),
   })
   .default({});
 
 export const restartBody = z
-  .strictObject({ requestId: idSchema.optional(), format: z.enum(STEP_FORMATS).optional() })
+  .strictObject({ requestId: idSchema.optional(), format: z.enum(HTTP_STEP_FORMATS).optional() })
   .default({});
 
 /** A tool call's arguments: the JSON text of an object, as the model produced it. */
@@ -141,7 +118,7 @@ export const messageBody = z.strictObject({
         arguments: toolArguments.optional(),
       }),
     )
-    .max(128)
+    .max(256)
     .optional(),
 });
 

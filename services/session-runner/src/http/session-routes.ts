@@ -1,6 +1,7 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { ContextEngine } from '../domain/context-engine.ts';
+import type { ContextEngine, NeutralStepResult } from '../domain/context-engine.ts';
 import type { AgentRecord } from '../domain/model.ts';
+import { type ProviderFormat, toProviderRequest } from '../domain/provider-formats/index.ts';
 import {
   answerBody,
   approvalBody,
@@ -10,10 +11,10 @@ import {
   createSessionBody,
   memoryBody,
   parseBody,
-  parseContextBody,
   parseMessageBody,
   patchAgentBody,
   patchSessionBody,
+  postContextBody,
   restartBody,
   rewindBody,
   stepBody,
@@ -44,9 +45,16 @@ function publicAgent(agent: AgentRecord) {
 }
 
 /**
- * The session-runner's HTTP contract (DESIGN.md "Public HTTP contract") and the
- * tool-side routes documented in the README. Register inside a scope that sets
- * `request.tenant`.
+ * A neutral step answer with its `request` in a provider's format: that API's body without
+ * `model` (and `max_tokens`). Rows, cursor and cache hints are the neutral answer's.
+ */
+function inProviderFormat(format: ProviderFormat, answer: NeutralStepResult) {
+  return { ...answer, request: toProviderRequest(format, answer.request, answer.cache) };
+}
+
+/**
+ * The session-runner's HTTP contract and its tool-side routes (README.md "HTTP API").
+ * Register inside a scope that sets `request.tenant`.
  */
 export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDeps) {
   const { engine } = deps;
@@ -106,16 +114,22 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     return engine.updateSession(request.tenant, request.params.sessionId, body);
   });
 
-  app.post('/context', async (request) => engine.addContext(request.tenant, parseContextBody(request.body)));
+  app.post('/context', async (request) => engine.addContext(request.tenant, parseBody(postContextBody, request.body)));
 
   app.post<SessionParams>('/sessions/:sessionId/steps', async (request) => {
-    const body = parseBody(stepBody, request.body);
-    return engine.step(request.tenant, request.params.sessionId, body);
+    const { format, ...body } = parseBody(stepBody, request.body);
+    const { tenant } = request;
+    if (format === undefined) return engine.step(tenant, request.params.sessionId, body);
+    const answer = await engine.step(tenant, request.params.sessionId, { ...body, format: 'neutral' });
+    return format === 'neutral' ? answer : inProviderFormat(format, answer);
   });
 
   app.post<SessionParams>('/sessions/:sessionId/runs/restart', async (request) => {
-    const body = parseBody(restartBody, request.body);
-    return engine.restartRun(request.tenant, request.params.sessionId, body);
+    const { format, ...body } = parseBody(restartBody, request.body);
+    const { tenant } = request;
+    if (format === undefined) return engine.restartRun(tenant, request.params.sessionId, body);
+    const answer = await engine.restartRun(tenant, request.params.sessionId, { ...body, format: 'neutral' });
+    return format === 'neutral' ? answer : inProviderFormat(format, answer);
   });
 
   app.post<SessionParams>('/sessions/:sessionId/messages', async (request, reply) => {

@@ -23,6 +23,15 @@ export interface Written {
   previous: string;
 }
 
+/** A message to append: its seq is given by the store. */
+export type NewMessage = Omit<Extract<LogEntry, { type: 'message' }>, 'seq'>;
+
+/** Appended messages with their seq, and the write's versions. */
+export interface Appended {
+  entries: LogEntry[];
+  written: Written;
+}
+
 export type EnqueueResult =
   | { outcome: 'recorded'; items: QueuedItem[]; written: Written }
   | { outcome: 'replayed' }
@@ -126,13 +135,17 @@ export interface SessionStore {
 
   /**
    * Appends messages at the end of the log; returns them with their seq, and the
-   * write's versions. Throws when the session is absent.
+   * write's versions. Throws when the session is absent. With `expectedVersion` (a
+   * session version read before): only while the session still has it, otherwise
+   * `conflict` and nothing written (the messages were validated on that read).
    */
+  appendMessages(sessionId: string, messages: NewMessage[], meta?: SessionMeta): Promise<Appended>;
   appendMessages(
     sessionId: string,
-    messages: Omit<Extract<LogEntry, { type: 'message' }>, 'seq'>[],
-    meta?: SessionMeta,
-  ): Promise<{ entries: LogEntry[]; written: Written }>;
+    messages: NewMessage[],
+    meta: SessionMeta | undefined,
+    expectedVersion: string,
+  ): Promise<Appended | 'conflict'>;
 
   /**
    * The context pass's ONE commit (R2): rows, queue drain, step record (by id and

@@ -6,20 +6,26 @@
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
   ARGV:
     1 SessionMeta JSON, or '' to keep the meta
-    2.. MessageEntry JSON objects without seq, in order
+    2 the session version the messages were validated on, or '-' for none
+    3.. MessageEntry JSON objects without seq, in order
   Returns:
     {n, v, p}  appended: the first message has seq n, the next n+1, ...;
                v is the session's version after this write, p the one before ('' for none)
     -1      session not found (nothing written)
+    -7      the version is not ARGV[2] (nothing written)
 ]]
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return -1
 end
+local prev = redis.call('HGET', KEYS[9], 'version') or ''
+if ARGV[2] ~= '-' and prev ~= ARGV[2] then
+  return -7
+end
 
 local start = redis.call('LLEN', KEYS[2])
-for j = 2, #ARGV do
+for j = 3, #ARGV do
   local message = ARGV[j]
-  local field = '"seq":' .. (start + j - 2)
+  local field = '"seq":' .. (start + j - 3)
   if message == '{}' then
     message = '{' .. field .. '}'
   else
@@ -32,5 +38,5 @@ if ARGV[1] ~= '' then
   -- The meta is whole again: counters a step commit wrote apart (commit-step.lua) no longer apply.
   redis.call('HDEL', KEYS[9], 'steps', 'stepAt', 'requestEnd')
 end
-local version, prev = nextVersion()
+local version = versionAfter(prev)
 return { start, version, prev }

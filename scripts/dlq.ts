@@ -1,0 +1,239 @@
+/**
+ * Dead-letter topics, for operators: shows what the consumers could not
+ * handle and re-publishes it to its source topic once the cause is fixed.
+ *
+ *   npm run dlq -- list   [--topic ticket-updates|step-requests] [--reason not_json|invalid|failed] [--offset N] [--all]
+ *   npm run dlq -- replay [--topic ticket-updates|step-requests] [--reason ...] [--offset N]
+ *
+ * Reads KAFKA_BROKERS and KAFKA_TOPIC_PREFIX as the services do. Without
+ * --topic both dead-letter topics are read. --offset N keeps the dead letters
+ * of source offset N (`ctxflow-dlq-offset`; add --partition P to name one
+ * partition). `list` leaves replayed ones out unless --all is given.
+ *
+ * Replay is idempotent: a dead letter is re-published (its key, value and
+ * headers, the DLQ headers removed, so the record id header travels on) to the
+ * topic named in its `ctxflow-dlq-topic` header; once that publish is
+ * acknowledged, a marker record is written onto the dead-letter topic
+ * (header `ctxflow-dlq-replayed: <topic>:<partition>:<offset>`, empty value).
+ * A later replay reads the markers and skips every dead letter of a source
+ * position already replayed, whichever filter either run used; the same
+ * source position dead-lettered twice (a redelivery) is replayed once. Should
+ * the tool stop between a publish and its marker, the next replay publishes
+ * the record again and the record id makes it a duplicate the sink drops:
+ * step-context appends an update id once per session; the runner answers a
+ * requestId it already committed with that same step.
+ * A replayed record that is still poison is dead-lettered again, under its
+ * new source position, and can be replayed again after the next fix.
+ */
+import { parseArgs } from 'node:util';
+import { createBus, type IncomingRecord, type OutgoingRecord, readTopic } from '@ctxflow/bus';
+import { DEAD_LETTER_REASONS, DLQ_HEADERS, TOPICS } from '@ctxflow/contracts';
+
+export const DLQ_TOPICS = {
+  'ticket-updates': TOPICS.ticketUpdatesDlq,
+  'step-requests': TOPICS.stepRequestsDlq,
+} as const;
+
+export interface DlqOptions {
+  brokers: string[];
+  /** KAFKA_TOPIC_PREFIX; default none. */
+  topicPrefix?: string;
+  /** Which dead-letter topics; default both. */
+  topics?: (keyof typeof DLQ_TOPICS)[];
+  reason?: string;
+  /** Source offset (`ctxflow-dlq-offset`). */
+  offset?: string;
+  /** Source partition (`ctxflow-dlq-partition`). */
+  partition?: number;
+}
+
+/** One dead letter as `list` shows it. */
+export interface DeadLetter {
+  /** The dead-letter topic and the record's place on it. */
+  dlq: { topic: string; partition: number; offset: string };
+  /** The source record's topic, partition and offset. */
+  source: { topic: string; partition: number; offset: string };
+  reason: string;
+  error: string;
+  key: string;
+  value: string;
+  headers: Record<string, string>;
+  /** A replay marker names its source position. */
+  replayed: boolean;
+}
+
+function sourceId(s: { topic: string; partition: number; offset: string }): string {
+  return `${s.topic}:${s.partition}:${s.offset}`;
+}
+
+/** The dead letters of the chosen topics, with whether each was replayed, filtered. */
+export async function listDeadLetters(options: DlqOptions): Promise<DeadLetter[]> {
+  const prefix = options.topicPrefix ?? '';
+  const names = (options.topics ?? (Object.keys(DLQ_TOPICS) as (keyof typeof DLQ_TOPICS)[])).map(
+    (t) => `${prefix}${DLQ_TOPICS[t]}`,
+  );
+  const out: DeadLetter[] = [];
+  for (const topic of names) {
+    const records = await readTopic({ brokers: options.brokers, clientId: 'ctxflow-dlq' }, topic);
+    const replayed = new Set<string>();
+    for (const r of records) {
+      const marker = r.headers[DLQ_HEADERS.replayed];
+      if (marker !== undefined) replayed.add(marker);
+    }
+    for (const r of records) {
+      const reason = r.headers[DLQ_HEADERS.reason];
+      if (reason === undefined) continue; // a marker
+      const letter = deadLetterOf(r, reason);
+      letter.replayed = replayed.has(sourceId(letter.source));
+      if (options.reason !== undefined && reason !== options.reason) continue;
+      if (options.offset !== undefined && letter.source.offset !== options.offset) continue;
+      if (options.partition !== undefined && letter.source.partition !== options.partition) continue;
+      out.push(letter);
+    }
+  }
+  return out;
+}
+
+function deadLetterOf(r: IncomingRecord, reason: string): DeadLetter {
+  return {
+    dlq: { topic: r.topic, partition: r.partition, offset: r.offset },
+    source: {
+      topic: r.headers[DLQ_HEADERS.topic] ?? '',
+      partition: Number(r.headers[DLQ_HEADERS.partition] ?? -1),
+      offset: r.headers[DLQ_HEADERS.offset] ?? '',
+    },
+    reason,
+    error: r.headers[DLQ_HEADERS.error] ?? '',
+    key: r.key,
+    value: r.value,
+    headers: r.headers,
+    replayed: false,
+  };
+}
+
+/** What replay re-publishes for a dead letter: the source record, or a corrected version of it. */
+export type ReplayTransform = (letter: DeadLetter) => OutgoingRecord;
+
+/** The source record: key, value, and the headers without the DLQ ones. */
+export function sourceRecordOf(letter: DeadLetter): OutgoingRecord {
+  const dlqHeaders = new Set<string>(Object.values(DLQ_HEADERS));
+  const headers = Object.fromEntries(Object.entries(letter.headers).filter(([name]) => !dlqHeaders.has(name)));
+  return { key: letter.key, value: letter.value, headers };
+}
+
+/**
+ * Re-publishes the dead letters not yet replayed (see the file comment), each
+ * source position once, and marks them; resolves to what it re-published.
+ * `transform` corrects a record on the way (a value fixed by hand).
+ */
+export async function replayDeadLetters(
+  options: DlqOptions,
+  transform: ReplayTransform = sourceRecordOf,
+): Promise<DeadLetter[]> {
+  const letters = (await listDeadLetters(options)).filter((l) => !l.replayed);
+  const bus = createBus({ client: 'kafkajs', clientId: 'ctxflow-dlq', brokers: options.brokers });
+  const replayed: DeadLetter[] = [];
+  const seen = new Set<string>();
+  try {
+    for (const letter of letters) {
+      const id = sourceId(letter.source);
+      if (seen.has(id) || letter.source.topic === '') continue;
+      seen.add(id);
+      await bus.publisher.publish(letter.source.topic, [transform(letter)]);
+      // Only after the source topic acknowledged: a marker never stands for a record not re-published.
+      await bus.publisher.publish(letter.dlq.topic, [
+        { key: letter.key, value: '', headers: { [DLQ_HEADERS.replayed]: id } },
+      ]);
+      replayed.push(letter);
+    }
+  } finally {
+    await bus.publisher.close();
+    await bus.admin.close();
+  }
+  return replayed;
+}
+
+/** A value as one short line. */
+function preview(value: string, max = 60): string {
+  const line = JSON.stringify(value);
+  return line.length <= max ? line : `${line.slice(0, max - 3)}...`;
+}
+
+function row(l: DeadLetter): string {
+  return [
+    `${l.source.topic}[${l.source.partition}]@${l.source.offset}`,
+    l.reason,
+    l.replayed ? 'replayed' : 'pending',
+    `key=${JSON.stringify(l.key)}`,
+    `error=${JSON.stringify(l.error)}`,
+    `value=${preview(l.value)}`,
+    `dlq=${l.dlq.topic}[${l.dlq.partition}]@${l.dlq.offset}`,
+  ].join('  ');
+}
+
+const USAGE = `usage: npm run dlq -- list|replay [--topic ticket-updates|step-requests] [--reason ${DEAD_LETTER_REASONS.join('|')}] [--offset N] [--partition P] [--all]`;
+
+async function main(argv: string[]): Promise<number> {
+  const { positionals, values } = parseArgs({
+    args: argv,
+    allowPositionals: true,
+    options: {
+      topic: { type: 'string' },
+      reason: { type: 'string' },
+      offset: { type: 'string' },
+      partition: { type: 'string' },
+      all: { type: 'boolean', default: false },
+    },
+  });
+  const command = positionals[0];
+  const brokers = (process.env.KAFKA_BROKERS ?? '')
+    .split(',')
+    .map((b) => b.trim())
+    .filter(Boolean);
+  if ((command !== 'list' && command !== 'replay') || positionals.length !== 1) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  if (brokers.length === 0) {
+    process.stderr.write('KAFKA_BROKERS is not set: the dead-letter topics live on Kafka\n');
+    return 2;
+  }
+  if (values.topic !== undefined && !(values.topic in DLQ_TOPICS)) {
+    process.stderr.write(`--topic must be one of ${Object.keys(DLQ_TOPICS).join(', ')}\n`);
+    return 2;
+  }
+  if (values.reason !== undefined && !(DEAD_LETTER_REASONS as readonly string[]).includes(values.reason)) {
+    process.stderr.write(`--reason must be one of ${DEAD_LETTER_REASONS.join(', ')}\n`);
+    return 2;
+  }
+  if (values.offset !== undefined && !/^\d+$/.test(values.offset)) {
+    process.stderr.write('--offset must be a decimal offset\n');
+    return 2;
+  }
+  if (values.partition !== undefined && !/^\d+$/.test(values.partition)) {
+    process.stderr.write('--partition must be a partition number\n');
+    return 2;
+  }
+  const options: DlqOptions = { brokers, topicPrefix: process.env.KAFKA_TOPIC_PREFIX ?? '' };
+  if (values.topic !== undefined) options.topics = [values.topic as keyof typeof DLQ_TOPICS];
+  if (values.reason !== undefined) options.reason = values.reason;
+  if (values.offset !== undefined) options.offset = BigInt(values.offset).toString();
+  if (values.partition !== undefined) options.partition = Number(values.partition);
+  if (command === 'list') {
+    const letters = (await listDeadLetters(options)).filter((l) => values.all || !l.replayed);
+    for (const l of letters) process.stdout.write(`${row(l)}\n`);
+    process.stdout.write(`${letters.length} dead letter(s)\n`);
+    return 0;
+  }
+  const replayed = await replayDeadLetters(options);
+  for (const l of replayed) process.stdout.write(`replayed ${row(l)}\n`);
+  process.stdout.write(`${replayed.length} record(s) replayed\n`);
+  return 0;
+}
+
+if (import.meta.main) {
+  process.exitCode = await main(process.argv.slice(2)).catch((err: unknown) => {
+    process.stderr.write(`dlq: ${(err as Error).message}\n`);
+    return 1;
+  });
+}

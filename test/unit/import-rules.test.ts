@@ -1,0 +1,100 @@
+/**
+ * The import rules of biome.json (`npm run check`): a workspace imports another by its
+ * package name, never from its src/; a service's domain imports neither its adapters
+ * (nor its HTTP layer) nor a client library. Checked on probe files laid out like the
+ * repository, linted with the repository's own configuration.
+ */
+import { spawnSync } from 'node:child_process';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BIOME = join(ROOT, 'node_modules', '@biomejs', 'biome', 'bin', 'biome');
+
+/** Probe files: each line imports one module; the names are used so nothing else is reported. */
+const PROBES: Record<string, string[]> = {
+  'services/x/src/domain/probe.ts': [
+    './model.ts',
+    '../ports/clock.ts',
+    '@ctxflow/contracts',
+    'zod',
+    'lru-cache',
+    'node:crypto',
+    '../adapters/store.ts',
+    '../adapters/redis/scripts.ts',
+    '../http/routes.ts',
+    'ioredis',
+    'kafkajs',
+    '@platformatic/kafka',
+    'fastify',
+    '@fastify/otel',
+    '../../../y/src/z.ts',
+    '@ctxflow/bus/src/memory-bus.ts',
+  ],
+  'services/x/src/adapters/probe.ts': [
+    'ioredis',
+    '../domain/model.ts',
+    '../ports/clock.ts',
+    '@ctxflow/bus',
+    '../../../y/src/z.ts',
+    '@ctxflow/y/src/z.ts',
+    '../../../../shared/bus/src/index.ts',
+  ],
+  'shared/y/src/probe.ts': ['./z.ts', '../../../services/x/src/a.ts'],
+  'test/probe.test.ts': ['../services/x/src/a.ts', '@ctxflow/bus'],
+};
+
+const WORKSPACE = 'another workspace is imported by its package name (@ctxflow/<name>), never from its src/.';
+const ADAPTERS = 'the domain reaches adapters through its ports (src/ports) only.';
+const CLIENTS = 'the domain uses no client library: an adapter behind a port does.';
+
+const dir = mkdtempSync(join(tmpdir(), 'ctxflow-import-rules-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function lint(): { path: string; line: number; message: string }[] {
+  copyFileSync(join(ROOT, 'biome.json'), join(dir, 'biome.json'));
+  for (const [path, modules] of Object.entries(PROBES)) {
+    mkdirSync(dirname(join(dir, path)), { recursive: true });
+    const lines = modules.map((module, i) => `import { n${i} } from '${module}';`);
+    lines.push(`export const all = [${modules.map((_, i) => `n${i}`).join(', ')}];`, '');
+    writeFileSync(join(dir, path), lines.join('\n'));
+  }
+  const run = spawnSync(process.execPath, [BIOME, 'lint', '--reporter=json', '--only=style/noRestrictedImports', '.'], {
+    cwd: dir,
+    encoding: 'utf8',
+  });
+  const report = JSON.parse(run.stdout) as {
+    diagnostics: { category: string; message: string; location: { path: string; start: { line: number } } }[];
+  };
+  return report.diagnostics
+    .map((d) => ({ path: d.location.path, line: d.location.start.line, message: d.message }))
+    .sort((a, b) => a.path.localeCompare(b.path) || a.line - b.line);
+}
+
+describe('import rules', () => {
+  it("refuse another workspace's src/, and adapters, HTTP and client libraries in a domain", () => {
+    const at = (path: string, module: string) => PROBES[path]!.indexOf(module) + 1;
+    const domain = 'services/x/src/domain/probe.ts';
+    const adapters = 'services/x/src/adapters/probe.ts';
+    const shared = 'shared/y/src/probe.ts';
+    expect(lint()).toEqual([
+      { path: adapters, line: at(adapters, '../../../y/src/z.ts'), message: WORKSPACE },
+      { path: adapters, line: at(adapters, '@ctxflow/y/src/z.ts'), message: WORKSPACE },
+      { path: adapters, line: at(adapters, '../../../../shared/bus/src/index.ts'), message: WORKSPACE },
+      { path: domain, line: at(domain, '../adapters/store.ts'), message: ADAPTERS },
+      { path: domain, line: at(domain, '../adapters/redis/scripts.ts'), message: ADAPTERS },
+      { path: domain, line: at(domain, '../http/routes.ts'), message: ADAPTERS },
+      { path: domain, line: at(domain, 'ioredis'), message: CLIENTS },
+      { path: domain, line: at(domain, 'kafkajs'), message: CLIENTS },
+      { path: domain, line: at(domain, '@platformatic/kafka'), message: CLIENTS },
+      { path: domain, line: at(domain, 'fastify'), message: CLIENTS },
+      { path: domain, line: at(domain, '@fastify/otel'), message: CLIENTS },
+      { path: domain, line: at(domain, '../../../y/src/z.ts'), message: WORKSPACE },
+      { path: domain, line: at(domain, '@ctxflow/bus/src/memory-bus.ts'), message: WORKSPACE },
+      { path: shared, line: at(shared, '../../../services/x/src/a.ts'), message: WORKSPACE },
+    ]);
+  });
+});
