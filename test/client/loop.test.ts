@@ -1,7 +1,10 @@
+import Anthropic from '@anthropic-ai/sdk';
 import { CtxflowClient, type ModelRequest } from '@ctxflow/client';
 import { type ModelTurn, runLoop } from '@ctxflow/client/loop';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
+import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ProviderStandIn, startProviderStandIn } from '../support/provider-stand-in.ts';
 
 let embedded: EmbeddedApp;
 let client: CtxflowClient;
@@ -73,5 +76,92 @@ describe('@ctxflow/client/loop (neutral format)', () => {
     });
     expect(modes).toEqual([{ type: 'tool', name: '__finish__' }]);
     expect(result).toMatchObject({ steps: 1, finished: false, result: 'Hello.' });
+  });
+});
+
+describe('@ctxflow/client/loop in the provider formats, with the official SDKs', () => {
+  let standIn: ProviderStandIn;
+  beforeAll(async () => {
+    standIn = await startProviderStandIn();
+  });
+  afterAll(() => standIn.close());
+
+  async function session() {
+    const { agentId } = await client.agents.create({
+      context: 'You are a support agent.',
+      model: 'gpt-test',
+      tools: [{ name: 'lookup_order', parameters: { type: 'object', properties: { id: { type: 'string' } } } }],
+    });
+    const { sessionId } = await client.sessions.create({ agentId });
+    standIn.script(
+      { toolCalls: [{ name: 'lookup_order', arguments: { id: '7' } }] },
+      { toolCalls: [{ name: '__finish__', arguments: { result: 'Shipped Monday.' } }] },
+    );
+    return sessionId;
+  }
+  const tools = { lookup_order: () => 'order 7: shipped Monday' };
+
+  it('openai chat.completions: the request spread into the call, the answer read by the loop', async () => {
+    const openai = new OpenAI({ apiKey: 'test', baseURL: `${standIn.origin}/v1`, maxRetries: 0 });
+    const from = standIn.requests.length;
+    const sessionId = await session();
+    const result = await runLoop({
+      client,
+      sessionId,
+      format: 'openai-chat',
+      userMessage: 'Where is order 7?',
+      tools,
+      callModel: (request) => openai.chat.completions.create({ model: 'gpt-test', ...request }),
+    });
+    expect(result).toMatchObject({ steps: 2, finished: true, result: 'Shipped Monday.' });
+    expect(standIn.requests.slice(from).map((r) => [r.api, r.status])).toEqual([
+      ['openai-chat', 200],
+      ['openai-chat', 200],
+    ]);
+    const messages = await client.messages.list(sessionId);
+    expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
+    expect(messages[2]!.content).toBe('order 7: shipped Monday');
+  });
+
+  it('openai responses: the same loop', async () => {
+    const openai = new OpenAI({ apiKey: 'test', baseURL: `${standIn.origin}/v1`, maxRetries: 0 });
+    const from = standIn.requests.length;
+    const sessionId = await session();
+    const result = await runLoop({
+      client,
+      sessionId,
+      format: 'openai-responses',
+      userMessage: 'Where is order 7?',
+      tools,
+      callModel: (request) => openai.responses.create({ model: 'gpt-test', ...request }),
+    });
+    expect(result).toMatchObject({ steps: 2, finished: true, result: 'Shipped Monday.' });
+    expect(standIn.requests.slice(from).map((r) => [r.api, r.status])).toEqual([
+      ['openai-responses', 200],
+      ['openai-responses', 200],
+    ]);
+  });
+
+  it('anthropic messages: the same loop', async () => {
+    const anthropic = new Anthropic({ apiKey: 'test', baseURL: standIn.origin, maxRetries: 0 });
+    const from = standIn.requests.length;
+    const sessionId = await session();
+    const result = await runLoop({
+      client,
+      sessionId,
+      format: 'anthropic',
+      userMessage: 'Where is order 7?',
+      tools,
+      callModel: (request) => anthropic.messages.create({ model: 'claude-test', max_tokens: 1024, ...request }),
+    });
+    expect(result).toMatchObject({ steps: 2, finished: true, result: 'Shipped Monday.' });
+    expect(standIn.requests.slice(from).map((r) => [r.api, r.status])).toEqual([
+      ['anthropic', 200],
+      ['anthropic', 200],
+    ]);
+    const messages = await client.messages.list(sessionId);
+    expect(messages[1]!.toolCalls).toEqual([
+      { callId: expect.any(String), name: 'lookup_order', arguments: '{"id":"7"}' },
+    ]);
   });
 });
