@@ -1,9 +1,16 @@
-// A plain agent loop on ctxflow's neutral request with runLoop. `callModel` is where a model client goes
-// (openai, @anthropic-ai/sdk, a local model); here a scripted local stand-in answers.
+// A plain agent loop with the official openai client: ctxflow's step in the Responses API format is
+// spread into `openai.responses.create` as it is; runLoop gates and records each turn.
 // Run: `npm start`, then `node --conditions=ctxflow-source examples/loop.ts` (CTXFLOW_URL, CTXFLOW_API_KEY).
-import { CtxflowClient, type ModelRequest } from '@ctxflow/client';
-import { type ModelTurn, runLoop } from '@ctxflow/client/loop';
+import { CtxflowClient } from '@ctxflow/client';
+import { runLoop } from '@ctxflow/client/loop';
+import OpenAI from 'openai';
+import { startStandIn } from './support/stand-in-openai.ts';
 
+const provider = await startStandIn([
+  { calls: [{ name: 'lookup_order', arguments: { id: '7' } }] },
+  { calls: [{ name: '__finish__', arguments: { result: 'Order 7 shipped on Monday.' } }] },
+]);
+const openai = new OpenAI({ baseURL: provider.baseURL, apiKey: 'stand-in' });
 const client = new CtxflowClient({
   baseURL: process.env.CTXFLOW_URL ?? 'http://127.0.0.1:8080',
   apiKey: process.env.CTXFLOW_API_KEY,
@@ -14,22 +21,16 @@ const { agentId } = await client.agents.create({
 });
 const { sessionId } = await client.sessions.create({ agentId });
 
-/** The stand-in model: looks the order up, then finishes with what the tool said. */
-async function callModel(request: ModelRequest): Promise<ModelTurn> {
-  const result = request.messages.findLast((m) => m.role === 'tool');
-  if (!result) {
-    return { content: '', toolCalls: [{ callId: 'call_1', name: 'lookup_order', arguments: '{"id":"7"}' }] };
-  }
-  const args = JSON.stringify({ result: `Order 7: ${result.content}` });
-  return { content: '', toolCalls: [{ callId: 'call_2', name: '__finish__', arguments: args }] };
-}
-
 const outcome = await runLoop({
   client,
   sessionId,
+  format: 'openai-responses',
   userMessage: 'Where is order 7?',
-  tools: { lookup_order: (args) => `shipped Monday (order ${String(args.id)})` },
-  callModel,
+  tools: { lookup_order: (args) => `order ${String(args.id)}: shipped Monday` },
+  callModel: (request) => openai.responses.create({ model: 'gpt-5-mini', ...request }),
 });
 const roles = (await client.messages.list(sessionId)).map((m) => m.role);
-console.log(JSON.stringify({ result: outcome.result, steps: outcome.steps, roles }));
+console.log(
+  JSON.stringify({ result: outcome.result, steps: outcome.steps, requests: provider.requests.length, roles }),
+);
+await provider.close();

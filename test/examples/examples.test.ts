@@ -46,11 +46,12 @@ describe('examples/', () => {
     });
   });
 
-  it('loop.ts: runLoop runs the tool and ends at __finish__', async () => {
+  it('loop.ts: runLoop with openai.responses.create runs the tool and ends at __finish__', async () => {
     const out = await example('loop.ts');
     expect(out).toEqual({
-      result: 'Order 7: shipped Monday (order 7)',
+      result: 'Order 7 shipped on Monday.',
       steps: 2,
+      requests: 2,
       roles: ['user', 'assistant', 'tool', 'assistant'],
     });
   });
