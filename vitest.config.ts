@@ -1,6 +1,9 @@
 import { defineConfig } from 'vitest/config';
 
 export default defineConfig({
+  // Workspace packages built for publishing (clients/*) resolve to their .ts sources in the repository.
+  resolve: { conditions: ['ctxflow-source'] },
+  ssr: { resolve: { conditions: ['ctxflow-source'] } },
   test: {
     testTimeout: 30_000,
     hookTimeout: 120_000,

@@ -27,7 +27,7 @@ import {
   type SubscriptionStore,
   subscriptionRoutes,
 } from '@ctxflow/step-context';
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { EmbeddedConfig } from './config.ts';
 
 export interface EmbeddedDeps {
@@ -49,6 +49,8 @@ export interface EmbeddedDeps {
   stores?: { sessions: SessionStore; batches: BatchStore; subscriptions: SubscriptionStore };
   /** More route plugins without credentials, after the feeds (the benchmark adds its baseline route). */
   openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
+  /** Called with every route the app registers. */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 export interface EmbeddedApp {
@@ -110,6 +112,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     authenticate: createAuthenticator(deps.config.apiKeys),
     ...(deps.logger ? { logger: deps.logger } : {}),
     ...(deps.metricsText ? { metricsText: deps.metricsText } : {}),
+    ...(deps.onRoute ? { onRoute: deps.onRoute } : {}),
     protectedRoutes: [
       async (scope) => {
         await subscriptionRoutes(scope, { subscriptions, directory });

@@ -1,6 +1,7 @@
 import { createServer, type ServerOptions, tenantHook } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import type { ContextEngine } from './domain/context-engine.ts';
+import { openApiRoutes } from './http/openapi.ts';
 import { sessionRoutes } from './http/session-routes.ts';
 import type { StreamFollowers } from './http/stream-followers.ts';
 
@@ -15,7 +16,7 @@ export interface RunnerAppDeps extends ServerOptions {
   streams?: StreamFollowers;
 }
 
-/** The session-runner's HTTP app; never listens. */
+/** The session-runner's HTTP app (with `GET /openapi.json`, open); never listens. */
 export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
   const app = createServer(deps);
   app.register(async (scope) => {
@@ -23,6 +24,7 @@ export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
     await sessionRoutes(scope, { engine: deps.engine, ...(deps.streams ? { streams: deps.streams } : {}) });
     for (const routes of deps.protectedRoutes ?? []) await routes(scope);
   });
+  app.register(openApiRoutes);
   for (const routes of deps.openRoutes ?? []) app.register(routes);
   return app;
 }

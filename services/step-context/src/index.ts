@@ -27,6 +27,6 @@ export { stepContextRoutes } from './step-context-routes.ts';
 export type { ServiceLog, StepContextServiceDeps } from './step-context-service.ts';
 export { RECORD_ID_HEADER, STEP_CONTEXT_GROUP, StepContextService } from './step-context-service.ts';
 export type { SubscriptionRoutesDeps } from './subscription-routes.ts';
-export { subscriptionRoutes } from './subscription-routes.ts';
+export { subscriptionBodySchema, subscriptionRoutes } from './subscription-routes.ts';
 export type { Subscription, SubscriptionStore, UpdateTarget } from './subscription-store.ts';
 export { type ParsedRecord, parseTicketUpdateRecord } from './ticket-update-record.ts';

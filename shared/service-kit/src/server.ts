@@ -1,5 +1,5 @@
 import { MAX_ID_LENGTH } from '@ctxflow/contracts';
-import Fastify, { type FastifyInstance, type FastifyServerOptions } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyServerOptions, type RouteOptions } from 'fastify';
 import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.ts';
 
 export interface ServerOptions {
@@ -10,6 +10,8 @@ export interface ServerOptions {
   /** Readiness checks for `GET /readyz`: name -> a probe that throws when not ready. */
   readiness?: Record<string, () => Promise<void>>;
   bodyLimit?: number;
+  /** Called with every route the server registers, its own included (the OpenAPI test lists them). */
+  onRoute?: (route: RouteOptions) => void;
 }
 
 /**
@@ -33,6 +35,7 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
     frameworkErrors,
     clientErrorHandler,
   }) as unknown as FastifyInstance;
+  if (options.onRoute) app.addHook('onRoute', options.onRoute);
   app.decorateRequest('tenant', '');
   installErrorHandler(app);
 

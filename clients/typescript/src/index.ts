@@ -1,0 +1,3 @@
+export { type CallOptions, CtxflowApiError, CtxflowClient, type CtxflowClientOptions } from './client.ts';
+export type * from './provider-types.ts';
+export type * from './types.ts';

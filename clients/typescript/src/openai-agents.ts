@@ -1,0 +1,117 @@
+import type { AgentInputItem, CallModelInputFilterArgs, ModelInputData } from '@openai/agents';
+import type { CtxflowClient } from './client.ts';
+import { callsOf, isPairedResult, orphanText } from './messages.ts';
+import type { MessageInput, ModelRequest, NeutralStepAnswer, ToolCallInput } from './types.ts';
+
+const FINISH = '__finish__';
+
+/** ctxflow's neutral messages as Agents SDK input items, without the system prefix (it goes to `instructions`). */
+export function toAgentInput(request: ModelRequest): AgentInputItem[] {
+  const out: AgentInputItem[] = [];
+  let open = new Set<string>();
+  request.messages.forEach((m, i) => {
+    if (i === 0 && m.role === 'system' && !('row' in m) && request.system !== '') return;
+    if (m.role !== 'tool') open = callsOf(m);
+    switch (m.role) {
+      case 'system':
+        out.push({ role: 'system', content: m.content });
+        break;
+      case 'user':
+        out.push({ role: 'user', content: m.content });
+        break;
+      case 'assistant':
+        if (m.content) {
+          out.push({ role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: m.content }] });
+        }
+        for (const c of m.toolCalls ?? []) {
+          out.push({
+            type: 'function_call',
+            callId: c.callId,
+            name: c.name,
+            arguments: c.arguments,
+            status: 'completed',
+          });
+        }
+        break;
+      case 'tool':
+        if (!isPairedResult(m, open)) {
+          out.push({ role: 'user', content: orphanText(m) });
+          break;
+        }
+        out.push({
+          type: 'function_call_result',
+          callId: m.callId,
+          name: m.name,
+          status: 'completed',
+          output: { type: 'text', text: m.content },
+        });
+        break;
+    }
+  });
+  return out;
+}
+
+function outputText(output: unknown): string {
+  if (typeof output === 'string') return output;
+  if (typeof output === 'object' && output !== null && 'text' in output && typeof output.text === 'string') {
+    return output.text;
+  }
+  return JSON.stringify(output ?? null);
+}
+
+/** Items the SDK produced in one turn (its answer, its calls, their results) as one ctxflow batch. */
+export function turnMessages(items: readonly AgentInputItem[]): MessageInput[] {
+  let text = '';
+  const calls: ToolCallInput[] = [];
+  const results: MessageInput[] = [];
+  for (const item of items) {
+    if ('role' in item && item.role === 'assistant') {
+      for (const part of Array.isArray(item.content) ? item.content : []) {
+        if (part.type === 'output_text') text += part.text;
+      }
+    } else if (item.type === 'function_call') {
+      calls.push({ callId: item.callId, name: item.name, arguments: item.arguments || '{}' });
+    } else if (item.type === 'function_call_result' && item.name !== FINISH) {
+      results.push({ role: 'tool', callId: item.callId, content: outputText(item.output) });
+    }
+  }
+  if (!text && calls.length === 0) return results;
+  return [{ role: 'assistant', content: text, ...(calls.length ? { toolCalls: calls } : {}) }, ...results];
+}
+
+export interface CtxflowAgentsOptions {
+  client: CtxflowClient;
+  sessionId: string;
+  /** Called with every step answer (rows committed, cache hints). */
+  onStep?: (step: NeutralStepAnswer) => void;
+}
+
+/**
+ * OpenAI Agents SDK integration. `callModelInputFilter` (a Runner option) first records what the SDK
+ * produced since the previous model call (the assistant turn with its tool calls and results, one
+ * request), then runs ctxflow's step and sends its request as it is: `instructions` the system
+ * prefix, `input` the conversation with context rows where they were committed. `record(result.history)`
+ * records the last turn once the run is over.
+ */
+export function ctxflowAgents(options: CtxflowAgentsOptions) {
+  const { client, sessionId } = options;
+  /** How many items of the SDK's own history were recorded (or were its starting input). */
+  let seen: number | undefined;
+
+  async function record(history: readonly AgentInputItem[]): Promise<void> {
+    const batch = turnMessages(history.slice(seen ?? history.length));
+    seen = history.length;
+    if (batch.length) await client.messages.createBatch(sessionId, batch);
+  }
+
+  return {
+    callModelInputFilter: async ({ modelData }: CallModelInputFilterArgs): Promise<ModelInputData> => {
+      await record(modelData.input);
+      const step = await client.step(sessionId, { format: 'neutral' });
+      options.onStep?.(step);
+      return { instructions: step.request.system, input: toAgentInput(step.request) };
+    },
+    /** Records the turns after the last model call (pass `result.history`). */
+    record,
+  };
+}
