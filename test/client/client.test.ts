@@ -104,6 +104,32 @@ describe('@ctxflow/client against the embedded app over a socket', () => {
     expect((await client.sessions.get(branch.sessionId)).branchOf).toEqual({ sessionId, atStepId: first.stepId });
   });
 
+  it('a step delta with since; sessions and agents erased (204, again 204; 409 state_agent_in_use without cascade)', async () => {
+    const client = new CtxflowClient({ baseURL, apiKey: KEY });
+    const { agentId } = await client.agents.create({ context: 'You are a support agent.' });
+    const { sessionId } = await client.sessions.create({ agentId });
+    await client.messages.create(sessionId, { role: 'user', content: 'Hello' });
+    const full = await client.step(sessionId, { format: 'neutral' });
+    await client.messages.create(sessionId, { role: 'assistant', content: 'Hi.' });
+    await client.messages.create(sessionId, { role: 'user', content: 'Order 7?' });
+    const delta = await client.step(sessionId, { format: 'neutral', since: full.request.messages.length });
+    expect(delta.request.since).toBe(full.request.messages.length);
+    expect(delta.request.messages.map((m) => m.content)).toEqual(['Hi.', 'Order 7?']);
+
+    const refused = await client.agents.delete(agentId).catch((e: unknown) => e);
+    expect(refused).toMatchObject({ status: 409, code: 'state_agent_in_use', retryable: false });
+    expect(await client.sessions.delete(sessionId)).toBeUndefined();
+    expect(await client.sessions.delete(sessionId)).toBeUndefined();
+    await expect(client.sessions.get(sessionId)).rejects.toMatchObject({
+      status: 404,
+      code: 'state_session_not_found',
+    });
+    const second = await client.sessions.create({ agentId });
+    expect(await client.agents.delete(agentId, { cascade: true })).toBeUndefined();
+    await expect(client.sessions.get(second.sessionId)).rejects.toMatchObject({ status: 404 });
+    await expect(client.agents.get(agentId)).rejects.toMatchObject({ status: 404, code: 'state_agent_not_found' });
+  });
+
   it('a 404 is a typed CtxflowApiError, sent once (not retryable)', async () => {
     const { sent, fetcher } = recordingFetch();
     const client = new CtxflowClient({ baseURL, apiKey: KEY, fetch: fetcher, retryDelayMs: 1 });

@@ -227,6 +227,15 @@ export class CtxflowClient {
       this.#write<UpdateAgentAnswer>('PATCH', `/agents/${seg(agentId)}`, body, false, options),
     remember: (agentId: string, content: string, options?: CallOptions) =>
       this.#write<{ remembered: true }>('POST', `/agents/${seg(agentId)}/memories`, { content }, false, options),
+    /** Erases the agent and its memories; with `cascade`, its sessions too (else 409 `state_agent_in_use`). */
+    delete: (agentId: string, query: { cascade?: boolean } = {}, options?: CallOptions) =>
+      this.#write<undefined>(
+        'DELETE',
+        `/agents/${seg(agentId)}${query.cascade ? '?cascade=true' : ''}`,
+        undefined,
+        true,
+        options,
+      ),
   };
 
   readonly sessions = {
@@ -242,6 +251,9 @@ export class CtxflowClient {
     update: (sessionId: string, body: UpdateSessionRequest, options?: CallOptions) =>
       // Setting the same thread context or forceRefresh again changes nothing more.
       this.#write<UpdateSessionAnswer>('PATCH', `/sessions/${seg(sessionId)}`, body, true, options),
+    /** Erases the session in every store (idempotent: 204 again for a session already gone). */
+    delete: (sessionId: string, options?: CallOptions) =>
+      this.#write<undefined>('DELETE', `/sessions/${seg(sessionId)}`, undefined, true, options),
   };
 
   readonly context = {

@@ -19,6 +19,7 @@ export type ErrorCode =
   | 'not_found'
   | 'request_timeout'
   | 'state_context_key_conflict'
+  | 'state_agent_in_use'
   | 'state_conflict'
   | 'state_calls_pending'
   | 'payload_too_large'
@@ -200,11 +201,14 @@ export interface StepRequest {
   mode?: StepMode;
   /** Makes a repeated request a no-op that answers the same step. */
   requestId?: string;
+  /** The message count the runtime already holds: the answer carries only what comes after it (neutral format). */
+  since?: number;
   format?: StepFormat;
 }
 
 export interface RestartRequest {
   requestId?: string;
+  since?: number;
   format?: StepFormat;
 }
 
@@ -243,6 +247,12 @@ export interface ModelRequest {
   system: string;
   model: string | null;
   toolChoice: ToolChoice;
+  /**
+   * Present when the step was asked with `since` (a delta answer): `messages` holds the messages from
+   * index `since` on. `0` when the delta could not be given: `messages` is the whole list, to replace
+   * what the runtime holds.
+   */
+  since?: number;
 }
 
 export type RebuildReason = 'new_thread' | 'agent_context' | 'model_change' | 'force_refresh' | 'cache_cold' | 'branch';
@@ -331,7 +341,8 @@ export interface BranchRequest {
   atStepId?: string;
 }
 
-export type FeedSource = 'github' | 'jira' | 'zendesk' | 'generic';
+/** A feed's name: a built-in one (`github`, `jira`, `zendesk`, `generic`, `cloudevents`) or a configured source. */
+export type FeedSource = string;
 
 export interface Subscription {
   source: FeedSource;

@@ -149,7 +149,8 @@ const errorBodySchema = z.object({
 });
 
 type Method = 'get' | 'post' | 'patch' | 'delete';
-type Content = { json: z.ZodType } | { text: string };
+/** An answer's body: JSON of a schema, text of a media type, or none (204). */
+type Content = { json: z.ZodType } | { text: string } | { empty: true };
 
 interface Operation {
   method: Method;
@@ -159,6 +160,8 @@ interface Operation {
   /** Needs `Authorization: Bearer <key>` when CTXFLOW_API_KEYS is set. */
   auth: boolean;
   body?: z.ZodType;
+  /** Query parameters, each optional. */
+  query?: { name: string; description: string; schema: Record<string, unknown> }[];
   /** The success status and answer. */
   status: number;
   answer: Content;
@@ -280,6 +283,22 @@ export const OPERATIONS: readonly Operation[] = [
     errors: [...BODY_ERRORS, 'unauthorized', 'state_agent_not_found'],
   },
   {
+    method: 'delete',
+    path: '/agents/:agentId',
+    summary: 'Erase an agent and its memories (idempotent); with cascade=true its sessions too',
+    auth: true,
+    query: [
+      {
+        name: 'cascade',
+        description: "`true`: erase the agent's sessions too; else 409 `state_agent_in_use` while it has any",
+        schema: { type: 'string', enum: ['true', 'false'] },
+      },
+    ],
+    status: 204,
+    answer: { empty: true },
+    errors: ['validation_error', 'unauthorized', 'state_agent_in_use', 'store_unavailable'],
+  },
+  {
     method: 'post',
     path: '/agents/:agentId/memories',
     summary: 'Remember a memory',
@@ -347,6 +366,15 @@ export const OPERATIONS: readonly Operation[] = [
     status: 200,
     answer: { json: z.object({ staged: z.boolean(), forceRefresh: z.boolean() }) },
     errors: [...BODY_ERRORS, ...SESSION_ERRORS],
+  },
+  {
+    method: 'delete',
+    path: '/sessions/:sessionId',
+    summary: 'Erase a session in every store (idempotent)',
+    auth: true,
+    status: 204,
+    answer: { empty: true },
+    errors: ['validation_error', 'unauthorized', 'store_unavailable'],
   },
   {
     method: 'post',
@@ -537,21 +565,17 @@ export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const op of OPERATIONS) {
     const path = openApiPath(op.path);
-    const params = [...op.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => ({
+    const params: Record<string, unknown>[] = [...op.path.matchAll(/:([A-Za-z0-9_]+)/g)].map((m) => ({
       name: m[1],
       in: 'path',
       required: true,
       schema: { type: 'string' },
     }));
-    const responses: Record<string, unknown> = {
-      [String(op.status)]: {
-        description: 'Success',
-        content:
-          'json' in op.answer
-            ? { 'application/json': { schema: jsonSchema(op.answer.json, 'output') } }
-            : { [op.answer.text]: { schema: { type: 'string' } } },
-      },
-    };
+    for (const q of op.query ?? []) params.push({ ...q, in: 'query', required: false });
+    const success: Record<string, unknown> = { description: 'Success' };
+    if ('json' in op.answer) success.content = { 'application/json': { schema: jsonSchema(op.answer.json, 'output') } };
+    else if ('text' in op.answer) success.content = { [op.answer.text]: { schema: { type: 'string' } } };
+    const responses: Record<string, unknown> = { [String(op.status)]: success };
     const byStatus = new Map<number, ErrorCode[]>();
     for (const code of new Set<ErrorCode>([...op.errors, 'internal_error'])) {
       const { status } = errorCodes[code];
