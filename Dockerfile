@@ -30,6 +30,7 @@ ENV NODE_ENV=production \
 # slim image has no compiler.
 FROM base AS deps
 COPY package.json package-lock.json ./
+COPY clients/typescript/package.json clients/typescript/
 COPY shared/bus/package.json shared/bus/
 COPY shared/contracts/package.json shared/contracts/
 COPY shared/service-kit/package.json shared/service-kit/

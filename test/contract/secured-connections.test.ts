@@ -21,7 +21,7 @@ import { createBus, type KafkaClientName } from '@ctxflow/bus';
 import { connectRedis, kafkaBusSecurity } from '@ctxflow/service-kit';
 import { RedisSessionStore } from '@ctxflow/session-runner';
 import { loadStepContextConfig } from '@ctxflow/step-context';
-import type { Cluster, Redis } from 'ioredis';
+import { Cluster, type Redis } from 'ioredis';
 import kafkajs from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENTRIES, freePort, serviceEnv, stopAll, waitFor } from '../faults/processes.ts';
@@ -230,20 +230,18 @@ async function deletePrefix(client: Redis | Cluster, prefix: string): Promise<vo
 }
 
 let standalone: Redis | Cluster | undefined;
-sessionStoreContract('redis over TLS with an ACL user (password from a file)', async () => {
+sessionStoreContract('redis over TLS with an ACL user (password from a file)', async (options) => {
   standalone ??= securedRedisClient({
     REDIS_URL: redis.url,
     REDIS_TLS_CA_FILE: certs.caFile,
     REDIS_USERNAME: redis.username,
     REDIS_PASSWORD_FILE: file('redis-password', `${redis.password}\n`),
   });
-  const client = standalone;
-  const prefix = `ctxtest-${randomUUID().slice(0, 12)}`;
-  return { store: new RedisSessionStore(client, { prefix }), cleanup: () => deletePrefix(client, prefix) };
+  return securedStore(standalone, options);
 });
 
 let cluster: Redis | Cluster | undefined;
-sessionStoreContract('redis cluster over TLS with an ACL user (credentials in the variables)', async () => {
+sessionStoreContract('redis cluster over TLS with an ACL user (credentials in the variables)', async (options) => {
   cluster ??= securedRedisClient({
     REDIS_CLUSTER_NODES: redisCluster.nodes.join(','),
     REDIS_TLS: 'true',
@@ -251,10 +249,33 @@ sessionStoreContract('redis cluster over TLS with an ACL user (credentials in th
     REDIS_USERNAME: redisCluster.username,
     REDIS_PASSWORD: redisCluster.password,
   });
-  const client = cluster;
-  const prefix = `ctxtest-${randomUUID().slice(0, 12)}`;
-  return { store: new RedisSessionStore(client, { prefix }), cleanup: () => deletePrefix(client, prefix) };
+  return securedStore(cluster, options);
 });
+
+/** A session store under a fresh prefix on a secured client, with the contract's retention hooks. */
+function securedStore(client: Redis | Cluster, options: { ttlMs?: number } | undefined) {
+  const prefix = `ctxtest-${randomUUID().slice(0, 12)}`;
+  return {
+    store: new RedisSessionStore(client, { prefix, ...(options?.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }) }),
+    cleanup: () => deletePrefix(client, prefix),
+    keysOf: (sessionId: string) => keysOfSession(client, prefix, sessionId),
+  };
+}
+
+/** Every key of a session's hash tag under `prefix`, with its PTTL, on every master. */
+async function keysOfSession(client: Redis | Cluster, prefix: string, sessionId: string) {
+  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
+  const found: { key: string; pttl: number }[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*{${sessionId}}*`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) found.push({ key, pttl: await node.pttl(key) });
+    } while (cursor !== '0');
+  }
+  return found;
+}
 
 /**
  * A service started with `env` until it is ready or exits (then SIGTERM): everything it

@@ -69,7 +69,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
       receivedAt: new Date().toISOString(),
     } satisfies TicketUpdate);
 
-    // Every apply attempt of every record: apply-batch.lua's ARGV[1] `<topic>:<partition>`, then each record's offset.
+    // Every apply attempt of every record: apply-batch.lua's ARGV[1] `<topic>:<partition>`, then (from ARGV[5]) each record's offset.
     const attempts = new Map<string, number>();
     /** Position -> Redis time (ms) of its first apply attempt. */
     const firstAttempt = new Map<string, number>();
@@ -81,10 +81,11 @@ describe('fault: a step-context consumer paused past its session timeout, then r
       const command = args[0]?.toLowerCase();
       if (source === 'lua' || (command !== 'evalsha' && command !== 'eval')) return;
       const at = args.findIndex((a) => field.test(a));
-      // apply-batch.lua: <field>, then eight arguments per record starting with its offset;
-      // record-offset.lua ends at <offset> (not an apply).
-      if (at < 0 || at + 2 >= args.length) return;
-      for (let i = at + 1; i < args.length; i += 8) {
+      // apply-batch.lua: <field>, the retention, the subscribed-only and own-offsets flags, then
+      // eight arguments per record starting with its offset; record-offset.lua ends at <offset>
+      // (not an apply).
+      if (at < 0 || at + 4 >= args.length) return;
+      for (let i = at + 4; i < args.length; i += 8) {
         const position = `${args[at]}@${args[i]}`;
         attempts.set(position, (attempts.get(position) ?? 0) + 1);
         if (!firstAttempt.has(position)) firstAttempt.set(position, Number(time) * 1_000);

@@ -168,6 +168,17 @@ export class World {
     return this.sessions[s % this.sessions.length]!;
   }
 
+  /** A session's `cache.key`: a branch keeps the key of the session it was branched from, down to the root. */
+  #cacheKey(s: ModelSession): string {
+    let root = s;
+    for (let origin = s.branchOf; origin !== undefined; origin = root.branchOf) {
+      const found = this.sessions.find((m) => m.id === origin);
+      if (!found) return cacheKeyOf(origin);
+      root = found;
+    }
+    return cacheKeyOf(root.id);
+  }
+
   // ------------------------------------------------------------------ commands
 
   async run(command: Command): Promise<void> {
@@ -628,10 +639,11 @@ export class World {
       const { skipped: _a, ...original } = done.answer;
       const { skipped: _b, ...again } = answer;
       hit('step:replayed');
-      // The cache key is the session's: a branch answers a request its source committed with its own.
+      // The cache key is the session's (a branch's is its origin's): a branch answers a request its
+      // source committed with its own.
       same(
         again,
-        { ...original, cache: { ...original.cache, key: cacheKeyOf(s.id) } },
+        { ...original, cache: { ...original.cache, key: this.#cacheKey(s) } },
         `redelivery of ${requestId} answers step ${done.stepId} again`,
       );
       expect(this.hook.calls.length, 'a redelivery does not call the hook').toBe(hookCalls);
@@ -733,7 +745,7 @@ export class World {
     if (s.queue.some((i) => i.origin === 'tool')) hit('step:delivered-tool-item');
     expect(answer.cache).toEqual({
       ...(rebuild ? { rebuilt: true, reason: rebuild } : { rebuilt: false, reason: null }),
-      key: cacheKeyOf(s.id),
+      key: this.#cacheKey(s),
       prefixEnd: 0,
       previousEnd: s.requestEnd ?? 0,
     });

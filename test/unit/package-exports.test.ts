@@ -46,7 +46,6 @@ const INTERNALS: [string, Record<string, unknown>, string[]][] = [
       'matchesUpdate',
       'subscriptionId',
       'ANY_TICKET',
-      'subscriptionBodySchema',
       'MAX_RECORDS_PER_WRITE',
     ],
   ],
@@ -61,6 +60,8 @@ describe('package indexes', () => {
     expect(typeof sessionRunner.createEngine).toBe('function');
     expect(typeof sessionRunner.ContextEngine).toBe('function');
     expect(typeof stepContext.FeedStepContext).toBe('function');
+    // The subscription body is part of the public contract (the OpenAPI document names it).
+    expect(typeof stepContext.subscriptionBodySchema).toBe('object');
     expect(typeof feedIngestor.buildFeedApp).toBe('function');
     expect(typeof bus.createMemoryBus).toBe('function');
   });
