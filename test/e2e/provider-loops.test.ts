@@ -4,12 +4,14 @@
  * the provider stand-in (test/support/provider-stand-in.ts, which refuses what the API
  * documents as invalid), and ctxflow embedded (app.inject). The step answer's `request` is
  * spread into the SDK call with no other code; the loop goes through a tool call and its
- * result, a switch-off by that tool mid-run, a gate refusal, the model's answer, a forced
- * completion and a rewind. The type check of this file is the proof that the bodies fit the
+ * result, a switch-off by that tool mid-run, a gate refusal, the model's answer, a signed
+ * ticket update (POST /feeds/generic), a forced completion and a rewind. The type check of this file is the proof that the bodies fit the
  * SDKs' parameter types: no cast anywhere.
  */
+import { createHmac } from 'node:crypto';
 import Anthropic from '@anthropic-ai/sdk';
-import type { CacheHints, ModelRequest, StepMode } from '@ctxflow/contracts';
+import { type CacheHints, type ModelRequest, type StepMode, TOPICS } from '@ctxflow/contracts';
+import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import {
   cachedPrefix,
   PROVIDER_FORMATS,
@@ -19,7 +21,7 @@ import {
   toProviderRequest,
 } from '@ctxflow/session-runner';
 import OpenAI from 'openai';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { createHarness, type Harness } from '../support/harness.ts';
 import { type ProviderStandIn, type ScriptedTurn, startProviderStandIn } from '../support/provider-stand-in.ts';
 
@@ -96,19 +98,22 @@ interface StepAnswer<F extends ProviderFormat> {
   cache: CacheHints;
 }
 
-async function json(h: Harness, method: 'GET' | 'POST', url: string, payload?: object) {
-  const res = await h.app.inject({ method, url, ...(payload === undefined ? {} : { payload }) });
+/** Where the loop sends its requests: the runner's app (no keys) or the embedded app with its key. */
+type Api = Pick<Harness, 'app'> & { headers?: Record<string, string> };
+
+async function json(h: Api, method: 'GET' | 'POST', url: string, payload?: object) {
+  const res = await h.app.inject({
+    method,
+    url,
+    ...(h.headers === undefined ? {} : { headers: h.headers }),
+    ...(payload === undefined ? {} : { payload }),
+  });
   expect(res.statusCode, res.body).toBeLessThan(300);
   return res.json();
 }
 
 /** POST /sessions/:id/steps in a provider format. */
-function step<F extends ProviderFormat>(
-  h: Harness,
-  sessionId: string,
-  format: F,
-  mode?: StepMode,
-): Promise<StepAnswer<F>> {
+function step<F extends ProviderFormat>(h: Api, sessionId: string, format: F, mode?: StepMode): Promise<StepAnswer<F>> {
   return json(h, 'POST', `/sessions/${sessionId}/steps`, { format, ...(mode ? { mode } : {}) });
 }
 
@@ -171,7 +176,7 @@ describe('Contract v2 provider formats: POST /sessions/:id/steps { format }', ()
 
 describe('Contract v2 provider formats: agent loops with the official SDKs against a provider stand-in', () => {
   it.each(PROVIDER_FORMATS)(
-    '%s: tool call and result, switch-off mid-run, gate refusal, forced completion, rewind',
+    '%s: tool call and result, switch-off mid-run, gate refusal, signed ticket update, forced completion, rewind',
     async (format) => {
       await loop(format);
     },
@@ -236,12 +241,36 @@ async function lateAnswer<F extends ProviderFormat>(format: F): Promise<void> {
   expect(prefixShare(cachedPrefix[format](missed.request), cachedPrefix[format](late.request))).toBe(1);
 }
 
+const FEED_SECRET = 'loops-feed-secret';
+const TICKET_NEWS = 'Customer replied: the parcel arrived damaged';
+
+/** A generic feed delivery, signed as the webhook sender signs it (HMAC-SHA256 of `ts.body`). */
+function signed(update: object) {
+  const raw = JSON.stringify(update);
+  const ts = String(Math.floor(Date.now() / 1000));
+  const sig = createHmac('sha256', FEED_SECRET).update(`${ts}.${raw}`).digest('hex');
+  return {
+    payload: raw,
+    headers: { 'content-type': 'application/json', 'x-ctxflow-timestamp': ts, 'x-ctxflow-signature': `sha256=${sig}` },
+  };
+}
+
 async function loop<F extends ProviderFormat>(format: F): Promise<void> {
-  const h = await createHarness();
+  // The embedded app: the runner with the feeds and step-context; with API keys each feed
+  // secret names its tenant.
+  const embedded = await buildEmbeddedApp({
+    config: {
+      apiKeys: new Map([['loops-key', 'tenant-loops']]),
+      secrets: { generic: [{ tenant: 'tenant-loops', secret: FEED_SECRET }] },
+    },
+  });
+  onTestFinished(() => embedded.close());
+  const h: Api = { app: embedded.app, headers: { authorization: 'Bearer loops-key' } };
   const call = callModel[format];
   const { agentId } = await json(h, 'POST', '/agents', AGENT);
   const { sessionId } = await json(h, 'POST', '/sessions', { agentId });
   const base = `/sessions/${sessionId}`;
+  await json(h, 'POST', `${base}/subscriptions`, { source: 'generic', ticket: 'T-7' });
   const from = standIn.requests.length;
   standIn.script(...turns);
   const answers: StepAnswer<F>[] = [];
@@ -294,16 +323,27 @@ async function loop<F extends ProviderFormat>(format: F): Promise<void> {
   expect(answer).toEqual({ content: 'Order 7 shipped.', toolCalls: [] });
   await json(h, 'POST', `${base}/messages`, { role: 'assistant', content: answer.content });
 
-  // 4. Forced completion: the completion tool is forced, the model calls it.
+  // 4. A signed update of the subscribed ticket; once step-context applied it, the next call
+  //    carries it as a hook notice row, placed as the format places context rows.
+  const delivery = await embedded.app.inject({
+    method: 'POST',
+    url: '/feeds/generic',
+    ...signed({ eventId: `loops-${format}`, ticket: 'T-7', summary: TICKET_NEWS, version: 1 }),
+  });
+  expect(delivery.statusCode, delivery.body).toBe(202);
+  await landed(embedded.batches);
+
+  // 5. Forced completion: the completion tool is forced, the model calls it.
   await json(h, 'POST', `${base}/messages`, { role: 'user', content: 'Close the ticket.' });
   const forced = await step(h, sessionId, format, 'forced_completion');
+  expect(forced.rows.map((r) => [r.kind, r.source])).toEqual([['notice', 'hook']]);
   const finish = await model(forced);
   expect(finish.toolCalls.map((c) => c.name)).toEqual(['__finish__']);
   await json(h, 'POST', `${base}/messages`, {
     messages: [{ role: 'assistant', content: finish.content, toolCalls: finish.toolCalls }],
   });
 
-  // 5. Rewind to the second step: the next request extends the second step's request.
+  // 6. Rewind to the second step: the next request extends the second step's request.
   await json(h, 'POST', `${base}/rewind`, { toStepId: second.stepId });
   const rewound = await step(h, sessionId, format);
   await model(rewound);
@@ -328,9 +368,21 @@ async function loop<F extends ProviderFormat>(format: F): Promise<void> {
   checkShape(format, answers);
 }
 
+/** Waits until step-context applied the first update published on the ticket-updates topic. */
+async function landed(batches: EmbeddedApp['batches']) {
+  for (let i = 0; i < 400; i++) {
+    const at = await batches.resumeFrom(TOPICS.ticketUpdates, 0);
+    if (at !== undefined && BigInt(at) > 0n) return;
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  throw new Error('the ticket update was not applied');
+}
+
 /** The rules each format is built around, read from the step answers the loop sent. */
 function checkShape<F extends ProviderFormat>(format: F, answers: StepAnswer<F>[]): void {
   const [first, second, third, forced, rewound] = [answers[0]!, answers[1]!, answers[2]!, answers[3]!, answers[4]!];
+  // The forced call's last two conversation items: the user's message, then the ticket update.
+  const tail = 'messages' in forced.request ? forced.request.messages.slice(-2) : forced.request.input.slice(-2);
   if (format === 'openai-chat') {
     expect(first.request).toMatchObject({
       tool_choice: {
@@ -357,6 +409,11 @@ function checkShape<F extends ProviderFormat>(format: F, answers: StepAnswer<F>[
       ]),
     });
     expect(forced.request).toMatchObject({ tool_choice: { type: 'function', function: { name: '__finish__' } } });
+    // The ticket update: a system message after the user's message.
+    expect(tail).toEqual([
+      { role: 'user', content: 'Close the ticket.' },
+      { role: 'system', content: expect.stringContaining(TICKET_NEWS) },
+    ]);
   } else if (format === 'openai-responses') {
     expect(second.request).toMatchObject({
       tool_choice: {
@@ -379,6 +436,11 @@ function checkShape<F extends ProviderFormat>(format: F, answers: StepAnswer<F>[
       ]),
     });
     expect(forced.request).toMatchObject({ tool_choice: { type: 'function', name: '__finish__' } });
+    // The ticket update: a system message item after the user's message.
+    expect(tail).toEqual([
+      { type: 'message', role: 'user', content: 'Close the ticket.' },
+      { type: 'message', role: 'system', content: expect.stringContaining(TICKET_NEWS) },
+    ]);
   } else {
     expect(second.request).toMatchObject({
       system: [{ type: 'text', text: 'You are the order desk.', cache_control: { type: 'ephemeral' } }],
@@ -386,6 +448,14 @@ function checkShape<F extends ProviderFormat>(format: F, answers: StepAnswer<F>[
       tool_choice: { type: 'auto' },
     });
     expect(forced.request).toMatchObject({ tool_choice: { type: 'tool', name: '__finish__' } });
+    // The ticket update: a text block of the user turn that holds the user's message.
+    expect(tail.at(-1)).toEqual({
+      role: 'user',
+      content: [
+        { type: 'text', text: 'Close the ticket.' },
+        { type: 'text', text: expect.stringContaining(TICKET_NEWS), cache_control: { type: 'ephemeral' } },
+      ],
+    });
   }
   expect(rewound.cache.previousEnd).toBeGreaterThan(0);
 }

@@ -55,4 +55,14 @@ describe('examples/', () => {
       roles: ['user', 'assistant', 'tool', 'assistant'],
     });
   });
+
+  it('anthropic.ts: runLoop with anthropic.messages.create runs the tool and ends at __finish__', async () => {
+    const out = await example('anthropic.ts');
+    expect(out).toEqual({
+      result: 'Order 7 shipped on Monday.',
+      steps: 2,
+      requests: 2,
+      roles: ['user', 'assistant', 'tool', 'assistant'],
+    });
+  });
 });
