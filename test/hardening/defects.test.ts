@@ -7,6 +7,7 @@ import {
   errorCodes,
   MAX_CACHE_TTL_MS,
   MAX_CONTEXT_BLOCKS,
+  MAX_CONTEXT_BODY_BYTES,
   MAX_CONTEXT_BYTES,
   MAX_DEADLINE_MS,
   MAX_ERROR_MESSAGE_LENGTH,
@@ -141,6 +142,25 @@ describe('D2: context blocks are bounded and merged in linear time', () => {
     expectError(more, 400, 'validation_error');
     expect(more.body.error.message).toContain(`${MAX_CONTEXT_BLOCKS + 1} blocks`);
     expect((await s.call('GET', `/agents/${s.agentId}`)).body).toEqual(afterMax);
+  });
+
+  it('D2: a context body past twice the context limit is 413 before it is parsed, and changes nothing', async () => {
+    const s = await openSession({ agent: { context: 'You help.' } });
+    // 100,000 blocks (about 3 MB): refused by its size, not parsed and merged.
+    const blocks = Array.from({ length: 100_000 }, (_, i) => ({ id: `b${i}`, content: 'x'.repeat(8) }));
+    expect(Buffer.byteLength(JSON.stringify({ context: blocks }))).toBeGreaterThan(MAX_CONTEXT_BODY_BYTES);
+    const agentBefore = (await s.call('GET', `/agents/${s.agentId}`)).body;
+    const sessionBefore = (await inspect(s, s.sessionId)).meta;
+    for (const [method, url] of [
+      ['PATCH', `/agents/${s.agentId}`],
+      ['POST', '/sessions'],
+      ['PATCH', `/sessions/${s.sessionId}`],
+    ] as const) {
+      expectError(await s.call(method, url, { context: blocks }), 413, 'payload_too_large');
+    }
+    expect((await s.call('GET', `/agents/${s.agentId}`)).body).toEqual(agentBefore);
+    expect((await inspect(s, s.sessionId)).meta).toEqual(sessionBefore);
+    expect((await s.call('GET', '/sessions')).body.sessions).toHaveLength(1);
   });
 
   it('D2: context over the byte limit is 400 on every route that takes it, and changes nothing', async () => {

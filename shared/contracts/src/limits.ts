@@ -32,6 +32,13 @@ export const MAX_CONTEXT_BLOCKS = 1_000;
 /** Context blocks of an agent or a thread: at most this many UTF-8 bytes of ids and contents, after a merge too. */
 export const MAX_CONTEXT_BYTES = 1024 * 1024;
 
+/**
+ * Request body limit of the routes whose body is context blocks alone (PATCH /agents/:id,
+ * POST /sessions, PATCH /sessions/:id): room for MAX_CONTEXT_BYTES with JSON's quoting, so a
+ * body far over what could be accepted is refused (413) before it is parsed.
+ */
+export const MAX_CONTEXT_BODY_BYTES = 2 * MAX_CONTEXT_BYTES;
+
 /** An error answer's `message`: at most this many characters of it are sent. */
 export const MAX_ERROR_MESSAGE_LENGTH = 1_024;
 

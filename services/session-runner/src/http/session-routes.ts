@@ -1,3 +1,4 @@
+import { MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { ContextEngine, NeutralStepResult } from '../domain/context-engine.ts';
 import type { AgentRecord } from '../domain/model.ts';
@@ -74,7 +75,11 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     publicAgent(await engine.getAgent(request.tenant, request.params.agentId)),
   );
 
-  app.patch<{ Params: { agentId: string } }>('/agents/:agentId', async (request) => {
+  // Routes whose body is context blocks: a body far past the context limit is refused before it is
+  // parsed, so no request holds the event loop parsing megabytes it would refuse anyway (D2).
+  const contextBody = { bodyLimit: MAX_CONTEXT_BODY_BYTES };
+
+  app.patch<{ Params: { agentId: string } }>('/agents/:agentId', contextBody, async (request) => {
     const body = parseBody(patchAgentBody, request.body);
     const agent = await engine.updateAgent(request.tenant, request.params.agentId, body);
     return { agentId: agent.agentId, version: agent.version, appliesFrom: 'next_run' };
@@ -100,7 +105,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     return reply.status(201).send({ remembered: true });
   });
 
-  app.post('/sessions', async (request, reply) => {
+  app.post('/sessions', contextBody, async (request, reply) => {
     const body = parseBody(createSessionBody, request.body);
     const meta = await engine.createSession(request.tenant, body);
     return reply.status(201).send({ sessionId: meta.sessionId });
@@ -134,7 +139,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     engine.inspect(request.tenant, request.params.sessionId),
   );
 
-  app.patch<SessionParams>('/sessions/:sessionId', async (request) => {
+  app.patch<SessionParams>('/sessions/:sessionId', contextBody, async (request) => {
     const body = parseBody(patchSessionBody, request.body);
     return engine.updateSession(request.tenant, request.params.sessionId, body);
   });
