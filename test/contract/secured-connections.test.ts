@@ -21,10 +21,11 @@ import { createBus, type KafkaClientName } from '@ctxflow/bus';
 import { connectRedis, kafkaBusSecurity } from '@ctxflow/service-kit';
 import { RedisSessionStore } from '@ctxflow/session-runner';
 import { loadStepContextConfig } from '@ctxflow/step-context';
-import { Cluster, type Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import kafkajs from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ENTRIES, freePort, serviceEnv, stopAll, waitFor } from '../faults/processes.ts';
+import { keysOfSession } from '../step-context/helpers.ts';
 import {
   type Certificates,
   makeCertificates,
@@ -260,21 +261,6 @@ function securedStore(client: Redis | Cluster, options: { ttlMs?: number } | und
     cleanup: () => deletePrefix(client, prefix),
     keysOf: (sessionId: string) => keysOfSession(client, prefix, sessionId),
   };
-}
-
-/** Every key of a session's hash tag under `prefix`, with its PTTL, on every master. */
-async function keysOfSession(client: Redis | Cluster, prefix: string, sessionId: string) {
-  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
-  const found: { key: string; pttl: number }[] = [];
-  for (const node of nodes) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*{${sessionId}}*`, 'COUNT', 1000);
-      cursor = next;
-      for (const key of keys) found.push({ key, pttl: await node.pttl(key) });
-    } while (cursor !== '0');
-  }
-  return found;
 }
 
 /**

@@ -16,6 +16,7 @@ import {
 } from '@ctxflow/session-runner';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { keysOfSession } from '../step-context/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { sessionStoreContract } from './session-store.contract.ts';
 
@@ -48,21 +49,6 @@ sessionStoreContract('memory', async (options) => ({
   store: new MemorySessionStore(options),
   cleanup: async () => {},
 }));
-
-/** Every key of a session's hash tag under `prefix`, with its PTTL, on every master. */
-async function keysOfSession(client: Redis | Cluster, prefix: string, sessionId: string) {
-  const nodes = client instanceof Cluster ? client.nodes('master') : [client];
-  const found: { key: string; pttl: number }[] = [];
-  for (const node of nodes) {
-    let cursor = '0';
-    do {
-      const [next, keys] = await node.scan(cursor, 'MATCH', `${prefix}:*{${sessionId}}*`, 'COUNT', 1000);
-      cursor = next;
-      for (const key of keys) found.push({ key, pttl: await node.pttl(key) });
-    } while (cursor !== '0');
-  }
-  return found;
-}
 
 let redis: Redis | undefined;
 function redisClient(): Redis {
