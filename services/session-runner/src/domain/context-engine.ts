@@ -275,6 +275,22 @@ function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
 /** The last instant a JavaScript Date holds (ECMA-262 "Time Values and Time Range"). */
 const LAST_DATE_MS = 8.64e15;
 
+/** Attempts of a write that is refused when the session (or agent) changed since it was read. */
+const CONFLICT_ATTEMPTS = 5;
+
+/**
+ * Optimistic concurrency: runs `attempt` (a read, a check and a write conditional on what was
+ * read) until it does not answer `conflict`, at most CONFLICT_ATTEMPTS times; then a retryable
+ * `state_conflict` saying `what` kept changing.
+ */
+async function untilSettled<T>(attempt: () => Promise<T | 'conflict'>, what: string): Promise<T> {
+  for (let i = 0; i < CONFLICT_ATTEMPTS; i++) {
+    const result = await attempt();
+    if (result !== 'conflict') return result;
+  }
+  throw new CtxflowError('state_conflict', what);
+}
+
 /** Why a call of the open turn has no result, by what the gate knows of it at `now`. */
 function outcomeOf(
   call: ToolCallEntry,
@@ -432,14 +448,13 @@ export class ContextEngine {
     agentId: string,
     input: { context?: ContextInput; model?: string },
   ): Promise<AgentRecord> {
-    for (let attempt = 0; attempt < 5; attempt++) {
+    return untilSettled(async () => {
       const agent = await this.getAgent(tenant, agentId);
       const next: AgentRecord = { ...agent, version: agent.version + 1 };
       if (input.context !== undefined) next.context = mergeBlocks(agent.context, toBlocks(input.context));
       if (input.model !== undefined) next.model = input.model;
-      if (await this.#deps.store.replaceAgent(next, agent.version)) return next;
-    }
-    throw new CtxflowError('state_conflict', 'the agent changed while it was updated; send the update again');
+      return (await this.#deps.store.replaceAgent(next, agent.version)) ? next : 'conflict';
+    }, 'the agent changed while it was updated; send the update again');
   }
 
   async getAgent(tenant: string, agentId: string): Promise<AgentRecord> {
@@ -780,16 +795,12 @@ export class ContextEngine {
    * answered); with other content it is refused. Returns the entry of each input, in order.
    */
   async appendMessages(tenant: string, sessionId: string, inputs: MessageInput[]): Promise<MessageEntry[]> {
-    return this.#locks.run(sessionId, async () => {
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const recorded = await this.#recordMessages(tenant, sessionId, inputs);
-        if (recorded !== 'conflict') return recorded;
-      }
-      throw new CtxflowError(
-        'state_conflict',
+    return this.#locks.run(sessionId, () =>
+      untilSettled(
+        () => this.#recordMessages(tenant, sessionId, inputs),
         `session ${sessionId} kept changing while the messages were recorded; send them again`,
-      );
-    });
+      ),
+    );
   }
 
   /**
@@ -1434,16 +1445,12 @@ export class ContextEngine {
     callId: string,
     content: string,
   ): Promise<{ late: boolean; recorded: number }> {
-    return this.#locks.run(sessionId, async () => {
-      for (let attempt = 0; attempt < 5; attempt++) {
-        const answered = await this.#answerClientCall(tenant, sessionId, callId, content);
-        if (answered !== 'conflict') return answered;
-      }
-      throw new CtxflowError(
-        'state_conflict',
+    return this.#locks.run(sessionId, () =>
+      untilSettled(
+        () => this.#answerClientCall(tenant, sessionId, callId, content),
         `session ${sessionId} kept changing while the answer was recorded; send it again`,
-      );
-    });
+      ),
+    );
   }
 
   /**
