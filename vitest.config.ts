@@ -14,7 +14,10 @@ export default defineConfig({
     // or scripts/infra.ts; provisioned only when a selected file needs them (see the file).
     globalSetup: ['test/setup/services.ts'],
     projects: [
-      { extends: true, test: { name: 'ctxflow', include: ['test/**/*.test.ts', '{services,shared,clients}/*/test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: { name: 'ctxflow', include: ['test/**/*.test.ts', '{services,shared,clients}/*/test/**/*.test.ts'] },
+      },
       {
         // The HTTP conformance suite, unchanged, with Redis as the store (test/support/harness.ts).
         extends: true,

@@ -19,7 +19,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ASYNCAPI_PATH, renderAsyncApi } from '../../scripts/asyncapi.ts';
 import { replayDeadLetters } from '../../scripts/dlq.ts';
-import { feedApp, fixture, genericHeaders } from '../feeds/helpers.ts';
+import { feedApp, fixture, genericHeaders } from '../../services/feed-ingestor/test/helpers.ts';
 import { eventually } from '../step-context/helpers.ts';
 import { requireKafka } from '../support/services.ts';
 

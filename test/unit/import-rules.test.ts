@@ -1,7 +1,8 @@
 /**
  * The import rules of biome.json (`npm run check`): a workspace imports another by its
- * package name, never from its src/; a service's domain imports neither its adapters
- * (nor its HTTP layer) nor a client library. Checked on probe files laid out like the
+ * package name, never from its src/; a service's domain, in any folder inside it, imports
+ * neither its adapters (nor its HTTP layer) nor a client library; a package's tests
+ * (`<package>/test/`) import its src/. Checked on probe files laid out like the
  * repository, linted with the repository's own configuration.
  */
 import { spawnSync } from 'node:child_process';
@@ -34,6 +35,17 @@ const PROBES: Record<string, string[]> = {
     '../../../y/src/z.ts',
     '@ctxflow/bus/src/memory-bus.ts',
   ],
+  // A folder inside a domain (the feed-ingestor's domain/verifiers/ and domain/normalizers/).
+  'services/x/src/domain/verifiers/probe.ts': [
+    './verifier.ts',
+    '../feeds.ts',
+    '../../ports/delivery-ledger.ts',
+    'cloudevents',
+    '../../adapters/redis/keys.ts',
+    '../../adapters/memory-delivery-ledger.ts',
+    '../../http/feed-routes.ts',
+    'ioredis',
+  ],
   'services/x/src/adapters/probe.ts': [
     'ioredis',
     '../domain/model.ts',
@@ -45,6 +57,13 @@ const PROBES: Record<string, string[]> = {
   ],
   'shared/y/src/probe.ts': ['./z.ts', '../../../services/x/src/a.ts'],
   'test/probe.test.ts': ['../services/x/src/a.ts', '@ctxflow/bus'],
+  // Tests beside a package import its src/ (and helpers); another workspace by its package name.
+  'services/x/test/domain/probe.test.ts': [
+    '../../src/domain/model.ts',
+    '../helpers.ts',
+    '@ctxflow/bus',
+    '@ctxflow/bus/src/memory-bus.ts',
+  ],
 };
 
 const WORKSPACE = 'another workspace is imported by its package name (@ctxflow/<name>), never from its src/.';
@@ -78,8 +97,10 @@ describe('import rules', () => {
   it("refuse another workspace's src/, and adapters, HTTP and client libraries in a domain", () => {
     const at = (path: string, module: string) => PROBES[path]!.indexOf(module) + 1;
     const domain = 'services/x/src/domain/probe.ts';
+    const nested = 'services/x/src/domain/verifiers/probe.ts';
     const adapters = 'services/x/src/adapters/probe.ts';
     const shared = 'shared/y/src/probe.ts';
+    const tests = 'services/x/test/domain/probe.test.ts';
     expect(lint()).toEqual([
       { path: adapters, line: at(adapters, '../../../y/src/z.ts'), message: WORKSPACE },
       { path: adapters, line: at(adapters, '@ctxflow/y/src/z.ts'), message: WORKSPACE },
@@ -94,6 +115,11 @@ describe('import rules', () => {
       { path: domain, line: at(domain, '@fastify/otel'), message: CLIENTS },
       { path: domain, line: at(domain, '../../../y/src/z.ts'), message: WORKSPACE },
       { path: domain, line: at(domain, '@ctxflow/bus/src/memory-bus.ts'), message: WORKSPACE },
+      { path: nested, line: at(nested, '../../adapters/redis/keys.ts'), message: ADAPTERS },
+      { path: nested, line: at(nested, '../../adapters/memory-delivery-ledger.ts'), message: ADAPTERS },
+      { path: nested, line: at(nested, '../../http/feed-routes.ts'), message: ADAPTERS },
+      { path: nested, line: at(nested, 'ioredis'), message: CLIENTS },
+      { path: tests, line: at(tests, '@ctxflow/bus/src/memory-bus.ts'), message: WORKSPACE },
       { path: shared, line: at(shared, '../../../services/x/src/a.ts'), message: WORKSPACE },
     ]);
   });

@@ -13,8 +13,8 @@ import {
   topicPrefixVar,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
-import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './feed-routes.ts';
-import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from './feed-secrets.ts';
+import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from './domain/feed-secrets.ts';
+import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './http/feed-routes.ts';
 
 const secret = blank(z.string().min(1).optional());
 

@@ -14,12 +14,12 @@ import {
 } from '@ctxflow/service-kit';
 import { startTelemetry } from '@ctxflow/telemetry';
 import type { Redis } from 'ioredis';
+import { MemoryDeliveryLedger } from './adapters/memory-delivery-ledger.ts';
+import { createFeedTelemetry } from './adapters/otel-feed-telemetry.ts';
+import { RedisDeliveryLedger } from './adapters/redis-delivery-ledger.ts';
 import { buildFeedApp } from './build-app.ts';
 import { loadFeedConfig } from './config.ts';
-import type { DeliveryLedger } from './delivery-ledger.ts';
-import { createFeedTelemetry } from './feed-telemetry.ts';
-import { MemoryDeliveryLedger } from './memory-delivery-ledger.ts';
-import { RedisDeliveryLedger } from './redis-delivery-ledger.ts';
+import type { DeliveryLedger } from './ports/delivery-ledger.ts';
 
 /**
  * The feed-ingestor as its own process (the stack): reads configuration once,

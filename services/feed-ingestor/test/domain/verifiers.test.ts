@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { FEEDS } from '../../services/feed-ingestor/src/feeds.ts';
+import { FEEDS } from '../../src/domain/feeds.ts';
 
 const verifyGithub = FEEDS.github.verify;
 

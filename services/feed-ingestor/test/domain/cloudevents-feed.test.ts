@@ -2,7 +2,7 @@ import { TOPICS } from '@ctxflow/contracts';
 import type { TenantSecret } from '@ctxflow/feed-ingestor';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { describe, expect, it } from 'vitest';
-import { feedApp, hmacHex, NOW, RECEIVED_AT, SECRETS } from './helpers.ts';
+import { feedApp, hmacHex, NOW, RECEIVED_AT, SECRETS } from '../helpers.ts';
 
 const CE_SECRET = 'cloudevents-test-secret-71d2';
 const JIRA = 'https://jira.example.com';

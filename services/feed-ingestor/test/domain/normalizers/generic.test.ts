@@ -4,8 +4,8 @@
  */
 import { CtxflowError, type TicketUpdate } from '@ctxflow/contracts';
 import { describe, expect, it } from 'vitest';
-import { normalizeGeneric } from '../../services/feed-ingestor/src/normalizers/generic.ts';
-import { RECEIVED_AT } from './helpers.ts';
+import { normalizeGeneric } from '../../../src/domain/normalizers/generic.ts';
+import { RECEIVED_AT } from '../../helpers.ts';
 
 const EMOJI = '\u{1F600}'; // one code point, two UTF-16 units
 

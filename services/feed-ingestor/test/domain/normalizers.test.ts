@@ -8,7 +8,7 @@ import {
   jiraHeaders,
   RECEIVED_AT,
   zendeskHeaders,
-} from './helpers.ts';
+} from '../helpers.ts';
 
 const GH_DELIVERY = '72d3162e-cc78-11e3-81ab-4c9367dc0958';
 

@@ -14,7 +14,7 @@ import {
   RecordingPublisher,
   SECRETS,
   zendeskHeaders,
-} from './helpers.ts';
+} from '../helpers.ts';
 
 const NOW_S = Math.floor(NOW / 1000);
 const generic = fixture('generic-update.json');

@@ -1,4 +1,4 @@
-import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
+import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
 
 interface Entry {
   readonly id: string;

@@ -31,13 +31,13 @@ import {
   CLOUDEVENTS_MEDIA_TYPES,
   cloudEventUpdates,
   mediaTypeOf,
-} from './cloudevents-feed.ts';
-import type { ClaimOutcome, DeliveryLedger } from './delivery-ledger.ts';
-import { type FeedSecrets, tenantSecrets } from './feed-secrets.ts';
-import { type FeedTelemetry, noopFeedTelemetry } from './feed-telemetry.ts';
-import { feedOf } from './feeds.ts';
-import { verifyGeneric } from './verifiers/generic.ts';
-import { secretKey } from './verifiers/verifier.ts';
+} from '../domain/cloudevents-feed.ts';
+import { type FeedSecrets, tenantSecrets } from '../domain/feed-secrets.ts';
+import { feedOf } from '../domain/feeds.ts';
+import { verifyGeneric } from '../domain/verifiers/generic.ts';
+import { secretKey } from '../domain/verifiers/verifier.ts';
+import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
+import { type FeedTelemetry, noopFeedTelemetry } from '../ports/feed-telemetry.ts';
 
 /** Whether a request came as CloudEvents structured or batch mode (only the cloudevents feed takes those). */
 function mediaTypeIsCloudEvents(request: FastifyRequest): boolean {

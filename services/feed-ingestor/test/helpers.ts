@@ -32,7 +32,7 @@ export class RecordingPublisher implements Publisher {
 }
 
 export function fixture(name: string): Buffer {
-  return readFileSync(new URL(`../fixtures/feeds/${name}`, import.meta.url));
+  return readFileSync(new URL(`./fixtures/${name}`, import.meta.url));
 }
 
 export function hmacHex(secret: string, ...parts: (string | Buffer)[]): string {

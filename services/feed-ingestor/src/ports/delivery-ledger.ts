@@ -6,7 +6,7 @@
  * The life of one id: `claim` takes a short lease before publishing; `confirm`
  * after the bus acknowledged turns it into a long-lived "done" mark; `release`
  * after a failed publish drops the lease so the sender's retry can publish.
- * Adapters: memory-delivery-ledger.ts (embedded default), redis-delivery-ledger.ts.
+ * Adapters: adapters/memory-delivery-ledger.ts (embedded default), adapters/redis-delivery-ledger.ts.
  */
 
 /** What a claim found. */

@@ -4,7 +4,7 @@ import { feedSecretVar, feedSourceOfVar, loadFeedConfig } from '@ctxflow/feed-in
 import { ConfigError } from '@ctxflow/service-kit';
 import { loadRunnerConfig } from '@ctxflow/session-runner';
 import { afterEach, describe, expect, it } from 'vitest';
-import { feedApp, genericHeaders, RECEIVED_AT, SECRETS } from './helpers.ts';
+import { feedApp, genericHeaders, RECEIVED_AT, SECRETS } from '../helpers.ts';
 
 const TRACKER_SECRET = 'my-tracker-secret-5b0e';
 

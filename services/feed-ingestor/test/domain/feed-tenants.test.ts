@@ -1,7 +1,7 @@
 import type { FeedSource } from '@ctxflow/contracts';
 import type { TenantSecret } from '@ctxflow/feed-ingestor';
 import { describe, expect, it } from 'vitest';
-import { feedApp, fixture, genericHeaders, githubHeaders, jiraHeaders, zendeskHeaders } from './helpers.ts';
+import { feedApp, fixture, genericHeaders, githubHeaders, jiraHeaders, zendeskHeaders } from '../helpers.ts';
 
 /** Two tenants' secrets for every source. */
 const secretOf = (tenant: string, source: FeedSource) => `${tenant}-${source}-secret`;

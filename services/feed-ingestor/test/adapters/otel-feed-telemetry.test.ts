@@ -10,8 +10,8 @@ import { METRIC_FEED_INGESTED, METRIC_FEED_REFUSED } from '@ctxflow/telemetry';
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
-import { feedApp, genericHeaders, NOW, SECRETS } from './helpers.ts';
+import { createTestTelemetry, type TestTelemetry } from '../../../../test/support/telemetry.ts';
+import { feedApp, genericHeaders, NOW, SECRETS } from '../helpers.ts';
 
 /** SpanKind numbers of the OpenTelemetry API. */
 const SERVER = 1;
