@@ -1,8 +1,8 @@
 /**
  * The import rules of biome.json (`npm run check`): a workspace imports another by its
- * package name, never from its src/; a service's domain imports neither its adapters
- * (nor its HTTP layer) nor a client library. Checked on probe files laid out like the
- * repository, linted with the repository's own configuration.
+ * package name, never from its src/ (a package's own tests do import its src/); a service's
+ * domain imports neither its adapters (nor its HTTP layer) nor a client library. Checked on
+ * probe files laid out like the repository, linted with the repository's own configuration.
  */
 import { spawnSync } from 'node:child_process';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -45,6 +45,15 @@ const PROBES: Record<string, string[]> = {
   ],
   'shared/y/src/probe.ts': ['./z.ts', '../../../services/x/src/a.ts'],
   'test/probe.test.ts': ['../services/x/src/a.ts', '@ctxflow/bus'],
+  'services/x/test/domain/probe.test.ts': [
+    '../../src/domain/model.ts',
+    '@ctxflow/bus',
+    '../../../../test/support/services.ts',
+    '../../../y/src/z.ts',
+    '../../../../shared/bus/src/index.ts',
+    '@ctxflow/bus/src/memory-bus.ts',
+  ],
+  'shared/y/test/probe.test.ts': ['../src/z.ts', '../../bus/src/index.ts'],
 };
 
 const WORKSPACE = 'another workspace is imported by its package name (@ctxflow/<name>), never from its src/.';
@@ -80,6 +89,8 @@ describe('import rules', () => {
     const domain = 'services/x/src/domain/probe.ts';
     const adapters = 'services/x/src/adapters/probe.ts';
     const shared = 'shared/y/src/probe.ts';
+    const domainTest = 'services/x/test/domain/probe.test.ts';
+    const sharedTest = 'shared/y/test/probe.test.ts';
     expect(lint()).toEqual([
       { path: adapters, line: at(adapters, '../../../y/src/z.ts'), message: WORKSPACE },
       { path: adapters, line: at(adapters, '@ctxflow/y/src/z.ts'), message: WORKSPACE },
@@ -94,7 +105,11 @@ describe('import rules', () => {
       { path: domain, line: at(domain, '@fastify/otel'), message: CLIENTS },
       { path: domain, line: at(domain, '../../../y/src/z.ts'), message: WORKSPACE },
       { path: domain, line: at(domain, '@ctxflow/bus/src/memory-bus.ts'), message: WORKSPACE },
+      { path: domainTest, line: at(domainTest, '../../../y/src/z.ts'), message: WORKSPACE },
+      { path: domainTest, line: at(domainTest, '../../../../shared/bus/src/index.ts'), message: WORKSPACE },
+      { path: domainTest, line: at(domainTest, '@ctxflow/bus/src/memory-bus.ts'), message: WORKSPACE },
       { path: shared, line: at(shared, '../../../services/x/src/a.ts'), message: WORKSPACE },
+      { path: sharedTest, line: at(sharedTest, '../../bus/src/index.ts'), message: WORKSPACE },
     ]);
   });
 });
