@@ -8,13 +8,17 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    // Tests that measure the live heap collect garbage first (test/unit/session-cache.test.ts).
+    // Tests that measure the live heap collect garbage first
+    // (services/session-runner/test/domain/session-cache.test.ts).
     execArgv: ['--expose-gc'],
     // Kafka, Redis and a Redis Cluster for integration tests: from the environment, containers,
     // or scripts/infra.ts; provisioned only when a selected file needs them (see the file).
     globalSetup: ['test/setup/services.ts'],
     projects: [
-      { extends: true, test: { name: 'ctxflow', include: ['test/**/*.test.ts', '{services,shared,clients}/*/test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: { name: 'ctxflow', include: ['test/**/*.test.ts', '{services,shared,clients}/*/test/**/*.test.ts'] },
+      },
       {
         // The HTTP conformance suite, unchanged, with Redis as the store (test/support/harness.ts).
         extends: true,
