@@ -1,4 +1,7 @@
-import { defineConfig } from 'vitest/config';
+import { configDefaults, defineConfig } from 'vitest/config';
+
+/** Compares memory, Redis and a Redis Cluster answer by answer itself: run once, on Redis. */
+const REDIS_ONLY = 'test/conformance/engine-on-redis.test.ts';
 
 export default defineConfig({
   // Workspace packages built for publishing (clients/*) resolve to their .ts sources in the repository.
@@ -8,7 +11,8 @@ export default defineConfig({
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: 'forks',
-    // Tests that measure the live heap collect garbage first (test/unit/session-cache.test.ts).
+    // Tests that measure the live heap collect garbage first
+    // (services/session-runner/test/domain/session-cache.test.ts).
     execArgv: ['--expose-gc'],
     // Kafka, Redis and a Redis Cluster for integration tests: from the environment, containers,
     // or scripts/infra.ts; provisioned only when a selected file needs them (see the file).
@@ -16,10 +20,15 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'ctxflow', include: ['test/**/*.test.ts', '{services,shared,clients}/*/test/**/*.test.ts'] },
+        test: {
+          name: 'ctxflow',
+          include: ['test/**/*.test.ts', '{services,shared,clients}/*/test/**/*.test.ts'],
+          exclude: [...configDefaults.exclude, REDIS_ONLY],
+        },
       },
       {
-        // The HTTP conformance suite, unchanged, with Redis as the store (test/support/harness.ts).
+        // The HTTP conformance suite, unchanged, with Redis as the store (test/support/harness.ts),
+        // and the comparison of the stores that runs only here.
         extends: true,
         test: {
           name: 'conformance-on-redis',

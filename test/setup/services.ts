@@ -9,8 +9,8 @@
  * `CTXFLOW_TEST_SERVICES=local` or `=containers` forces step 2 or 3 (no fallback).
  *
  * Laziness rule: services are provisioned only when at least one selected test file lives
- * under test/integration/, test/contract/ or test/conformance/, or reaches
- * test/support/services.ts through its relative imports (directly or via a helper in test/).
+ * under test/contract/ or test/conformance/, or reaches test/support/services.ts through its
+ * relative imports (directly or via a helper in test/ or in a package's test/).
  * A run of unit tests only starts nothing (addresses from the environment are still passed on).
  *
  * The addresses reach tests through `provide`/`inject` (see test/support/services.ts) and
@@ -53,8 +53,9 @@ function note(message: string): void {
 
 /**
  * True when any selected file lives in a folder whose tests need services, or reaches
- * test/support/services.ts through its relative imports (followed within test/, so a shared
- * harness that calls requireRedis() counts for every file that imports it).
+ * test/support/services.ts through its relative imports (followed within test/ and the
+ * packages' test/ folders, so a shared harness that calls requireRedis() counts for every
+ * file that imports it).
  */
 export function needsServices(root: string, files: readonly string[]): boolean {
   // An empty list means the selection could not be read: provision rather than fail later.
@@ -62,9 +63,12 @@ export function needsServices(root: string, files: readonly string[]): boolean {
   const testDir = resolve(root, 'test');
   const helper = resolve(testDir, 'support/services.ts');
   const visited = new Set<string>();
+  const isTestFile = (file: string) =>
+    file.startsWith(testDir + sep) ||
+    /^(services|shared|clients)\/[^/]+\/test\//.test(relative(root, file).split(sep).join('/'));
   const reachesHelper = (file: string): boolean => {
     if (file === helper) return true;
-    if (visited.has(file) || !file.startsWith(testDir + sep)) return false;
+    if (visited.has(file) || !isTestFile(file)) return false;
     visited.add(file);
     let source: string;
     try {
@@ -81,7 +85,7 @@ export function needsServices(root: string, files: readonly string[]): boolean {
   return files.some((file) => {
     const path = relative(root, file).split(sep).join('/');
     // test/conformance/ runs again on Redis (project conformance-on-redis in vitest.config.ts).
-    if (['test/integration/', 'test/contract/', 'test/conformance/'].some((dir) => path.startsWith(dir))) return true;
+    if (['test/contract/', 'test/conformance/'].some((dir) => path.startsWith(dir))) return true;
     return reachesHelper(resolve(file));
   });
 }

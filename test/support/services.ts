@@ -12,8 +12,8 @@ function required(value: string | null | undefined, envValue: string | undefined
   const address = value || envValue;
   if (!address) {
     throw new Error(
-      `${what} is not available: test/setup/services.ts provisions it for files under test/integration/ ` +
-        'or test/contract/ or that import test/support/services.ts (or set it in the environment)',
+      `${what} is not available: test/setup/services.ts provisions it for files under test/contract/ ` +
+        'or test/conformance/ or that import test/support/services.ts (or set it in the environment)',
     );
   }
   return address;

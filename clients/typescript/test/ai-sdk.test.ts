@@ -5,7 +5,7 @@ import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { generateText, stepCountIs, tool } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startStandIn } from '../../examples/support/stand-in-openai.ts';
+import { startStandIn } from '../../../examples/support/stand-in-openai.ts';
 
 let embedded: EmbeddedApp;
 let client: CtxflowClient;

@@ -49,7 +49,7 @@ describe('D3: bounded HTTP close', () => {
   });
 
   it('D3: handleShutdown exits 1 with the pending step named when its steps outlast the grace', async () => {
-    const lifecycle = fileURLToPath(new URL('../../shared/service-kit/src/lifecycle.ts', import.meta.url));
+    const lifecycle = fileURLToPath(new URL('../src/lifecycle.ts', import.meta.url));
     const script = `
       import { handleShutdown } from ${JSON.stringify(lifecycle)};
       const log = { info: (f, m) => console.log(JSON.stringify({ ...f, msg: m })), error: (f, m) => console.log(JSON.stringify({ ...f, msg: m })) };

@@ -21,7 +21,7 @@ import {
 } from '@ctxflow/telemetry';
 import { InMemoryLogRecordExporter, LoggerProvider, SimpleLogRecordProcessor } from '@opentelemetry/sdk-logs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
+import { createTestTelemetry, type TestTelemetry } from '../../../test/support/telemetry.ts';
 
 let t: TestTelemetry;
 beforeEach(() => {

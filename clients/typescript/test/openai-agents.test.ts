@@ -4,7 +4,7 @@ import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { Agent, OpenAIProvider, Runner, tool } from '@openai/agents';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { startStandIn } from '../../examples/support/stand-in-openai.ts';
+import { startStandIn } from '../../../examples/support/stand-in-openai.ts';
 
 let embedded: EmbeddedApp;
 let client: CtxflowClient;

@@ -4,7 +4,7 @@ import { type ModelTurn, runLoop } from '@ctxflow/client/loop';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type ProviderStandIn, startProviderStandIn } from '../support/provider-stand-in.ts';
+import { type ProviderStandIn, startProviderStandIn } from '../../../test/support/provider-stand-in.ts';
 
 let embedded: EmbeddedApp;
 let client: CtxflowClient;

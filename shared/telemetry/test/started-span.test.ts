@@ -17,7 +17,7 @@ import { context, defaultTextMapGetter, ROOT_CONTEXT, trace } from '@opentelemet
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
+import { createTestTelemetry, type TestTelemetry } from '../../../test/support/telemetry.ts';
 
 const CONSUMER = 4;
 const INTERNAL = 0;

@@ -8,12 +8,12 @@ import { randomUUID } from 'node:crypto';
 import type { SessionMeta, StepRecord } from '@ctxflow/session-runner';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
+import { requireRedis } from '../../../../test/support/services.ts';
 import {
   DEFAULT_PROMPT_CACHE_BYTES,
   promptEntryBytes,
   RedisSessionStore,
-} from '../../services/session-runner/src/adapters/redis-session-store.ts';
-import { requireRedis } from '../support/services.ts';
+} from '../../src/adapters/redis-session-store.ts';
 
 const redis = new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
 const prefix = `ctxtest-prompts-${randomUUID().slice(0, 8)}`;

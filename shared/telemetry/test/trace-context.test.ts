@@ -16,7 +16,7 @@ import {
 import { context } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
+import { createTestTelemetry, type TestTelemetry } from '../../../test/support/telemetry.ts';
 
 const tp = (trace: string, span: string) => `00-${trace.padStart(32, '0')}-${span.padStart(16, '0')}-01`;
 

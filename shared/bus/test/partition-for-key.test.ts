@@ -5,7 +5,7 @@
  * (test/contract/bus.contract.ts) checks the same placement on a broker.
  */
 import { describe, expect, it } from 'vitest';
-import { partitionForKey } from '../../shared/bus/src/partition-for-key.ts';
+import { partitionForKey } from '../src/partition-for-key.ts';
 
 const JAVA_MURMUR2: [string, number][] = [
   ['21', -973932308],

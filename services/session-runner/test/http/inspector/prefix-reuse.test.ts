@@ -1,11 +1,7 @@
 import type { RunnerTelemetry } from '@ctxflow/session-runner';
 import { createEngine } from '@ctxflow/session-runner';
 import { describe, expect, it } from 'vitest';
-import {
-  type InspectedEntry,
-  type InspectedStep,
-  prefixReuse,
-} from '../../services/session-runner/src/http/inspector/app.js';
+import { type InspectedEntry, type InspectedStep, prefixReuse } from '../../../src/http/inspector/app.js';
 
 type Committed = Parameters<RunnerTelemetry['stepCommitted']>[0];
 

@@ -62,8 +62,12 @@ const PROBES: Record<string, string[]> = {
     '../../src/domain/model.ts',
     '../helpers.ts',
     '@ctxflow/bus',
+    '../../../../test/support/services.ts',
+    '../../../y/src/z.ts',
+    '../../../../shared/bus/src/index.ts',
     '@ctxflow/bus/src/memory-bus.ts',
   ],
+  'shared/y/test/probe.test.ts': ['../src/z.ts', '../../bus/src/index.ts'],
 };
 
 const WORKSPACE = 'another workspace is imported by its package name (@ctxflow/<name>), never from its src/.';
@@ -100,7 +104,8 @@ describe('import rules', () => {
     const nested = 'services/x/src/domain/verifiers/probe.ts';
     const adapters = 'services/x/src/adapters/probe.ts';
     const shared = 'shared/y/src/probe.ts';
-    const tests = 'services/x/test/domain/probe.test.ts';
+    const domainTest = 'services/x/test/domain/probe.test.ts';
+    const sharedTest = 'shared/y/test/probe.test.ts';
     expect(lint()).toEqual([
       { path: adapters, line: at(adapters, '../../../y/src/z.ts'), message: WORKSPACE },
       { path: adapters, line: at(adapters, '@ctxflow/y/src/z.ts'), message: WORKSPACE },
@@ -119,8 +124,11 @@ describe('import rules', () => {
       { path: nested, line: at(nested, '../../adapters/memory-delivery-ledger.ts'), message: ADAPTERS },
       { path: nested, line: at(nested, '../../http/feed-routes.ts'), message: ADAPTERS },
       { path: nested, line: at(nested, 'ioredis'), message: CLIENTS },
-      { path: tests, line: at(tests, '@ctxflow/bus/src/memory-bus.ts'), message: WORKSPACE },
+      { path: domainTest, line: at(domainTest, '../../../y/src/z.ts'), message: WORKSPACE },
+      { path: domainTest, line: at(domainTest, '../../../../shared/bus/src/index.ts'), message: WORKSPACE },
+      { path: domainTest, line: at(domainTest, '@ctxflow/bus/src/memory-bus.ts'), message: WORKSPACE },
       { path: shared, line: at(shared, '../../../services/x/src/a.ts'), message: WORKSPACE },
+      { path: sharedTest, line: at(sharedTest, '../../bus/src/index.ts'), message: WORKSPACE },
     ]);
   });
 });

@@ -3,8 +3,8 @@
  * its new entries) walk the new entries only, and equal the messages of the whole log walked anew.
  */
 import { describe, expect, it } from 'vitest';
-import type { LogEntry } from '../../services/session-runner/src/domain/model.ts';
-import { neutralMessages } from '../../services/session-runner/src/domain/render-request.ts';
+import type { LogEntry } from '../../src/domain/model.ts';
+import { neutralMessages } from '../../src/domain/render-request.ts';
 
 const at = '2026-01-01T00:00:00.000Z';
 let seq = 0;

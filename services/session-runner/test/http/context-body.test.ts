@@ -6,7 +6,7 @@
  */
 import { CtxflowError } from '@ctxflow/contracts';
 import { describe, expect, it } from 'vitest';
-import { parseBody, postContextBody } from '../../services/session-runner/src/http/schemas.ts';
+import { parseBody, postContextBody } from '../../src/http/schemas.ts';
 
 const item = { kind: 'notice', content: 'Ticket 42 was closed.' };
 const items = (n: number) => Array.from({ length: n }, () => item);

@@ -9,7 +9,7 @@ import { randomUUID } from 'node:crypto';
 import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { requireRedis } from '../support/services.ts';
+import { requireRedis } from '../../../../test/support/services.ts';
 
 const TENANT = 'acme';
 
