@@ -56,14 +56,18 @@ export function postSigned(feedUrl: string, secret: string, body: string, timeou
   );
 }
 
+/** A feed URL, or a function picking one for each attempt (several feed-ingestors behind one sender). */
+export type FeedTarget = string | (() => string);
+
 /**
  * Sends one delivery until it is answered 202, as a webhook sender does: a
  * 503 waits its Retry-After (capped at `maxWaitMs`), a refused or reset
  * connection or a timeout retries after a short pause; any other answer is
- * thrown. Each attempt is signed afresh. Returns the answers seen.
+ * thrown. Each attempt is signed afresh and goes to the URL `feedUrl` gives
+ * for it. Returns the answers seen.
  */
 export async function deliverUntilAccepted(
-  feedUrl: string,
+  feedUrl: FeedTarget,
   secret: string,
   body: string,
   options: { timeoutMs: number; maxWaitMs?: number },
@@ -75,7 +79,8 @@ export async function deliverUntilAccepted(
   while (Date.now() < deadline) {
     attempts += 1;
     try {
-      const answer = await postSigned(feedUrl, secret, body, 15_000);
+      const url = typeof feedUrl === 'string' ? feedUrl : feedUrl();
+      const answer = await postSigned(url, secret, body, 15_000);
       if (answer.status === 202) return { attempts, unavailable, final: answer };
       if (answer.status !== 503) throw new Error(`delivery refused: ${answer.status} ${JSON.stringify(answer.body)}`);
       unavailable += 1;
@@ -94,7 +99,8 @@ export async function deliverUntilAccepted(
 export interface WebhookSendersOptions {
   /** Unique per test: event ids carry it. */
   run: string;
-  feedUrl: string;
+  /** One feed-ingestor's URL, or a function picking one for each attempt. */
+  feedUrl: FeedTarget;
   secret: string;
   tickets: readonly string[];
   /** ticket -> the sessions following it. */

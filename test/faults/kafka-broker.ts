@@ -132,6 +132,24 @@ export class KafkaRequests {
   }
 }
 
+/** What PrivateKafka.start takes. */
+export type PrivateKafkaOptions = {
+  name: string;
+  nodes?: number;
+  replicationFactor?: number;
+  minInsyncReplicas?: number;
+  proxied?: boolean;
+  /** More client listeners on free ports (their settings in `extra`); `listenerPorts` tells their ports. */
+  listeners?: readonly { name: string; protocol: string }[];
+  /** More server.properties lines. */
+  extra?: readonly string[];
+  /** More arguments of the storage format (e.g. `--add-scram`). */
+  formatArgs?: readonly string[];
+};
+
+/** A node's log when it could not bind one of its ports. */
+const PORT_TAKEN = /Address already in use|BindException|Unable to start acceptor/;
+
 export class PrivateKafka {
   readonly dir: string;
   readonly #nodes: Node[];
@@ -144,20 +162,23 @@ export class PrivateKafka {
    * more than one, topics get `replicationFactor` replicas and acks=all writes
    * need `minInsyncReplicas` of them. With `proxied`, each node also gets a
    * client listener behind a TCP proxy (`proxies`, `proxiedBrokers`).
+   *
+   * Ports are picked free, then bound by the nodes seconds later: another
+   * process on the host may take one in between. A start that fails so (a node
+   * cannot bind its port) is tried again on new ports, twice at most. A start
+   * that fails leaves no node running and no data behind.
    */
-  static async start(options: {
-    name: string;
-    nodes?: number;
-    replicationFactor?: number;
-    minInsyncReplicas?: number;
-    proxied?: boolean;
-    /** More client listeners on free ports (their settings in `extra`); `listenerPorts` tells their ports. */
-    listeners?: readonly { name: string; protocol: string }[];
-    /** More server.properties lines. */
-    extra?: readonly string[];
-    /** More arguments of the storage format (e.g. `--add-scram`). */
-    formatArgs?: readonly string[];
-  }): Promise<PrivateKafka> {
+  static async start(options: PrivateKafkaOptions): Promise<PrivateKafka> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await PrivateKafka.#startOnce(options);
+      } catch (err) {
+        if (attempt >= 3 || !PORT_TAKEN.test(String(err))) throw err;
+      }
+    }
+  }
+
+  static async #startOnce(options: PrivateKafkaOptions): Promise<PrivateKafka> {
     const count = options.nodes ?? 1;
     const dir = join(INFRA_DIR, 'faults', options.name);
     rmSync(dir, { recursive: true, force: true });
@@ -215,7 +236,12 @@ export class PrivateKafka {
         await formatKafkaNodeStorage(node.propertiesFile, clusterId, options.formatArgs);
       }),
     );
-    await Promise.all(nodes.map((node) => kafka.startNode(node.id)));
+    const started = await Promise.allSettled(nodes.map((node) => kafka.startNode(node.id)));
+    const failed = started.find((r) => r.status === 'rejected');
+    if (failed) {
+      await kafka.stop();
+      throw failed.reason;
+    }
     return kafka;
   }
 
@@ -265,16 +291,17 @@ export class PrivateKafka {
     });
     closeSync(out);
     node.child = child;
-    await waitFor(
+    // A node that exits while starting ends the wait at once, with its log.
+    const outcome = await waitFor(
       `Kafka node ${id} on ${node.port}`,
-      async () => {
-        if (child.exitCode !== null) throw new Error(`Kafka node ${id} exited: ${this.tail(id)}`);
-        const text = existsSync(node.logFile) ? readFileSync(node.logFile, 'utf8') : '';
-        return text.includes('Kafka Server started');
+      () => {
+        if (child.exitCode !== null || child.signalCode !== null) return 'exited';
+        return existsSync(node.logFile) && readFileSync(node.logFile, 'utf8').includes('Kafka Server started');
       },
       timeoutMs,
       100,
     );
+    if (outcome === 'exited') throw new Error(`Kafka node ${id} exited: ${this.tail(id)}`);
   }
 
   /** kill -9 of node `id`: no controlled shutdown, its log segments as they were. */

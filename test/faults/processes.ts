@@ -4,6 +4,7 @@
  * Every process started here is stopped by `stopAll()`.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { randomInt } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -302,6 +303,32 @@ export async function deletePrefix(redis: Redis, prefix: string): Promise<void> 
     cursor = next;
     if (keys.length > 0) await redis.unlink(...keys);
   } while (cursor !== '0');
+}
+
+/**
+ * The seed of a seeded fault test: CTXFLOW_FAULT_SEED when set (an unsigned
+ * 32-bit integer), else a random one. The test prints it at the start and in
+ * any failure, so a run can be replayed.
+ */
+export function faultSeed(): number {
+  const given = process.env.CTXFLOW_FAULT_SEED;
+  if (given === undefined || given === '') return randomInt(2 ** 32);
+  if (!/^\d+$/.test(given) || Number(given) >= 2 ** 32) {
+    throw new Error(`CTXFLOW_FAULT_SEED must be an integer in [0, 2^32), not ${JSON.stringify(given)}`);
+  }
+  return Number(given);
+}
+
+/** mulberry32: a small seeded PRNG, uniform in [0, 1). */
+export function prng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
 }
 
 /** A random integer in [min, max]. */

@@ -13,11 +13,10 @@
  * per ticket; every step request committed once, in order per session, and
  * answered with its one step; every app item once in its session's log.
  */
-import { randomInt } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { WebhookSenders } from './feed-load.ts';
 import { cleanupsAfterAll, privateRedis, roundsUntilStopped, startLoadRig } from './load-rig.ts';
-import { feedIngestor, type ServiceProcess, sleep, waitFor } from './processes.ts';
+import { faultSeed, feedIngestor, prng, type ServiceProcess, sleep, waitFor } from './processes.ts';
 
 const SECRET = 'fault-random-kills-secret';
 const KILLS = 3;
@@ -27,20 +26,7 @@ const SESSIONS = 4;
 /** Window of a kill after the previous restart (or the start of the load), in ms. */
 const KILL_AFTER_MS = [500, 2_500] as const;
 
-const envSeed = process.env.CTXFLOW_FAULT_SEED;
-const SEED = envSeed !== undefined && envSeed !== '' ? Number.parseInt(envSeed, 10) >>> 0 : randomInt(2 ** 32);
-
-/** mulberry32: a small seeded PRNG, uniform in [0, 1). */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
-  };
-}
+const SEED = faultSeed();
 
 describe('fault: kill -9 of each service at random points', () => {
   const cleanups = cleanupsAfterAll();

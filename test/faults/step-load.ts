@@ -1,9 +1,11 @@
 /**
  * A stream of work for a session-runner under faults: app items through
- * `POST /context` (each with its own idempotency key, retried until accepted)
- * and step requests `{ sessionId, requestId, mode }` through Kafka, keyed by
- * session. Step results are collected from TOPICS.stepResults; what landed is
- * read back through `GET /sessions/:id/inspect`.
+ * `POST /context` (each with its own idempotency key, retried until accepted),
+ * step requests `{ sessionId, requestId, mode }` through Kafka, keyed by
+ * session, and steps over HTTP with a requestId (retried until answered).
+ * Step results are collected from TOPICS.stepResults; what landed is read
+ * back through `GET /sessions/:id/inspect`. With several runners, `runnerUrl`
+ * is a function picking one for each HTTP attempt.
  */
 import { type Bus, createBus, type Subscription } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
@@ -26,16 +28,21 @@ interface InspectAnswer {
 
 const ITEM = /^item (\S+)$/;
 
+/** A URL, or a function picking one for each attempt (several instances behind one client). */
+export type Target = string | (() => string);
+
+const pick = (target: Target) => (typeof target === 'string' ? target : target());
+
 /**
  * POST/GET with retries while the runner is down or restarting (connection
  * refused or reset, 5xx); a 4xx is an answer and ends the retries.
  */
-export async function persistently(url: string, init: RequestInit = {}, timeoutMs = 60_000): Promise<Response> {
+export async function persistently(url: Target, init: RequestInit = {}, timeoutMs = 60_000): Promise<Response> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   while (Date.now() < deadline) {
     try {
-      const response = await fetch(url, { ...init, signal: AbortSignal.timeout(5_000) });
+      const response = await fetch(pick(url), { ...init, signal: AbortSignal.timeout(5_000) });
       if (response.status < 500) return response;
       last = new Error(`${response.status} ${await response.text()}`);
     } catch (err) {
@@ -43,7 +50,7 @@ export async function persistently(url: string, init: RequestInit = {}, timeoutM
     }
     await sleep(100);
   }
-  throw new Error(`${init.method ?? 'GET'} ${url} kept failing for ${timeoutMs} ms: ${String(last)}`);
+  throw new Error(`${init.method ?? 'GET'} ${pick(url)} kept failing for ${timeoutMs} ms: ${String(last)}`);
 }
 
 function json(body: unknown): RequestInit {
@@ -52,7 +59,7 @@ function json(body: unknown): RequestInit {
 
 export class StepLoad {
   readonly run: string;
-  readonly #runnerUrl: string;
+  readonly #runnerUrl: () => string;
   readonly #checker: ExactlyOnce;
   readonly #bus: Bus;
   readonly sessions: string[] = [];
@@ -60,13 +67,17 @@ export class StepLoad {
   readonly requested: string[] = [];
   /** requestId -> every result record seen for it. */
   readonly results = new Map<string, StepResult[]>();
+  /** requestIds of the steps sent over HTTP, in order, and the stepId each was answered with. */
+  readonly httpRequested: string[] = [];
+  readonly httpAnswers = new Map<string, string>();
   #subscription: Subscription | undefined;
   #counter = 0;
   #published: Promise<unknown> = Promise.resolve();
 
-  constructor(options: { run: string; runnerUrl: string; brokers: string[]; checker: ExactlyOnce }) {
+  constructor(options: { run: string; runnerUrl: Target; brokers: string[]; checker: ExactlyOnce }) {
     this.run = options.run;
-    this.#runnerUrl = options.runnerUrl;
+    const runnerUrl = options.runnerUrl;
+    this.#runnerUrl = () => pick(runnerUrl);
     this.#checker = options.checker;
     this.#bus = createBus({ client: 'platformatic', clientId: `fault-steps-${options.run}`, brokers: options.brokers });
   }
@@ -89,7 +100,7 @@ export class StepLoad {
 
   async createSessions(n: number): Promise<string[]> {
     for (let i = 0; i < n; i++) {
-      const response = await persistently(`${this.#runnerUrl}/sessions`, json({}));
+      const response = await persistently(() => `${this.#runnerUrl()}/sessions`, json({}));
       if (response.status !== 201) throw new Error(`POST /sessions: ${response.status} ${await response.text()}`);
       this.sessions.push(((await response.json()) as { sessionId: string }).sessionId);
     }
@@ -103,7 +114,7 @@ export class StepLoad {
       const n = this.#counter++;
       const itemId = `${this.run}-i${n}`;
       const response = await persistently(
-        `${this.#runnerUrl}/context`,
+        () => `${this.#runnerUrl()}/context`,
         json({ sessionId, key: itemId, items: [{ kind: 'notice', content: `item ${itemId}` }] }),
       );
       if (response.status !== 200) throw new Error(`POST /context: ${response.status} ${await response.text()}`);
@@ -145,6 +156,38 @@ export class StepLoad {
     return published;
   }
 
+  /**
+   * One step of `sessionId` over HTTP with its own requestId (`<run>-h<n>`),
+   * recorded as sent (stream `<session>|http-steps`) before the first attempt
+   * and sent again, with the same requestId, until answered: a refused or
+   * reset connection, a 5xx or a retryable refusal (409 state_conflict) tries
+   * again; any other answer is thrown. Returns the stepId of the answer. One
+   * session's HTTP steps are sent one after the other, so their order is the
+   * order they were sent in.
+   */
+  async httpStep(sessionId: string, timeoutMs = 60_000): Promise<string> {
+    const requestId = `${this.run}-h${this.#counter++}`;
+    this.#checker.sent(`${sessionId}|http-steps`, requestId);
+    this.httpRequested.push(requestId);
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const response = await persistently(
+        () => `${this.#runnerUrl()}/sessions/${sessionId}/steps`,
+        json({ requestId }),
+        Math.max(1, deadline - Date.now()),
+      );
+      const body = (await response.json()) as { stepId?: string; error?: { code: string; retryable?: boolean } };
+      if (response.status === 200 && body.stepId) {
+        this.httpAnswers.set(requestId, body.stepId);
+        return body.stepId;
+      }
+      if (body.error?.retryable !== true || Date.now() > deadline) {
+        throw new Error(`POST /sessions/${sessionId}/steps ${requestId}: ${response.status} ${JSON.stringify(body)}`);
+      }
+      await sleep(50);
+    }
+  }
+
   /** Whether `requestId` has an ok result record. */
   answered(requestId: string): boolean {
     return this.results.get(requestId)?.some((r) => r.ok) === true;
@@ -164,38 +207,58 @@ export class StepLoad {
 
   /**
    * What landed, per session: `<session>|steps` the requestIds of the committed
-   * steps in step order, `<session>|items` the item ids of the app rows in log
-   * order; plus requestId -> committed stepId and the sessions' queue lengths.
+   * steps requested over Kafka and `<session>|http-steps` those of the steps
+   * sent over HTTP (httpStep), each in step order; `<session>|items` the item
+   * ids of the app rows in log order; plus requestId -> committed stepId, the
+   * sessions' queue lengths and the content of their hook rows, in log order.
    */
-  async landed(): Promise<{ streams: Map<string, string[]>; stepOf: Map<string, string>; queued: number }> {
+  async landed(): Promise<{
+    streams: Map<string, string[]>;
+    stepOf: Map<string, string>;
+    queued: number;
+    hookRows: Map<string, string[]>;
+  }> {
     const streams = new Map<string, string[]>();
     const stepOf = new Map<string, string>();
+    const hookRows = new Map<string, string[]>();
+    const overHttp = `${this.run}-h`;
     let queued = 0;
     for (const sessionId of this.sessions) {
-      const response = await persistently(`${this.#runnerUrl}/sessions/${sessionId}/inspect`);
+      const response = await persistently(() => `${this.#runnerUrl()}/sessions/${sessionId}/inspect`);
       if (response.status !== 200) throw new Error(`inspect ${sessionId}: ${response.status}`);
       const state = (await response.json()) as InspectAnswer;
       const steps = [...state.steps].sort((a, b) => a.ordinal - b.ordinal);
+      const requestIds = steps.map((s) => s.requestId ?? `(no requestId: ${s.stepId})`);
       streams.set(
         `${sessionId}|steps`,
-        steps.map((s) => s.requestId ?? `(no requestId: ${s.stepId})`),
+        requestIds.filter((id) => !id.startsWith(overHttp)),
       );
+      if (this.httpRequested.length > 0) {
+        streams.set(
+          `${sessionId}|http-steps`,
+          requestIds.filter((id) => id.startsWith(overHttp)),
+        );
+      }
       for (const s of steps) if (s.requestId) stepOf.set(s.requestId, s.stepId);
       const items: string[] = [];
+      const hooks: string[] = [];
       for (const entry of state.log) {
         const match = entry.row?.source === 'app' ? ITEM.exec(entry.row.content ?? '') : null;
         if (match) items.push(match[1]!);
+        if (entry.row?.source === 'hook') hooks.push(entry.row.content ?? '');
       }
       streams.set(`${sessionId}|items`, items);
+      hookRows.set(sessionId, hooks);
       queued += state.queue.length;
     }
-    return { streams, stepOf, queued };
+    return { streams, stepOf, queued, hookRows };
   }
 
   /**
    * Results against the committed steps: every request answered ok, all of its
    * result records naming the one step committed for it (a redelivery may
-   * publish the same answer again, never another step).
+   * publish the same answer again, never another step); every step sent over
+   * HTTP answered with the one step committed for its requestId.
    */
   checkResults(stepOf: Map<string, string>) {
     const problems: string[] = [];
@@ -215,6 +278,13 @@ export class StepLoad {
         else if (r.stepId !== stepOf.get(requestId)) {
           problems.push(`${requestId}: result names ${r.stepId}, committed ${stepOf.get(requestId)}`);
         }
+      }
+    }
+    for (const requestId of this.httpRequested) {
+      const stepId = this.httpAnswers.get(requestId);
+      if (stepId === undefined) problems.push(`${requestId}: no answer over HTTP`);
+      else if (stepId !== stepOf.get(requestId)) {
+        problems.push(`${requestId}: HTTP answer names ${stepId}, committed ${stepOf.get(requestId)}`);
       }
     }
     return { problems, repeated, foreign };

@@ -8,7 +8,7 @@
 import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
 import { RECORD_ID_HEADER, RedisBatchStore, RedisSubscriptionStore, stepContextKeys } from '@ctxflow/step-context';
-import type { Redis } from 'ioredis';
+import type { Cluster, Redis } from 'ioredis';
 import type { ExactlyOnce } from './exactly-once.ts';
 import { sleep } from './processes.ts';
 
@@ -19,7 +19,8 @@ export interface TicketLoadOptions {
   tickets: number;
   /** Each ticket goes to this many sessions (consecutive, wrapping). */
   fanout: number;
-  redis: Redis;
+  /** A single Redis or a Redis Cluster (every key read here is one session's: one slot). */
+  redis: Redis | Cluster;
   prefix: string;
   brokers: string[];
   checker: ExactlyOnce;
@@ -99,21 +100,15 @@ export class TicketLoad {
   }
 
   /** Entries in the sessions' batch streams right now (one per update and follower). */
-  async landedEntries(redis: Redis = this.#o.redis): Promise<number> {
+  async landedEntries(redis: Redis | Cluster = this.#o.redis): Promise<number> {
     const keys = stepContextKeys(this.#o.prefix);
-    const pipeline = redis.pipeline();
-    for (const session of this.#o.sessions) pipeline.xlen(keys.session(session).stream);
-    const replies = (await pipeline.exec()) ?? [];
-    let total = 0;
-    for (const [err, n] of replies) {
-      if (err) throw err;
-      total += n as number;
-    }
-    return total;
+    // One command per session, sent at once: on a Cluster the sessions' streams are in different slots.
+    const lengths = await Promise.all(this.#o.sessions.map((session) => redis.xlen(keys.session(session).stream)));
+    return lengths.reduce((sum, n) => sum + n, 0);
   }
 
   /** Every session's batch stream, as update ids per `<session>|<ticket>`, in cursor order. */
-  async landed(redis: Redis = this.#o.redis): Promise<Map<string, string[]>> {
+  async landed(redis: Redis | Cluster = this.#o.redis): Promise<Map<string, string[]>> {
     const store = new RedisBatchStore({ redis, prefix: this.#o.prefix });
     const out = new Map<string, string[]>();
     for (const session of this.#o.sessions) {

@@ -20,7 +20,9 @@ const secret = blank(z.string().min(1).optional());
 
 /**
  * The feed-ingestor's environment. Units live in the names (`_BYTES`, `_MS`).
- * `KAFKA_BROKERS` / `REDIS_URL` set: the real bus and ledger; unset: in-memory.
+ * `KAFKA_BROKERS` set: the real bus; `REDIS_URL` or `REDIS_CLUSTER_NODES` set:
+ * the delivery ledger on that Redis (every ledger command touches one key, so a
+ * Cluster serves as well); neither: the in-memory ledger.
  * `CTXFLOW_API_KEYS` set (the same value as the API's): every feed secret is a
  * list of `tenant:secret` pairs naming tenants of those keys (feed-secrets.ts);
  * the feed-ingestor itself takes no bearer keys. Any other
@@ -54,6 +56,7 @@ export const feedConfigSchema = z
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
     REDIS_URL: redisUrlVar(),
+    REDIS_CLUSTER_NODES: hostListVar(),
     ...connectionSecurityVars(),
   })
   // Kept: every other CTXFLOW_FEED_SECRET_<NAME> configures a source (feed-secrets.ts); nothing else is read.
@@ -86,6 +89,7 @@ export const feedConfigSchema = z
       logLevel: env.CTXFLOW_LOG_LEVEL,
       shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
       redisUrl: env.REDIS_URL,
+      redisClusterNodes: env.REDIS_CLUSTER_NODES,
       ...connectionSecurity(env, ctx),
     };
   });

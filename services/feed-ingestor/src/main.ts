@@ -13,7 +13,6 @@ import {
   withinMs,
 } from '@ctxflow/service-kit';
 import { startTelemetry } from '@ctxflow/telemetry';
-import type { Redis } from 'ioredis';
 import { MemoryDeliveryLedger } from './adapters/memory-delivery-ledger.ts';
 import { createFeedTelemetry } from './adapters/otel-feed-telemetry.ts';
 import { RedisDeliveryLedger } from './adapters/redis-delivery-ledger.ts';
@@ -24,7 +23,7 @@ import type { DeliveryLedger } from './ports/delivery-ledger.ts';
 /**
  * The feed-ingestor as its own process (the stack): reads configuration once,
  * picks Kafka or the in-memory bus (KAFKA_BROKERS) and the Redis or in-memory
- * ledger (REDIS_URL), listens on CTXFLOW_HOST:CTXFLOW_FEED_PORT.
+ * ledger (REDIS_URL or REDIS_CLUSTER_NODES), listens on CTXFLOW_HOST:CTXFLOW_FEED_PORT.
  */
 async function main() {
   const config = configOrExit('feed-ingestor', () => loadFeedConfig(process.env));
@@ -41,11 +40,8 @@ async function main() {
   await connectOrExit('feed-ingestor', 'Kafka', config.kafkaSecurity, () =>
     bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: config.ticketUpdatePartitions }]),
   );
-  // One server (REDIS_URL; the ledger's scripts are not written for a Cluster).
-  const redis = connectRedis(
-    { redisUrl: config.redisUrl, redisSecurity: config.redisSecurity },
-    { maxRetriesPerRequest: 2 },
-  ) as Redis | undefined;
+  // A server (REDIS_URL) or a Cluster (REDIS_CLUSTER_NODES): each ledger command touches one key.
+  const redis = connectRedis(config, { maxRetriesPerRequest: 2 });
   if (redis) await connectOrExit('feed-ingestor', 'Redis', config.redisSecurity, () => verifyRedis(redis));
   const ledger: DeliveryLedger = redis
     ? new RedisDeliveryLedger({ redis, prefix: config.redisPrefix, ownsClient: true })

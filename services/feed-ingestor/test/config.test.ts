@@ -19,6 +19,7 @@ describe('feed-ingestor configuration', () => {
       logLevel: 'info',
       shutdownGraceMs: 30_000,
       redisUrl: undefined,
+      redisClusterNodes: undefined,
       // No TLS, no SASL, no Redis user: only the variables a refusal would name.
       kafkaSecurity: { names: { credentials: 'KAFKA_SASL_PASSWORD', ca: 'KAFKA_SSL_CA_FILE' } },
       redisSecurity: { names: { credentials: 'REDIS_PASSWORD', ca: 'REDIS_TLS_CA_FILE' } },
@@ -42,6 +43,12 @@ describe('feed-ingestor configuration', () => {
     expect(config.kafkaBrokers).toEqual(['10.0.0.1:9092', '10.0.0.2:9092']);
     expect(config.redisUrl).toBe('redis://10.0.0.3:6379');
     expect(config.maxBodyBytes).toBe(65_536);
+  });
+
+  it('REDIS_CLUSTER_NODES: the delivery ledger on a Redis Cluster, as the other services take it', () => {
+    const config = loadFeedConfig({ REDIS_CLUSTER_NODES: '10.0.0.4:7001, 10.0.0.5:7002' });
+    expect(config.redisClusterNodes).toEqual(['10.0.0.4:7001', '10.0.0.5:7002']);
+    expect(config.redisUrl).toBeUndefined();
   });
 
   it('every problem is reported at once, each naming its variable', () => {
