@@ -8,8 +8,8 @@
 import v8 from 'node:v8';
 import type { LogEntry, SessionState } from '@ctxflow/session-runner';
 import { describe, expect, it } from 'vitest';
+import { SessionCache } from '../../services/session-runner/src/adapters/session-cache.ts';
 import { logView } from '../../services/session-runner/src/domain/render-request.ts';
-import { SessionCache } from '../../services/session-runner/src/domain/session-cache.ts';
 
 const message = (seq: number, content: string): LogEntry => ({
   type: 'message',

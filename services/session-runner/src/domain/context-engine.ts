@@ -1,4 +1,4 @@
-import { hash, randomFillSync } from 'node:crypto';
+import { hash } from 'node:crypto';
 import {
   byteLength,
   type CacheHints,
@@ -14,12 +14,12 @@ import {
   type StepMode,
   validateItems,
 } from '@ctxflow/contracts';
-import { LRUCache } from 'lru-cache';
+import type { CachedSessionStore } from '../ports/cached-session-store.ts';
 import type { Clock } from '../ports/clock.ts';
+import type { Ids } from '../ports/ids.ts';
 import type { MemoryRecall } from '../ports/memory-recall.ts';
 import type { SessionEvents } from '../ports/session-events.ts';
 import type { SessionFeedData } from '../ports/session-feed-data.ts';
-import type { EnqueueResult, SessionStore } from '../ports/session-store.ts';
 import type { StepContextSource } from '../ports/step-context-source.ts';
 import { type PassTrace, type RunnerTelemetry, untracedPass } from '../ports/telemetry.ts';
 import { foldActiveTools } from './active-tools.ts';
@@ -54,7 +54,6 @@ import {
   sharedPrefixBytes,
   systemMessageBytes,
 } from './render-request.ts';
-import { SessionCache } from './session-cache.ts';
 import { checkToolParameters } from './tool-schema.ts';
 
 export const DEFAULT_MAX_BYTES = 32 * 1024;
@@ -64,25 +63,20 @@ export const DEFAULT_CLIENT_DEADLINE_MS = 60_000;
 
 const FINISH_DECLARATION: ToolDeclaration = { name: FINISH_TOOL, description: 'Call when the task is complete.' };
 
-export interface EngineDeps {
-  store: SessionStore;
+/** The ports of the engine (create-engine.ts wires them). */
+export interface EnginePorts {
+  /** The session store with what this runner keeps of it (adapters/caching-session-store.ts). */
+  store: CachedSessionStore;
   /** The stepContext hook of an agent: its HTTP hook, the ticket feed, or none. */
   stepContextFor(agent: AgentRecord | undefined): StepContextSource | undefined;
   memory: MemoryRecall;
   events: SessionEvents;
   clock: Clock;
   telemetry: RunnerTelemetry;
-  newId?: (prefix: string) => string;
-  /** Sessions whose state this runner holds between steps (session-cache.ts); default 1,000, 0 for none. */
-  heldSessions?: number;
-  /** Estimated heap bytes of held session states at most (session-cache.ts); default 64 MiB. */
-  heldBytes?: number;
+  ids: Ids;
   /** The session data the ticket feed keeps (erased with the session); none when no feed is wired. */
   feedData?: SessionFeedData;
 }
-
-export const DEFAULT_HELD_SESSIONS = 1_000;
-export const DEFAULT_HELD_BYTES = 64 * 1024 * 1024;
 
 export interface AgentInput {
   context?: ContextInput;
@@ -233,26 +227,6 @@ function rawItems(items: unknown): string | undefined {
   return json.length <= RAW_ITEMS_TEXT_MAX ? json : hash('sha256', json, 'hex');
 }
 
-/** Items a request key was replayed with, as received, and the fingerprint they validated to. */
-interface ReplayedKey {
-  raw: string;
-  fingerprint: string;
-}
-
-/** Random bytes for ids, drawn 10 at a time (one random fill per 409 ids). */
-const idPool = Buffer.alloc(4096);
-let idOffset = idPool.length;
-
-/** 20 random hex digits (80 bits): the part of an id after its prefix. */
-function randomHex20(): string {
-  if (idOffset + 10 > idPool.length) {
-    randomFillSync(idPool);
-    idOffset = 0;
-  }
-  idOffset += 10;
-  return idPool.toString('hex', idOffset - 10, idOffset);
-}
-
 /** The ISO text of a clock reading; steps in the same millisecond share it. */
 let lastIso = { ms: Number.NaN, text: '' };
 function isoTime(ms: number): string {
@@ -289,6 +263,11 @@ async function untilSettled<T>(attempt: () => Promise<T | 'conflict'>, what: str
     if (result !== 'conflict') return result;
   }
   throw new CtxflowError('state_conflict', what);
+}
+
+/** Refuses a session of another tenant (or none: `owner` undefined) as absent. */
+function ownedBy(owner: string | undefined, tenant: string, sessionId: string): void {
+  if (owner !== tenant) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
 }
 
 /** Why a call of the open turn has no result, by what the gate knows of it at `now`. */
@@ -387,35 +366,15 @@ function decisionOf(call: CallRecord): ToolDecision {
  * commits guard against other processes.
  */
 export class ContextEngine {
-  readonly #deps: EngineDeps;
+  readonly #deps: EnginePorts;
   readonly #locks = new KeyedMutex();
-  /** sessionId -> agentId, immutable once created; bounded. */
-  readonly #agentIds = new LRUCache<string, string>({ max: 10_000 });
-  /**
-   * agentId -> the agent as last read. Only what never changes is used from it
-   * (tools, stepContext, memory, cacheTtlMs): a run's context and model come from a
-   * fresh read at the run's start (N3, N6).
-   */
-  readonly #agents = new LRUCache<string, AgentRecord>({ max: 1_000 });
-  readonly #held: SessionCache;
-  /** sessionId -> tenant, immutable once created; bounded, least recently used first out. */
-  readonly #owners = new LRUCache<string, string>({ max: 10_000 });
-  /**
-   * `<sessionId length>:<sessionId><key>` -> the items a request key was last replayed
-   * with, as received; bounded. A key's stored fingerprint never changes, so the same raw
-   * items again are a replay once the store confirms the fingerprint (a new key costs
-   * nothing here: only a replay the store answered is remembered).
-   */
-  readonly #replayedKeys = new LRUCache<string, ReplayedKey>({ max: 1_000 });
-  readonly #newId: (prefix: string) => string;
 
-  constructor(deps: EngineDeps) {
+  constructor(deps: EnginePorts) {
     this.#deps = deps;
-    this.#held = new SessionCache({
-      sessions: deps.heldSessions ?? DEFAULT_HELD_SESSIONS,
-      bytes: deps.heldBytes ?? DEFAULT_HELD_BYTES,
-    });
-    this.#newId = deps.newId ?? ((prefix) => `${prefix}_${randomHex20()}`);
+  }
+
+  #newId(prefix: string): string {
+    return this.#deps.ids.newId(prefix);
   }
 
   // ---------------------------------------------------------------- agents
@@ -499,9 +458,7 @@ export class ContextEngine {
       const meta = await this.#deps.store.getMeta(sessionId);
       if (!meta || meta.tenant !== tenant) return;
       await this.#deps.feedData?.eraseSession(sessionId, tenant);
-      this.#held.drop(sessionId);
       await this.#deps.store.deleteSession(sessionId);
-      this.#held.drop(sessionId);
       this.#deps.events.forget(sessionId); // the stream's replay holds message text
       await this.#deps.feedData?.eraseSession(sessionId, tenant);
     });
@@ -536,18 +493,7 @@ export class ContextEngine {
       steps: 0,
       ...(input.agentId === undefined ? {} : { agentId: input.agentId }),
     };
-    const version = await this.#deps.store.createSession(meta, [], [], []);
-    this.#owners.set(meta.sessionId, tenant);
-    this.#held.hold(meta.sessionId, {
-      meta: structuredClone(meta),
-      log: [],
-      queue: [],
-      calls: [],
-      sites: [],
-      itemSeq: 0,
-      requestIds: [],
-      version,
-    });
+    await this.#deps.store.createSession(meta, [], [], []);
     return meta;
   }
 
@@ -560,7 +506,6 @@ export class ContextEngine {
         next.thread.staged = mergeBlocks(meta.thread.staged ?? meta.thread.live, toBlocks(input.context));
       }
       if (input.forceRefresh) next.forceRefresh = true;
-      this.#held.drop(sessionId);
       await this.#deps.store.putMeta(next);
       return { staged: next.thread.staged !== undefined, forceRefresh: next.forceRefresh };
     });
@@ -573,16 +518,10 @@ export class ContextEngine {
    * an unknown one gives the promise of its read.
    */
   #checkOwner(tenant: string, sessionId: string): Promise<void> | undefined {
-    const owner = this.#owners.get(sessionId);
-    if (owner === undefined) return this.#readOwner(tenant, sessionId);
-    if (owner !== tenant) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    const owner = this.#deps.store.tenantOf(sessionId);
+    if (typeof owner !== 'string') return owner.then((read) => ownedBy(read, tenant, sessionId));
+    ownedBy(owner, tenant, sessionId);
     return undefined;
-  }
-
-  async #readOwner(tenant: string, sessionId: string): Promise<void> {
-    const owner = (await this.#deps.store.getMeta(sessionId))?.tenant;
-    if (owner !== undefined) this.#owners.set(sessionId, owner);
-    if (owner !== tenant) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
   }
 
   async #load(tenant: string, sessionId: string): Promise<SessionState> {
@@ -604,21 +543,20 @@ export class ContextEngine {
     sessionId: string,
     requestId: string | undefined,
   ): Promise<{ state: SessionState; agent: AgentRecord | undefined } | { state: SessionState; done: StepRecord }> {
-    const held = this.#held.get(sessionId);
+    const held = this.#deps.store.held(sessionId);
     // A request the held state knows as committed is a redelivery: answered from the store.
     const redelivered = requestId !== undefined && held?.requestIds.includes(requestId);
     if (held && held.meta.tenant === tenant && !redelivered) {
       return { state: held, agent: await this.#passAgent(held.meta) };
     }
-    const knownAgent = this.#agentIds.get(sessionId);
+    const knownAgent = this.#deps.store.agentIdOf(sessionId);
     const [state, done, prefetched] = await Promise.all([
       this.#load(tenant, sessionId),
       requestId === undefined ? undefined : this.#deps.store.getStep(sessionId, { requestId }),
       knownAgent === undefined ? undefined : this.#deps.store.getAgent(knownAgent),
     ]);
     if (done) return { state, done };
-    this.#held.hold(sessionId, state);
-    if (state.meta.agentId !== undefined) this.#agentIds.set(sessionId, state.meta.agentId);
+    this.#deps.store.hold(sessionId, state);
     return { state, agent: await this.#passAgent(state.meta, prefetched) };
   }
 
@@ -630,10 +568,9 @@ export class ContextEngine {
   async #passAgent(meta: SessionMeta, fresh?: AgentRecord): Promise<AgentRecord | undefined> {
     const { agentId } = meta;
     if (agentId === undefined) return undefined;
-    let agent = fresh ?? (meta.run?.open ? this.#agents.get(agentId) : undefined);
-    agent ??= await this.#deps.store.getAgent(agentId);
-    if (agent) this.#agents.set(agentId, agent);
-    return agent;
+    return (
+      fresh ?? (meta.run?.open ? this.#deps.store.knownAgent(agentId) : undefined) ?? this.#deps.store.getAgent(agentId)
+    );
   }
 
   async #agentOf(meta: SessionMeta): Promise<AgentRecord | undefined> {
@@ -642,64 +579,6 @@ export class ContextEngine {
 
   #tools(agent: AgentRecord | undefined): ToolDeclaration[] {
     return agent?.tools ?? [FINISH_DECLARATION];
-  }
-
-  // ---------------------------------------------------------------- writes the held state follows
-
-  /** A queue write: the held state gets the items and the call site that recorded them. */
-  #followEnqueue(sessionId: string, result: EnqueueResult, site?: string) {
-    if (result.outcome === 'not_found') this.#held.drop(sessionId);
-    if (result.outcome !== 'recorded') return;
-    this.#held.follow(sessionId, result.written, (held) => ({
-      ...held,
-      queue: [...held.queue, ...result.items],
-      sites: site === undefined ? held.sites : [...held.sites, site],
-      itemSeq: result.items.reduce((last, q) => Math.max(last, Number(q.itemId.slice('itm_'.length))), held.itemSeq),
-    }));
-  }
-
-  async #appendMessages(
-    sessionId: string,
-    messages: Omit<MessageEntry, 'seq'>[],
-    meta?: SessionMeta,
-  ): Promise<LogEntry[]>;
-  async #appendMessages(
-    sessionId: string,
-    messages: Omit<MessageEntry, 'seq'>[],
-    meta: SessionMeta | undefined,
-    expectedVersion: string,
-  ): Promise<LogEntry[] | 'conflict'>;
-  async #appendMessages(
-    sessionId: string,
-    messages: Omit<MessageEntry, 'seq'>[],
-    meta?: SessionMeta,
-    expectedVersion?: string,
-  ): Promise<LogEntry[] | 'conflict'> {
-    const appended =
-      expectedVersion === undefined
-        ? await this.#deps.store.appendMessages(sessionId, messages, meta)
-        : await this.#deps.store.appendMessages(sessionId, messages, meta, expectedVersion);
-    if (appended === 'conflict') {
-      this.#held.drop(sessionId);
-      return 'conflict';
-    }
-    const { entries, written } = appended;
-    this.#held.follow(sessionId, written, (held) => ({
-      ...held,
-      log: [...held.log, ...entries],
-      meta: meta === undefined ? held.meta : structuredClone(meta),
-    }));
-    return entries;
-  }
-
-  async #putCall(sessionId: string, call: CallRecord) {
-    const written = await this.#deps.store.putCall(sessionId, call);
-    if (!written) return this.#held.drop(sessionId);
-    this.#held.follow(sessionId, written, (held) => {
-      const at = held.calls.findIndex((c) => c.callId === call.callId);
-      const calls = at < 0 ? [...held.calls, structuredClone(call)] : held.calls.with(at, structuredClone(call));
-      return { ...held, calls };
-    });
   }
 
   // ---------------------------------------------------------------- adding context
@@ -714,8 +593,7 @@ export class ContextEngine {
     tenant: string,
     input: { sessionId: string; items: unknown; key?: string },
   ): Promise<{ recorded: number }> {
-    const ref = input.key === undefined ? undefined : `${input.sessionId.length}:${input.sessionId}${input.key}`;
-    const known = ref === undefined ? undefined : this.#replayedKeys.get(ref);
+    const known = input.key === undefined ? undefined : this.#deps.store.replayedKey(input.sessionId, input.key);
     if (known !== undefined && input.key !== undefined && known.raw === rawItems(input.items)) {
       // These items validated before, so the full path would reach the tenant check too.
       const ownerRead = this.#checkOwner(tenant, input.sessionId);
@@ -735,10 +613,10 @@ export class ContextEngine {
       items.map((item) => ({ item, at })),
       dedupe,
     );
-    this.#followEnqueue(input.sessionId, result);
-    if (result.outcome === 'replayed' && ref !== undefined && dedupe !== undefined) {
+    if (result.outcome === 'replayed' && dedupe !== undefined) {
       const raw = rawItems(input.items);
-      if (raw !== undefined) this.#replayedKeys.set(ref, { raw, fingerprint: dedupe.fingerprint });
+      if (raw !== undefined)
+        this.#deps.store.keyReplayed(input.sessionId, dedupe.key, { raw, fingerprint: dedupe.fingerprint });
     }
     switch (result.outcome) {
       case 'recorded':
@@ -773,7 +651,6 @@ export class ContextEngine {
       items.map((item) => ({ item, at, ...tied })),
       { type: 'site', callId: input.callId, site },
     );
-    this.#followEnqueue(sessionId, result, `${input.callId}|${site}`);
     if (result.outcome === 'not_found')
       throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
     return { recorded: result.outcome === 'recorded' ? result.items.length : 0 };
@@ -875,9 +752,9 @@ export class ContextEngine {
       answers.push(push(message));
     }
     if (added.length === 0) return answers as MessageEntry[];
-    const appended = await this.#appendMessages(sessionId, added, next, state.version);
+    const appended = await this.#deps.store.appendMessages(sessionId, added, next, state.version);
     if (appended === 'conflict') return 'conflict';
-    const stored = appended as MessageEntry[];
+    const stored = appended.entries as MessageEntry[];
     for (const entry of stored) {
       this.#deps.events.publish(sessionId, {
         type: 'message',
@@ -1127,7 +1004,7 @@ export class ContextEngine {
       // 2. The stepContext hook from the stored cursor (R22-R27).
       const skipped: { reason: SkipReason; message: string }[] = [];
       // A held log's view is held with it: a step renders its new entries alone.
-      const baseView = logView(state.log, this.#held.view(sessionId));
+      const baseView = logView(state.log, this.#deps.store.heldView(sessionId));
       const cursor = baseView.cursor;
       const hook = this.#deps.stepContextFor(agent);
       if (hook) {
@@ -1217,12 +1094,11 @@ export class ContextEngine {
       const figures = this.#requestFigures(step, view, previousSystem, previousEnd, tools);
       const result = await committing;
       if (result.outcome !== 'committed') {
-        // Another write came between the read (or the held state) and this commit.
-        this.#held.drop(sessionId);
+        // Another write came between the read (or the held state) and this commit (the held state is dropped).
         if (result.outcome === 'duplicate') return this.#replay(await this.#load(tenant, sessionId), result.step);
         continue;
       }
-      this.#held.hold(
+      this.#deps.store.hold(
         sessionId,
         {
           ...state,
@@ -1395,7 +1271,7 @@ export class ContextEngine {
       }
       // The answer is built before the record is written: a failure leaves nothing behind.
       const decision = decisionOf(call);
-      await this.#putCall(sessionId, call);
+      await this.#deps.store.putCall(sessionId, call);
       return decision;
     });
   }
@@ -1433,7 +1309,7 @@ export class ContextEngine {
         next.status = 'executed';
       }
       const decision = decisionOf(next);
-      await this.#putCall(sessionId, next);
+      await this.#deps.store.putCall(sessionId, next);
       return decision;
     });
   }
@@ -1480,12 +1356,11 @@ export class ContextEngine {
         content: lateAnswerContent(call.name, callId, content),
       };
       validateItems([{ kind: item.kind, content: item.content }], 'app');
-      const result = await this.#deps.store.enqueue(sessionId, [{ item, at }], {
+      await this.#deps.store.enqueue(sessionId, [{ item, at }], {
         type: 'site',
         callId,
         site: 'late-answer',
       });
-      this.#followEnqueue(sessionId, result, `${callId}|late-answer`);
     } else {
       // A result the runtime already recorded for this call stays the only one.
       const turn = openTurn(state.log);
@@ -1493,10 +1368,10 @@ export class ContextEngine {
         ? turn.answered.has(callId)
         : state.log.some((e) => e.type === 'message' && e.role === 'tool' && e.callId === callId);
       if (answered) {
-        await this.#putCall(sessionId, { ...call, status: 'answered' });
+        await this.#deps.store.putCall(sessionId, { ...call, status: 'answered' });
         return { late: false, recorded: 0 };
       }
-      const appended = await this.#appendMessages(
+      const appended = await this.#deps.store.appendMessages(
         sessionId,
         [{ type: 'message', role: 'tool', content, callId, name: call.name, at }],
         undefined,
@@ -1504,7 +1379,7 @@ export class ContextEngine {
       );
       if (appended === 'conflict') return 'conflict';
     }
-    await this.#putCall(sessionId, { ...call, status: 'answered' });
+    await this.#deps.store.putCall(sessionId, { ...call, status: 'answered' });
     return { late, recorded: 1 };
   }
 
@@ -1550,7 +1425,6 @@ export class ContextEngine {
     meta.steps = target.keep.length;
     meta.lastRequestEnd = Math.min(meta.lastRequestEnd ?? 0, target.toLength);
     if (meta.run && meta.run.startLength > target.toLength) meta.run.open = false;
-    this.#held.drop(sessionId);
     const ok = await this.#deps.store.rewind(sessionId, {
       expectedLogLength: state.log.length,
       toLength: target.toLength,

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
+import type { CallRecord, LogEntry, QueuedItem, SessionState } from '../domain/model.ts';
+import type { LogView } from '../domain/render-request.ts';
 import type { Written } from '../ports/session-store.ts';
-import type { CallRecord, LogEntry, QueuedItem, SessionState } from './model.ts';
-import type { LogView } from './render-request.ts';
 
 /**
  * The heap a held session takes besides the JSON of its parts: V8 keeps each object,
