@@ -16,6 +16,7 @@ import {
 } from '@ctxflow/session-runner';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
+import { CachingSessionStore } from '../../services/session-runner/src/adapters/caching-session-store.ts';
 import { keysOfSession } from '../step-context/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { sessionStoreContract } from './session-store.contract.ts';
@@ -47,6 +48,12 @@ const uniquePrefix = () => `ctxtest-${randomUUID().slice(0, 12)}`;
 
 sessionStoreContract('memory', async (options) => ({
   store: new MemorySessionStore(options),
+  cleanup: async () => {},
+}));
+
+// The caching decorator the engine runs on is held to the same contract, over each kind of store.
+sessionStoreContract('caching over memory', async (options) => ({
+  store: new CachingSessionStore(new MemorySessionStore(options)),
   cleanup: async () => {},
 }));
 
@@ -82,6 +89,18 @@ sessionStoreContract('redis cluster', async (options) => {
   const prefix = uniquePrefix();
   return {
     store: new RedisSessionStore(client, { prefix, ...(options?.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }) }),
+    cleanup: () => deletePrefix(client, prefix),
+    keysOf: (sessionId) => keysOfSession(client, prefix, sessionId),
+  };
+});
+
+sessionStoreContract('caching over redis', async (options) => {
+  const client = redisClient();
+  const prefix = uniquePrefix();
+  return {
+    store: new CachingSessionStore(
+      new RedisSessionStore(client, { prefix, ...(options?.ttlMs === undefined ? {} : { ttlMs: options.ttlMs }) }),
+    ),
     cleanup: () => deletePrefix(client, prefix),
     keysOf: (sessionId) => keysOfSession(client, prefix, sessionId),
   };

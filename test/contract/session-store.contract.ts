@@ -1,7 +1,8 @@
 /**
  * The session store contract: every adapter of the port in
  * services/session-runner/src/ports/session-store.ts passes these tests
- * (the in-memory store, and the Redis store on a real Redis and a Redis Cluster).
+ * (the in-memory store, the Redis store on a real Redis and a Redis Cluster, and the
+ * caching decorator the engine runs on, over the in-memory and the Redis store).
  */
 import { randomUUID } from 'node:crypto';
 import type { SourcedItem } from '@ctxflow/contracts';

@@ -1,12 +1,37 @@
+import { CachingSessionStore } from './adapters/caching-session-store.ts';
 import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemoryMemoryRecall } from './adapters/memory-memory-recall.ts';
 import { MemorySessionEvents } from './adapters/memory-session-events.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
-import { ContextEngine, type EngineDeps } from './domain/context-engine.ts';
+import { idsFrom, randomIds } from './adapters/random-ids.ts';
+import { ContextEngine } from './domain/context-engine.ts';
 import type { AgentRecord } from './domain/model.ts';
-import { systemClock } from './ports/clock.ts';
+import { type Clock, systemClock } from './ports/clock.ts';
+import type { MemoryRecall } from './ports/memory-recall.ts';
+import type { SessionEvents } from './ports/session-events.ts';
+import type { SessionFeedData } from './ports/session-feed-data.ts';
+import type { SessionStore } from './ports/session-store.ts';
 import type { StepContextSource } from './ports/step-context-source.ts';
-import { noopRunnerTelemetry } from './ports/telemetry.ts';
+import { noopRunnerTelemetry, type RunnerTelemetry } from './ports/telemetry.ts';
+
+/** What an engine runs on (createEngine): each port replaceable. */
+export interface EngineDeps {
+  store: SessionStore;
+  /** The stepContext hook of an agent: its HTTP hook, the ticket feed, or none. */
+  stepContextFor(agent: AgentRecord | undefined): StepContextSource | undefined;
+  memory: MemoryRecall;
+  events: SessionEvents;
+  clock: Clock;
+  telemetry: RunnerTelemetry;
+  /** New ids (ports/ids.ts); default adapters/random-ids.ts. */
+  newId?: (prefix: string) => string;
+  /** Sessions whose state this runner holds between steps (adapters/session-cache.ts); default 1,000, 0 for none. */
+  heldSessions?: number;
+  /** Estimated heap bytes of held session states at most (adapters/session-cache.ts); default 64 MiB. */
+  heldBytes?: number;
+  /** The session data the ticket feed keeps (erased with the session); none when no feed is wired. */
+  feedData?: SessionFeedData;
+}
 
 /**
  * Picks an agent's stepContext hook: its HTTP hook when it names a URL,
@@ -28,18 +53,23 @@ export function hookSelector(
   };
 }
 
-/** An engine on in-memory adapters, each replaceable. */
+/**
+ * An engine on in-memory adapters, each replaceable. The store is wrapped in the
+ * caching decorator (adapters/caching-session-store.ts): what this runner keeps of
+ * sessions and agents between requests.
+ */
 export function createEngine(overrides: Partial<EngineDeps> & { feed?: StepContextSource } = {}): ContextEngine {
   return new ContextEngine({
-    store: overrides.store ?? new MemorySessionStore(),
+    store: new CachingSessionStore(overrides.store ?? new MemorySessionStore(), {
+      ...(overrides.heldSessions === undefined ? {} : { heldSessions: overrides.heldSessions }),
+      ...(overrides.heldBytes === undefined ? {} : { heldBytes: overrides.heldBytes }),
+    }),
     stepContextFor: overrides.stepContextFor ?? hookSelector(overrides.feed),
     memory: overrides.memory ?? new MemoryMemoryRecall(),
     events: overrides.events ?? new MemorySessionEvents(),
     clock: overrides.clock ?? systemClock,
     telemetry: overrides.telemetry ?? noopRunnerTelemetry,
-    ...(overrides.newId ? { newId: overrides.newId } : {}),
-    ...(overrides.heldSessions === undefined ? {} : { heldSessions: overrides.heldSessions }),
-    ...(overrides.heldBytes === undefined ? {} : { heldBytes: overrides.heldBytes }),
+    ids: overrides.newId ? idsFrom(overrides.newId) : randomIds,
     ...(overrides.feedData ? { feedData: overrides.feedData } : {}),
   });
 }

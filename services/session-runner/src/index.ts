@@ -13,10 +13,9 @@ export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/red
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
 export { loadRunnerConfig, type RunnerConfig } from './config.ts';
-export { createEngine } from './create-engine.ts';
+export { createEngine, type EngineDeps } from './create-engine.ts';
 export type {
   AgentInput,
-  EngineDeps,
   MessageInput,
   NeutralStepResult,
   PendingCall,

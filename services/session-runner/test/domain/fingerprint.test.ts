@@ -5,7 +5,7 @@
  */
 import type { SourcedItem } from '@ctxflow/contracts';
 import { describe, expect, it } from 'vitest';
-import { fingerprint } from '../../src/domain/context-engine.ts';
+import { fingerprint } from '../../src/domain/fingerprint.ts';
 
 const items = [
   { kind: 'notice', content: 'Ticket "A-1" → done', source: 'app' },

@@ -1,13 +1,13 @@
 import { LRUCache } from 'lru-cache';
+import type { CallRecord, LogEntry, QueuedItem, SessionState } from '../domain/model.ts';
+import type { LogView } from '../domain/render-request.ts';
 import type { Written } from '../ports/session-store.ts';
-import type { CallRecord, LogEntry, QueuedItem, SessionState } from './model.ts';
-import type { LogView } from './render-request.ts';
 
 /**
  * The heap a held session takes besides the JSON of its parts: V8 keeps each object,
  * array slot and string with a header, and a held log has its view beside it (one
  * message object and one size per entry). Calibrated with `v8.getHeapStatistics()`
- * on logs of short and long entries (test/domain/session-cache.test.ts holds thousands
+ * on logs of short and long entries (test/adapters/session-cache.test.ts holds thousands
  * of sessions and checks the live heap against the bound).
  */
 const ENTRY_OVERHEAD = 256;

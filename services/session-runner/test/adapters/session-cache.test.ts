@@ -8,8 +8,8 @@
 import v8 from 'node:v8';
 import type { LogEntry, SessionState } from '@ctxflow/session-runner';
 import { describe, expect, it } from 'vitest';
+import { SessionCache } from '../../src/adapters/session-cache.ts';
 import { logView } from '../../src/domain/render-request.ts';
-import { SessionCache } from '../../src/domain/session-cache.ts';
 
 const message = (seq: number, content: string): LogEntry => ({
   type: 'message',

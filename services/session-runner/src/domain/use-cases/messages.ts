@@ -1,0 +1,168 @@
+/**
+ * Use case: messages. Records the conversation's messages, closing the turn of the last assistant
+ * message with the results ctxflow knows.
+ */
+import { CtxflowError } from '@ctxflow/contracts';
+import type { CallRecord, LogEntry, MessageEntry, MessageRole, ToolCallEntry } from '../model.ts';
+import { openTurn } from '../render-request.ts';
+import { closeTurn, pendingError } from '../turns.ts';
+import { type EngineContext, loadSession, untilSettled } from './context.ts';
+
+/** A message to record (`POST /sessions/:id/messages`). */
+export interface MessageInput {
+  role: MessageRole;
+  content: string;
+  callId?: string;
+  toolCalls?: ToolCallEntry[];
+}
+
+/** One message (v1). */
+export async function appendMessage(
+  ctx: EngineContext,
+  tenant: string,
+  sessionId: string,
+  input: MessageInput,
+): Promise<MessageEntry> {
+  return (await appendMessages(ctx, tenant, sessionId, [input]))[0]!;
+}
+
+/**
+ * Records messages in order, in ONE store write (an assistant turn with its tool results: no step
+ * lands between them). A tool message answers a call of an earlier assistant message or one the
+ * gate knows, and takes its name. A user or assistant message first closes the turn of the last
+ * assistant message (closeTurn): ctxflow records the results it knows why, and refuses (409) while
+ * a call still waits. A second result for a call with the same content records nothing (its entry is
+ * answered); with other content it is refused. Returns the entry of each input, in order.
+ */
+export async function appendMessages(
+  ctx: EngineContext,
+  tenant: string,
+  sessionId: string,
+  inputs: MessageInput[],
+): Promise<MessageEntry[]> {
+  return ctx.locks.run(sessionId, () =>
+    untilSettled(
+      () => recordMessages(ctx, tenant, sessionId, inputs),
+      `session ${sessionId} kept changing while the messages were recorded; send them again`,
+    ),
+  );
+}
+
+/**
+ * One attempt of appendMessages: validates the inputs against one read of the session and
+ * appends them only while the session still has that read's version; `conflict` (nothing
+ * written) when another write came in between (another runner), to validate again.
+ */
+async function recordMessages(
+  ctx: EngineContext,
+  tenant: string,
+  sessionId: string,
+  inputs: MessageInput[],
+): Promise<MessageEntry[] | 'conflict'> {
+  const state = await loadSession(ctx, tenant, sessionId);
+  const next = structuredClone(state.meta);
+  const now = ctx.clock.now();
+  const at = new Date(now).toISOString();
+  const log: LogEntry[] = state.log.slice();
+  const added: Omit<MessageEntry, 'seq'>[] = [];
+  /** Per input: the index of its entry in `added`, or an entry already in the log. */
+  const answers: (number | MessageEntry)[] = [];
+  const push = (entry: Omit<MessageEntry, 'seq'>) => {
+    added.push(entry);
+    log.push({ ...entry, seq: log.length } as MessageEntry);
+    return added.length - 1;
+  };
+  const usedCallIds = new Set<string>();
+  for (const entry of state.log) {
+    if (entry.type === 'message') for (const call of entry.toolCalls ?? []) usedCallIds.add(call.callId);
+  }
+  for (const [i, input] of inputs.entries()) {
+    const where = inputs.length > 1 ? `messages.${i}` : 'message';
+    const message: Omit<MessageEntry, 'seq'> = { type: 'message', role: input.role, content: input.content, at };
+    if (input.role === 'tool') {
+      if (input.callId === undefined) {
+        answers.push(push(message));
+        continue;
+      }
+      message.callId = input.callId;
+      const result = resultFor(log, state.calls, input.callId, where);
+      if (result.existing) {
+        if (result.existing.content !== input.content) {
+          throw new CtxflowError(
+            'validation_error',
+            `${where}: call ${input.callId} already has a result (seq ${result.existing.seq}); a second result is refused`,
+          );
+        }
+        answers.push(result.existing);
+        continue;
+      }
+      message.name = result.name;
+      answers.push(push(message));
+      continue;
+    }
+    // A user or assistant message closes the turn of the last assistant message.
+    const closing = closeTurn(log, state.calls, now, at);
+    if (closing.pending.length > 0) throw pendingError(closing.pending, `${where} (${input.role})`);
+    for (const result of closing.results) push(result);
+    if (input.role === 'user' && next.run?.open) next.run.open = false; // A user turn ends the run (N3).
+    if (input.callId !== undefined) message.callId = input.callId;
+    if (input.toolCalls?.length) {
+      for (const call of input.toolCalls) {
+        if (usedCallIds.has(call.callId)) {
+          throw new CtxflowError('validation_error', `${where}: callId ${call.callId} is already used by another call`);
+        }
+        usedCallIds.add(call.callId);
+      }
+      message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
+    }
+    answers.push(push(message));
+  }
+  if (added.length === 0) return answers as MessageEntry[];
+  const appended = await ctx.store.appendMessages(sessionId, added, next, state.version);
+  if (appended === 'conflict') return 'conflict';
+  const stored = appended.entries as MessageEntry[];
+  for (const entry of stored) {
+    ctx.events.publish(sessionId, {
+      type: 'message',
+      seq: entry.seq,
+      role: entry.role,
+      content: entry.content,
+      at,
+    });
+  }
+  return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
+}
+
+/**
+ * The call a tool message answers: a call of the last assistant message (its result is the first
+ * tool message after it), or any other call an earlier assistant message made or the gate knows
+ * (its result is any tool message for it). Refuses a callId no call has.
+ */
+function resultFor(
+  log: readonly LogEntry[],
+  calls: readonly CallRecord[],
+  callId: string,
+  where: string,
+): { name: string; existing?: MessageEntry } {
+  const turn = openTurn(log);
+  const inTurn = turn.assistant?.toolCalls?.find((c) => c.callId === callId);
+  if (inTurn) {
+    const existing = turn.answered.get(callId);
+    return existing ? { name: inTurn.name, existing } : { name: inTurn.name };
+  }
+  let name: string | undefined;
+  let existing: MessageEntry | undefined;
+  for (const entry of log) {
+    if (entry.type !== 'message') continue;
+    if (entry.role === 'tool' && entry.callId === callId) existing ??= entry;
+    name ??= entry.toolCalls?.find((c) => c.callId === callId)?.name;
+  }
+  name ??= calls.find((c) => c.callId === callId)?.name;
+  if (name === undefined) {
+    throw new CtxflowError(
+      'validation_error',
+      `${where}: callId ${callId} matches no call of an earlier assistant message and no call the gate knows`,
+    );
+  }
+  return existing ? { name, existing } : { name };
+}
