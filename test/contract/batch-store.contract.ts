@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { byteLength } from '@ctxflow/contracts';
 import type { BatchStore, SubscriptionStore } from '@ctxflow/step-context';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeUpdate } from '../step-context/helpers.ts';
+import { makeUpdate } from '../../services/step-context/test/helpers.ts';
 
 /** Retention (ms) and clock of a store, and whether it appends only to subscribed sessions. */
 export interface BatchStoreOptions {

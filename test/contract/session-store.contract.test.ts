@@ -16,7 +16,7 @@ import {
 } from '@ctxflow/session-runner';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
-import { keysOfSession } from '../step-context/helpers.ts';
+import { keysOfSession } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { sessionStoreContract } from './session-store.contract.ts';
 

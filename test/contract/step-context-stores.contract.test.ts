@@ -8,8 +8,8 @@ import {
 } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { subscriptionId } from '../../services/step-context/src/subscription-store.ts';
-import { deleteKeys, keysOfSession, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
+import { subscriptionId } from '../../services/step-context/src/ports/subscription-store.ts';
+import { deleteKeys, keysOfSession, makeUpdate, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { batchStoreContract } from './batch-store.contract.ts';
 import { subscriptionStoreContract } from './subscription-store.contract.ts';

@@ -13,7 +13,7 @@ import { createConsumerLag, createEngine, MemorySessionStore, startStepRequestCo
 import { type BatchStore, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
 import { ATTR_CONSUMER_GROUP, ATTR_DLQ_REASON, ATTR_TOPIC, METRIC_DEAD_LETTERS } from '@ctxflow/telemetry';
 import { describe, expect, it } from 'vitest';
-import { eventually, makeUpdate } from '../step-context/helpers.ts';
+import { eventually, makeUpdate } from '../../services/step-context/test/helpers.ts';
 import { createTestTelemetry } from '../support/telemetry.ts';
 
 type Bus = ReturnType<typeof createMemoryBus>;

@@ -16,7 +16,7 @@ import { MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@
 import kafkajs from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { listDeadLetters, replayDeadLetters, sourceRecordOf } from '../../scripts/dlq.ts';
-import { eventually, makeUpdate } from '../step-context/helpers.ts';
+import { eventually, makeUpdate } from '../../services/step-context/test/helpers.ts';
 import { requireKafka } from '../support/services.ts';
 
 const run = randomUUID().slice(0, 8);

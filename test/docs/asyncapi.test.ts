@@ -19,8 +19,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ASYNCAPI_PATH, renderAsyncApi } from '../../scripts/asyncapi.ts';
 import { replayDeadLetters } from '../../scripts/dlq.ts';
+import { eventually } from '../../services/step-context/test/helpers.ts';
 import { feedApp, fixture, genericHeaders } from '../feeds/helpers.ts';
-import { eventually } from '../step-context/helpers.ts';
 import { requireKafka } from '../support/services.ts';
 
 const text = readFileSync(ASYNCAPI_PATH, 'utf8');

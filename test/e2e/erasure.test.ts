@@ -12,7 +12,7 @@ import { createEngine, RedisSessionStore } from '@ctxflow/session-runner';
 import { RedisBatchStore, RedisSubscriptionStore } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { deleteKeys, keysOfSession } from '../step-context/helpers.ts';
+import { deleteKeys, keysOfSession } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 
 const SECRET = 'erase-secret';

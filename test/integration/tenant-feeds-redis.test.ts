@@ -10,7 +10,7 @@ import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts
 import { RedisBatchStore, RedisSubscriptionStore, StepContextService } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteKeys, eventually, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
+import { deleteKeys, eventually, makeUpdate, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 
 const all = { maxEntries: 100, maxBytes: 1e9 };

@@ -15,18 +15,18 @@ import {
   withinMs,
 } from '@ctxflow/service-kit';
 import { startTelemetry } from '@ctxflow/telemetry';
-import type { BatchStore } from './batch-store.ts';
+import { HttpSessionDirectory } from './adapters/http-session-directory.ts';
+import { MemoryBatchStore } from './adapters/memory-batch-store.ts';
+import { MemorySubscriptionStore } from './adapters/memory-subscription-store.ts';
+import { RedisBatchStore } from './adapters/redis-batch-store.ts';
+import { RedisSubscriptionStore } from './adapters/redis-subscription-store.ts';
 import { buildStepContextApp } from './build-app.ts';
 import { loadStepContextConfig } from './config.ts';
 import { createConsumerTelemetry } from './consumer-telemetry.ts';
-import { FeedStepContext } from './feed-step-context.ts';
-import { HttpSessionDirectory } from './http-session-directory.ts';
-import { MemoryBatchStore } from './memory-batch-store.ts';
-import { MemorySubscriptionStore } from './memory-subscription-store.ts';
-import { RedisBatchStore } from './redis-batch-store.ts';
-import { RedisSubscriptionStore } from './redis-subscription-store.ts';
-import { StepContextService } from './step-context-service.ts';
-import type { SubscriptionStore } from './subscription-store.ts';
+import { FeedStepContext } from './domain/feed-step-context.ts';
+import { StepContextService } from './domain/step-context-service.ts';
+import type { BatchStore } from './ports/batch-store.ts';
+import type { SubscriptionStore } from './ports/subscription-store.ts';
 
 /** step-context as its own process: Kafka ticket updates in, Redis batch streams, subscription routes. */
 async function main() {

@@ -14,8 +14,8 @@ import {
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { runHook } from '../../services/session-runner/src/domain/hook-batch.ts';
+import { deleteKeys, eventually, makeUpdate, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { requireRedis } from '../support/services.ts';
-import { deleteKeys, eventually, makeUpdate, uniquePrefix } from './helpers.ts';
 
 const MAX_BYTES = 32 * 1024;
 

@@ -1,7 +1,7 @@
 import { byteLength, type Cursor, MAX_ITEM_BYTES, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
-import type { BatchEntry, BatchStore } from './batch-store.ts';
+import type { BatchEntry, BatchStore } from '../ports/batch-store.ts';
+import type { SubscriptionStore } from '../ports/subscription-store.ts';
 import { renderNotice } from './render-notice.ts';
-import type { SubscriptionStore } from './subscription-store.ts';
 
 /** The request of the session-runner's stepContext port (its StepContextRequest). */
 export interface FeedRequest {

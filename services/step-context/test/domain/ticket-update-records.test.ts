@@ -8,7 +8,7 @@ import {
 } from '@ctxflow/step-context';
 import { CloudEvent, Kafka } from 'cloudevents';
 import { describe, expect, it } from 'vitest';
-import { makeUpdate } from './helpers.ts';
+import { makeUpdate } from '../helpers.ts';
 
 const SOURCE = 'https://jira.example.com';
 const NOW = '2024-05-01T09:31:00.000Z';

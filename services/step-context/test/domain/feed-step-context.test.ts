@@ -1,9 +1,9 @@
 import { byteLength, DEFAULT_TENANT, MAX_ITEM_BYTES } from '@ctxflow/contracts';
 import { type BatchEntry, FeedStepContext, MemoryBatchStore, MemorySubscriptionStore } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
-import { fitEntries, parseCursor } from '../../services/step-context/src/feed-step-context.ts';
-import { renderNotice } from '../../services/step-context/src/render-notice.ts';
-import { makeUpdate } from './helpers.ts';
+import { fitEntries, parseCursor } from '../../src/domain/feed-step-context.ts';
+import { renderNotice } from '../../src/domain/render-notice.ts';
+import { makeUpdate } from '../helpers.ts';
 
 const signal = new AbortController().signal;
 

@@ -1,9 +1,9 @@
 import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 import { FeedStepContext, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
-import { renderNotice } from '../../services/step-context/src/render-notice.ts';
-import { createHarness } from '../support/harness.ts';
-import { makeUpdate } from './helpers.ts';
+import { createHarness } from '../../../../test/support/harness.ts';
+import { renderNotice } from '../../src/domain/render-notice.ts';
+import { makeUpdate } from '../helpers.ts';
 
 /**
  * The feed as the session-runner's stepContext source, through the runner's

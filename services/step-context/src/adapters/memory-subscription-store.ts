@@ -6,7 +6,7 @@ import {
   type SubscriptionStore,
   subscriptionId,
   type UpdateTarget,
-} from './subscription-store.ts';
+} from '../ports/subscription-store.ts';
 
 /**
  * Subscriptions in process memory: the embedded default. Nothing survives a

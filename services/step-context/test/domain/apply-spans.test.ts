@@ -20,8 +20,8 @@ import { TRACEPARENT_HEADER } from '@ctxflow/telemetry';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
-import { makeUpdate } from './helpers.ts';
+import { createTestTelemetry, type TestTelemetry } from '../../../../test/support/telemetry.ts';
+import { makeUpdate } from '../helpers.ts';
 
 /** OpenTelemetry SpanKind.CONSUMER; 2 is SpanStatusCode.ERROR. */
 const CONSUMER = 4;

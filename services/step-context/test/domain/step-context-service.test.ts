@@ -10,7 +10,7 @@ import {
   type SubscriptionStore,
 } from '@ctxflow/step-context';
 import { afterEach, describe, expect, it } from 'vitest';
-import { eventually, makeUpdate } from './helpers.ts';
+import { eventually, makeUpdate } from '../helpers.ts';
 
 class RecordingLog {
   warnings: { fields: Record<string, unknown>; message: string }[] = [];

@@ -13,7 +13,7 @@ import {
   isStale,
   nextMark,
   type TicketMark,
-} from './batch-store.ts';
+} from '../ports/batch-store.ts';
 
 interface SessionStream {
   entries: BatchEntry[];

@@ -12,10 +12,10 @@ import {
   canonicalOffset,
   checkRun,
   occurredAtMs,
-} from './batch-store.ts';
-import { offsetField, type StepContextKeys, stepContextKeys } from './redis-keys.ts';
+} from '../ports/batch-store.ts';
+import { offsetField, type StepContextKeys, stepContextKeys } from './redis/keys.ts';
 
-const lua = (name: string) => readFileSync(new URL(`./lua/${name}`, import.meta.url), 'utf8');
+const lua = (name: string) => readFileSync(new URL(`./redis/${name}`, import.meta.url), 'utf8');
 const PRELUDE = lua('append-entry.lua');
 const APPLY_BATCH = `${PRELUDE}\n${lua('apply-batch.lua')}`;
 const COPY_SESSION = `${PRELUDE}\n${lua('copy-session.lua')}`;
@@ -51,7 +51,7 @@ function outcomeOf(code: number): AppendOutcome {
 /**
  * Batch streams on Redis: one stream per session (entry id `<cursor>-0`), with
  * its sequence, applied ids and staleness marks, all under the session's hash
- * tag; each atomic write is one Lua script (src/lua).
+ * tag; each atomic write is one Lua script (adapters/redis/*.lua).
  *
  * Fan-out and Redis Cluster: one ticket update goes to several sessions, i.e.
  * several hash slots. On a single Redis, `applyBatch` (and `applyUpdate`, a

@@ -10,9 +10,9 @@ import {
 } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
 import { runHook } from '../../services/session-runner/src/domain/hook-batch.ts';
-import { renderNotice } from '../../services/step-context/src/render-notice.ts';
+import { renderNotice } from '../../services/step-context/src/domain/render-notice.ts';
+import { makeUpdate } from '../../services/step-context/test/helpers.ts';
 import { createHarness } from '../support/harness.ts';
-import { makeUpdate } from './helpers.ts';
 
 describe('step-context as its own process', () => {
   it('POST /step-context serves the runner HttpStepContext: 200 batch within maxBytes, 204 when nothing is new', async () => {

@@ -1,6 +1,5 @@
 import { CtxflowError, updateTenant } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
-import { type StepContextKeys, stepContextKeys } from './redis-keys.ts';
 import {
   candidateSubscriptions,
   compareSubscriptions,
@@ -8,7 +7,8 @@ import {
   type SubscriptionStore,
   subscriptionId,
   type UpdateTarget,
-} from './subscription-store.ts';
+} from '../ports/subscription-store.ts';
+import { type StepContextKeys, stepContextKeys } from './redis/keys.ts';
 
 /**
  * Subscriptions on Redis: the session's own set (under its hash tag) and, per

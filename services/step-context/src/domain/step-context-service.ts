@@ -17,9 +17,9 @@ import {
   type SpanAttributes,
   type StartedSpan,
 } from '@ctxflow/telemetry';
-import type { ApplyResult, BatchRecord, BatchStore } from './batch-store.ts';
-import type { ConsumerTelemetry } from './consumer-telemetry.ts';
-import type { SubscriptionStore } from './subscription-store.ts';
+import type { ConsumerTelemetry } from '../consumer-telemetry.ts';
+import type { ApplyResult, BatchRecord, BatchStore } from '../ports/batch-store.ts';
+import type { SubscriptionStore } from '../ports/subscription-store.ts';
 import { parseTicketUpdateRecord } from './ticket-update-record.ts';
 
 /** The consumer group of step-context on TOPICS.ticketUpdates. */
