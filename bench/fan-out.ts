@@ -6,7 +6,7 @@
  *
  * - update: one record per `StepContextService.handle` call (a webhook at a
  *   time), on RedisBatchStore + RedisSubscriptionStore as main.ts wires them
- *   (subscribedOnly, a retention), at 1, 100, 1,000 and 10,000 sessions
+ *   (with a retention), at 1, 100, 1,000 and 10,000 sessions
  *   subscribed to the update's ticket. Cost = CPU of this process
  *   (process.cpuUsage) + CPU of the Redis main thread (INFO cpu), per update.
  *   Goal: cost at 10,000 <= 20x cost at 1.
@@ -133,7 +133,7 @@ class Offsets {
 
 function stores(redis: Redis, prefix: string) {
   const subscriptions = new RedisSubscriptionStore({ redis, prefix, ttlMs: TTL_MS });
-  const batches = new RedisBatchStore({ redis, prefix, ttlMs: TTL_MS, subscribedOnly: true });
+  const batches = new RedisBatchStore({ redis, prefix, ttlMs: TTL_MS });
   const idle = { subscribe: async () => ({ ready: async () => {}, close: async () => {} }) };
   const service = new StepContextService({
     subscriber: idle as never,

@@ -26,6 +26,8 @@ export type {
   BatchRecord,
   BatchStore,
   ConsumedPosition,
+  FeedFollow,
+  FeedPosition,
   TicketMark,
 } from './ports/batch-store.ts';
 export type { SessionDirectory } from './ports/session-directory.ts';

@@ -28,7 +28,7 @@ import { StepContextService } from './domain/step-context-service.ts';
 import type { BatchStore } from './ports/batch-store.ts';
 import type { SubscriptionStore } from './ports/subscription-store.ts';
 
-/** step-context as its own process: Kafka ticket updates in, Redis batch streams, subscription routes. */
+/** step-context as its own process: Kafka ticket updates in, Redis feed streams, subscription routes. */
 async function main() {
   const config = configOrExit('step-context', () => loadStepContextConfig(process.env));
   const logger = createLogger({ service: 'step-context', level: config.logLevel });
@@ -36,15 +36,15 @@ async function main() {
 
   const redis = connectRedis(config);
   if (redis) await connectOrExit('step-context', 'Redis', config.redisSecurity, () => verifyRedis(redis));
-  // Updates are appended only to sessions still subscribed (an erased session gets none);
-  // every key of a session expires CTXFLOW_SESSION_TTL_MS after its last write.
+  // Updates are stored only in streams some session follows (an erased session follows none);
+  // every key of a session expires CTXFLOW_SESSION_TTL_MS after its last write or step.
   const ttlMs = config.sessionTtlMs;
   const memorySubscriptions = redis ? undefined : new MemorySubscriptionStore({ ttlMs });
   const subscriptions: SubscriptionStore =
     memorySubscriptions ?? new RedisSubscriptionStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
   const batches: BatchStore = memorySubscriptions
-    ? new MemoryBatchStore({ ttlMs, subscribed: (id) => memorySubscriptions.holds(id) })
-    : new RedisBatchStore({ redis: redis!, prefix: config.redisPrefix, ttlMs, subscribedOnly: true });
+    ? new MemoryBatchStore({ ttlMs, subscriptions: memorySubscriptions })
+    : new RedisBatchStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
   const feed = new FeedStepContext({ batches, subscriptions });
 
   const bus = createBus({

@@ -1,4 +1,4 @@
-import { byteLength, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
+import { type FeedSource, type TicketUpdate, ticketKey, updateTenant } from '@ctxflow/contracts';
 import {
   type AppendOutcome,
   type ApplyResult,
@@ -10,138 +10,132 @@ import {
   canonicalOffset,
   checkRun,
   compareOffsets,
+  DEDUPE_WINDOW,
+  type FeedFollow,
+  type FeedPosition,
   isStale,
+  mergeSources,
+  mergeStreams,
   nextMark,
+  readFrom,
+  type StoredEntry,
   type TicketMark,
 } from '../ports/batch-store.ts';
+import { candidateSubscriptions, type Subscription, subscriptionId } from '../ports/subscription-store.ts';
+import type { MemorySubscriptionStore } from './memory-subscription-store.ts';
 
-interface SessionStream {
-  entries: BatchEntry[];
-  /** The last cursor handed out (0 before the first). */
+/** One tenant's source: its sequence, streams, dedupe ids and staleness marks. */
+interface SourceState {
+  /** The last seq handed out (0 before the first); never dropped, so positions stay valid. */
   seq: number;
-  /** Update ids already applied. */
-  ids: Set<string>;
-  /** ticketKey -> newest appended version and time. */
+  /** subscriptionId -> the stream's entries, in seq order. */
+  streams: Map<string, StoredEntry[]>;
+  /** Update id -> seq, the last DEDUPE_WINDOW stored (in insertion order). */
+  ids: Map<string, number>;
+  /** ticketKey -> newest stored version and time. */
   marks: Map<string, TicketMark>;
-  /** Clock time of the last write or touch (retention). */
+  /** Clock time of the last write (retention of streams, ids and marks). */
   touched: number;
 }
 
 export interface MemoryBatchStoreOptions {
-  /** Retention in ms (CTXFLOW_SESSION_TTL_MS): a stream no write touched for this long is gone. 0 (default): kept. */
+  /** Retention in ms (CTXFLOW_SESSION_TTL_MS): a source's streams no write touched for this long are gone. 0 (default): kept. */
   ttlMs?: number;
   /** Milliseconds since the epoch (default Date.now). */
   clock?: { now(): number };
   /**
-   * When given, applyBatch appends only to sessions for which it answers true (the
-   * subscription store's `holds`, which refreshes the subscriptions' retention as the
-   * Redis script does); others get `unsubscribed`, nothing written. `touch` calls it too.
+   * The subscription store whose followers decide which streams are written
+   * (`watched`); it gets its start positions from this store. Absent: every
+   * stream of an update is written, and subscriptions start at 0 (tests).
    */
-  subscribed?: (sessionId: string) => boolean;
+  subscriptions?: MemorySubscriptionStore;
 }
 
-/** Sweeps for idle streams at most this often (ms), and at least once per retention. */
-const SWEEP_EVERY_MS = 60_000;
-
 /**
- * Batch streams in process memory: the embedded default. Every method runs
- * without awaiting between its reads and writes, so each is atomic in the one
- * process, as the Redis scripts are. Nothing survives a restart.
+ * Feed streams in process memory: the embedded default (see
+ * ports/batch-store.ts for the model). Every method runs without awaiting
+ * between its reads and writes, so each is atomic in the one process, as the
+ * Redis scripts are. Nothing survives a restart.
  */
 export class MemoryBatchStore implements BatchStore {
-  readonly #streams = new Map<string, SessionStream>();
+  /** `${tenant}\u0000${source}` -> its state. */
+  readonly #sources = new Map<string, SourceState>();
   /** `${topic}\u0000${partition}` -> last consumed offset. */
   readonly #offsets = new Map<string, string>();
   readonly #ttlMs: number;
   readonly #clock: { now(): number };
-  readonly #subscribed: ((sessionId: string) => boolean) | undefined;
-  #sweptAt: number;
+  readonly #subscriptions: MemorySubscriptionStore | undefined;
+  /** Write order across sources. */
+  #order = 0;
 
   constructor(options: MemoryBatchStoreOptions = {}) {
     this.#ttlMs = options.ttlMs ?? 0;
     this.#clock = options.clock ?? { now: () => Date.now() };
-    this.#subscribed = options.subscribed;
-    this.#sweptAt = this.#clock.now();
+    this.#subscriptions = options.subscriptions;
+    this.#subscriptions?.usePositions({ positionNow: (tenant, source) => this.#source(tenant, source, false).seq });
   }
 
-  /** The session's stream unless gone: idle streams are dropped lazily and by a sweep (as MemorySessionStore). */
-  #live(sessionId: string): SessionStream | undefined {
-    if (this.#ttlMs === 0) return this.#streams.get(sessionId);
+  /** A source's state; idle past the retention, its streams, ids and marks are dropped (its seq stays). */
+  #source(tenant: string, source: FeedSource, write: boolean): SourceState {
+    const key = `${tenant}\u0000${source}`;
+    let state = this.#sources.get(key);
+    if (!state) {
+      state = { seq: 0, streams: new Map(), ids: new Map(), marks: new Map(), touched: this.#clock.now() };
+      this.#sources.set(key, state);
+    }
     const now = this.#clock.now();
-    if (now - this.#sweptAt >= Math.min(SWEEP_EVERY_MS, this.#ttlMs)) {
-      this.#sweptAt = now;
-      for (const [id, stream] of this.#streams) if (now - stream.touched >= this.#ttlMs) this.#streams.delete(id);
+    if (this.#ttlMs > 0 && now - state.touched >= this.#ttlMs) {
+      state.streams.clear();
+      state.ids.clear();
+      state.marks.clear();
     }
-    const stream = this.#streams.get(sessionId);
-    if (stream && now - stream.touched >= this.#ttlMs) {
-      this.#streams.delete(sessionId);
-      return undefined;
-    }
-    return stream;
+    if (write) state.touched = now;
+    return state;
   }
 
-  async erase(sessionId: string): Promise<void> {
-    this.#streams.delete(sessionId);
+  async positionOf(tenant: string, source: FeedSource): Promise<number> {
+    return this.#source(tenant, source, false).seq;
   }
 
-  async touch(sessionId: string): Promise<void> {
-    const stream = this.#live(sessionId);
-    if (stream) stream.touched = this.#clock.now();
-    this.#subscribed?.(sessionId);
-  }
-
-  async append(sessionId: string, update: TicketUpdate): Promise<AppendOutcome> {
-    return this.#append(this.#stream(sessionId), structuredClone(update));
+  async append(update: TicketUpdate): Promise<AppendOutcome> {
+    return this.#store(structuredClone(update), undefined, true);
   }
 
   async readSince(
-    sessionId: string,
-    after: number,
+    follows: readonly FeedFollow[],
+    after: FeedPosition,
     limits: { maxEntries: number; maxBytes: number },
   ): Promise<BatchEntry[]> {
-    const stream = this.#live(sessionId);
-    if (!stream) return [];
-    const out: BatchEntry[] = [];
-    let bytes = 0;
-    // Cursors increase along the array: find the first entry after `after` by bisection.
-    let low = 0;
-    let high = stream.entries.length;
-    while (low < high) {
-      const mid = (low + high) >>> 1;
-      if (stream.entries[mid]!.cursor <= after) low = mid + 1;
-      else high = mid;
+    const bySource = new Map<string, StoredEntry[][]>();
+    for (const follow of follows) {
+      const state = this.#source(follow.tenant, follow.subscription.source, false);
+      const entries = state.streams.get(subscriptionId(follow.subscription)) ?? [];
+      const from = readFrom(follow, after);
+      // Seqs increase along the stream: the first entry after `from` by bisection.
+      let low = 0;
+      let high = entries.length;
+      while (low < high) {
+        const mid = (low + high) >>> 1;
+        if (entries[mid]!.entry.seq <= from) low = mid + 1;
+        else high = mid;
+      }
+      const key = `${follow.tenant}\u0000${follow.subscription.source}`;
+      const reads = bySource.get(key) ?? [];
+      reads.push(entries.slice(low, low + limits.maxEntries));
+      bySource.set(key, reads);
     }
-    for (const entry of stream.entries.slice(low)) {
-      if (out.length >= limits.maxEntries || bytes > limits.maxBytes) break;
-      out.push(structuredClone(entry));
-      bytes += byteLength(entry.update);
-    }
-    return out;
-  }
-
-  async copy(fromSessionId: string, toSessionId: string): Promise<void> {
-    const from = this.#live(fromSessionId);
-    const existing = this.#live(toSessionId);
-    const target: SessionStream = from
-      ? {
-          entries: structuredClone(from.entries),
-          seq: from.seq,
-          ids: new Set(from.ids),
-          marks: new Map([...from.marks].map(([k, v]) => [k, { ...v }])),
-          touched: this.#clock.now(),
-        }
-      : { entries: [], seq: 0, ids: new Set(), marks: new Map(), touched: this.#clock.now() };
-    for (const entry of existing?.entries ?? []) this.#append(target, entry.update, entry.traceparent);
-    this.#streams.set(toSessionId, target);
+    const sources = [...bySource.values()].map((reads) =>
+      mergeStreams(reads.map((entries) => ({ entries, full: entries.length === limits.maxEntries }))),
+    );
+    return mergeSources(sources, limits).map((e) => structuredClone(e));
   }
 
   async applyUpdate(
     update: TicketUpdate,
-    sessionIds: readonly string[],
     position: ConsumedPosition,
     trace: { traceparent?: string } = {},
   ): Promise<ApplyResult> {
-    return applyOne(this, update, sessionIds, position, trace);
+    return applyOne(this, update, position, trace);
   }
 
   async applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]> {
@@ -159,21 +153,11 @@ export class MemoryBatchStore implements BatchStore {
         return;
       }
       last = offset;
-      const sessions: Record<string, AppendOutcome> = {};
-      if (record.update) {
-        for (const sessionId of record.sessionIds ?? []) {
-          if (this.#subscribed && !this.#subscribed(sessionId)) {
-            sessions[sessionId] = { outcome: 'unsubscribed' };
-            continue;
-          }
-          sessions[sessionId] = this.#append(
-            this.#stream(sessionId),
-            structuredClone(record.update),
-            record.traceparent,
-          );
-        }
+      if (!record.update) {
+        results.push({ applied: true });
+        return;
       }
-      results.push({ applied: true, sessions });
+      results.push({ applied: true, outcome: this.#store(structuredClone(record.update), record.traceparent, false) });
     });
     if (last !== undefined) this.#offsets.set(offsetKey, last);
     return results;
@@ -191,26 +175,33 @@ export class MemoryBatchStore implements BatchStore {
     return stored === undefined ? undefined : (BigInt(stored) + 1n).toString();
   }
 
-  /** The session's stream for a write (made when absent), its retention refreshed. */
-  #stream(sessionId: string): SessionStream {
-    let stream = this.#live(sessionId);
-    if (!stream) {
-      stream = { entries: [], seq: 0, ids: new Set(), marks: new Map(), touched: 0 };
-      this.#streams.set(sessionId, stream);
-    }
-    stream.touched = this.#clock.now();
-    return stream;
-  }
-
-  #append(stream: SessionStream, update: TicketUpdate, traceparent?: string): AppendOutcome {
-    if (stream.ids.has(update.id)) return { outcome: 'duplicate' };
+  /** Stores `update` once in each of its streams that is watched (or every one, `all`). */
+  #store(update: TicketUpdate, traceparent: string | undefined, all: boolean): AppendOutcome {
+    const tenant = updateTenant(update);
+    const streams: Subscription[] = candidateSubscriptions(update).filter(
+      (s) => all || !this.#subscriptions || this.#subscriptions.watched(tenant, s),
+    );
+    if (streams.length === 0) return { outcome: 'unwatched' };
+    const state = this.#source(tenant, update.source, false);
+    if (state.ids.has(update.id)) return { outcome: 'duplicate' };
     const key = ticketKey(update);
-    const mark = stream.marks.get(key);
+    const mark = state.marks.get(key);
     if (isStale(mark, update)) return { outcome: 'stale' };
-    stream.seq += 1;
-    stream.entries.push({ cursor: stream.seq, update, ...(traceparent ? { traceparent } : {}) });
-    stream.ids.add(update.id);
-    stream.marks.set(key, nextMark(mark, update));
-    return { outcome: 'appended', cursor: stream.seq };
+    this.#source(tenant, update.source, true);
+    state.seq += 1;
+    const entry: StoredEntry = {
+      entry: { source: update.source, seq: state.seq, update, ...(traceparent ? { traceparent } : {}) },
+      order: ++this.#order,
+    };
+    for (const s of streams) {
+      const id = subscriptionId(s);
+      const list = state.streams.get(id);
+      if (list) list.push(entry);
+      else state.streams.set(id, [entry]);
+    }
+    state.ids.set(update.id, state.seq);
+    if (state.ids.size > DEDUPE_WINDOW) state.ids.delete(state.ids.keys().next().value!);
+    state.marks.set(key, nextMark(mark, update));
+    return { outcome: 'appended', seq: state.seq, streams: streams.length };
   }
 }

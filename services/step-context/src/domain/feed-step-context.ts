@@ -1,5 +1,5 @@
 import { byteLength, type Cursor, MAX_ITEM_BYTES, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
-import type { BatchEntry, BatchStore } from '../ports/batch-store.ts';
+import type { BatchEntry, BatchStore, FeedPosition } from '../ports/batch-store.ts';
 import type { SubscriptionStore } from '../ports/subscription-store.ts';
 import { renderNotice } from './render-notice.ts';
 
@@ -30,8 +30,8 @@ export interface FeedItem {
 
 export interface FeedBatch {
   items: FeedItem[];
-  /** The cursor of the last entry the items cover. */
-  cursor: number;
+  /** The position after the last entry the items cover: `{ v: 2, p: { <source>: <seq>, ... } }`. */
+  cursor: Cursor;
 }
 
 /** Most entries read from the store for one fetch. */
@@ -40,15 +40,20 @@ export const MAX_ENTRIES_PER_FETCH = 1000;
 /**
  * The session-runner's stepContext source backed by the ticket feed.
  *
- * `fetch` answers "what is new since cursor C within maxBytes": the entries
- * after C, coalesced per ticket (one notice per ticket, in order of each
- * ticket's first entry), as many entries as fit whole, and the cursor of the
- * last entry covered. Nothing is left out: what did not fit comes in the next
- * fetch, from that cursor. An entry too large for the batch on its own is
- * shortened with a marker, never held back (it would block the stream).
+ * `fetch` answers "what is new since cursor C within maxBytes": the entries of
+ * the streams the session follows after C (batch-store.ts), coalesced per
+ * ticket (one notice per ticket, in order of each ticket's first entry), as
+ * many entries as fit whole, and the cursor after the last entry covered.
+ * Nothing is left out: what did not fit comes in the next fetch, from that
+ * cursor. An entry too large for the batch on its own is shortened with a
+ * marker, never held back (it would block the stream).
  *
- * Cursors are the batch store's integers. A cursor it does not recognize (a
- * previous hook's) reads the stream from its start.
+ * The cursor is a position per source, `{ v: 2, p: { github: 41, jira: 7 } }`:
+ * the last seq read of each source the session follows (sources it stopped
+ * following drop out). A cursor it does not recognize (another hook's, or
+ * none) reads every stream from where its subscription started; an older one
+ * (a rewind) reads again what came after it; a branch keeps its source's
+ * subscriptions and start positions, so its cursor reads the same.
  */
 export class FeedStepContext {
   readonly #batches: BatchStore;
@@ -61,19 +66,23 @@ export class FeedStepContext {
 
   async fetch(request: FeedRequest): Promise<FeedBatch | undefined> {
     const after = parseCursor(request.cursor);
-    // A step of the session is a write as far as retention goes: its feed keys are refreshed with the read.
-    const [entries] = await Promise.all([
-      this.#batches.readSince(request.sessionId, after, {
-        maxEntries: MAX_ENTRIES_PER_FETCH,
-        maxBytes: 4 * request.maxBytes,
-      }),
-      this.#batches.touch(request.sessionId),
+    // A step of the session is a write as far as retention goes: its subscriptions are refreshed with the read.
+    const [follows] = await Promise.all([
+      this.#subscriptions.follows(request.sessionId),
+      this.#subscriptions.touch(request.sessionId),
     ]);
+    if (follows.length === 0) return undefined;
+    const entries = await this.#batches.readSince(follows, after, {
+      maxEntries: MAX_ENTRIES_PER_FETCH,
+      maxBytes: 4 * request.maxBytes,
+    });
     request.signal.throwIfAborted();
     if (entries.length === 0) return undefined;
-    const batch = fitEntries(entries, request.maxBytes);
+    const followed = new Set(follows.map((f) => f.subscription.source));
+    const kept = Object.fromEntries(Object.entries(after).filter(([source]) => followed.has(source)));
+    const { batch, covered } = fitCovered(entries, request.maxBytes, kept);
     if (request.traced) {
-      const traceparents = entries.flatMap((e) => (e.cursor <= batch.cursor && e.traceparent ? [e.traceparent] : []));
+      const traceparents = entries.slice(0, covered).flatMap((e) => (e.traceparent ? [e.traceparent] : []));
       if (traceparents.length > 0) request.traced(traceparents);
     }
     return batch;
@@ -81,33 +90,44 @@ export class FeedStepContext {
 
   /**
    * Erases the session's feed data (the session-runner's SessionFeedData): its
-   * subscriptions first (no subscriber index names it any more, and a store that
-   * appends only to subscribed sessions refuses an update in flight), then its
-   * stream, cursor, marks and dedupe ids. Idempotent; a retry erases what is left.
+   * subscriptions, with their start positions; no stream names it (a stream is
+   * shared, and written only while followed). Idempotent; a retry erases what is left.
    */
   async eraseSession(sessionId: string, tenant: string): Promise<void> {
     await this.#subscriptions.eraseSession(tenant, sessionId);
-    await this.#batches.erase(sessionId);
   }
 
   /**
    * A branch (R32) starts from its source's feed position and keeps following
-   * its tickets: the subscriptions are copied first, then the stream (which
-   * merges anything the branch received in between). `tenant` owns both sessions.
+   * its tickets: it gets the source's subscriptions with the same start
+   * positions, so the source's cursor (which the branch's log keeps) reads the
+   * same entries for it. `tenant` owns both sessions.
    */
   async copySession(fromSessionId: string, toSessionId: string, tenant: string): Promise<void> {
-    for (const subscription of await this.#subscriptions.list(fromSessionId)) {
-      await this.#subscriptions.subscribe(tenant, toSessionId, subscription);
-    }
-    await this.#batches.copy(fromSessionId, toSessionId);
+    await this.#subscriptions.copySession(tenant, fromSessionId, toSessionId);
   }
 }
 
-/** The stream position a runner cursor stands for; 0 (from the start) when it is not ours. */
-export function parseCursor(cursor: Cursor | undefined): number {
-  if (typeof cursor === 'number' && Number.isSafeInteger(cursor) && cursor >= 0) return cursor;
-  if (typeof cursor === 'string' && /^\d{1,15}$/.test(cursor)) return Number.parseInt(cursor, 10);
-  return 0;
+/** The cursor's version tag: a position per source. */
+const CURSOR_VERSION = 2;
+
+/** The position a runner cursor stands for; none (every stream from its start) when it is not ours. */
+export function parseCursor(cursor: Cursor | undefined): FeedPosition {
+  if (typeof cursor !== 'object' || cursor === null || Array.isArray(cursor)) return {};
+  const { v, p } = cursor as { v?: unknown; p?: unknown };
+  if (v !== CURSOR_VERSION || typeof p !== 'object' || p === null || Array.isArray(p)) return {};
+  const position: Record<string, number> = {};
+  for (const [source, seq] of Object.entries(p)) {
+    if (typeof seq === 'number' && Number.isSafeInteger(seq) && seq >= 0) position[source] = seq;
+  }
+  return position;
+}
+
+/** The cursor of a position (sources sorted: the same position, the same cursor). */
+export function cursorOf(position: FeedPosition): Cursor {
+  const p: Record<string, number> = {};
+  for (const source of Object.keys(position).sort()) p[source] = position[source]!;
+  return { v: CURSOR_VERSION, p };
 }
 
 function notice(content: string): FeedItem {
@@ -115,8 +135,8 @@ function notice(content: string): FeedItem {
 }
 
 /** Bytes of `JSON.stringify({ items, cursor })` given the items' own JSON sizes. */
-function batchBytes(itemBytes: Iterable<number>, cursor: number): number {
-  let total = '{"items":[],"cursor":}'.length + String(cursor).length;
+function batchBytes(itemBytes: Iterable<number>, cursor: Cursor): number {
+  let total = '{"items":[],"cursor":}'.length + byteLength(cursor);
   let count = 0;
   for (const bytes of itemBytes) {
     total += bytes;
@@ -128,11 +148,26 @@ function batchBytes(itemBytes: Iterable<number>, cursor: number): number {
 /**
  * The longest prefix of `entries` whose coalesced notices fit `maxBytes` (and
  * each notice the runner's per-item limit), or the first entry alone,
- * shortened. Throws when `maxBytes` cannot hold even a shortened notice.
+ * shortened; its cursor is `after` moved past the entries covered. Throws when
+ * `maxBytes` cannot hold even a shortened notice.
  */
-export function fitEntries(entries: readonly BatchEntry[], maxBytes: number): FeedBatch {
+export function fitEntries(entries: readonly BatchEntry[], maxBytes: number, after: FeedPosition = {}): FeedBatch {
+  return fitCovered(entries, maxBytes, after).batch;
+}
+
+function fitCovered(
+  entries: readonly BatchEntry[],
+  maxBytes: number,
+  after: FeedPosition,
+): { batch: FeedBatch; covered: number } {
   const groups = new Map<string, { updates: TicketUpdate[]; content: string; bytes: number }>();
+  const position: Record<string, number> = { ...after };
+  const cursors: Cursor[] = [];
   let covered = 0;
+  for (const entry of entries) {
+    position[entry.source] = Math.max(position[entry.source] ?? 0, entry.seq);
+    cursors.push(cursorOf(position));
+  }
   for (const entry of entries) {
     const key = ticketKey(entry.update);
     const previous = groups.get(key);
@@ -142,23 +177,23 @@ export function fitEntries(entries: readonly BatchEntry[], maxBytes: number): Fe
     const sizes = [...groups.values()].map((g) => g.bytes);
     if (previous) sizes[[...groups.keys()].indexOf(key)] = bytes;
     else sizes.push(bytes);
-    if (bytes > MAX_ITEM_BYTES || batchBytes(sizes, entry.cursor) > maxBytes) break;
+    if (bytes > MAX_ITEM_BYTES || batchBytes(sizes, cursors[covered]!) > maxBytes) break;
     groups.set(key, { updates, content, bytes });
     covered++;
   }
-  if (covered === 0) return shortened(entries[0]!, maxBytes);
-  const batch = { items: [...groups.values()].map((g) => notice(g.content)), cursor: entries[covered - 1]!.cursor };
+  if (covered === 0) return { batch: shortened(entries[0]!, cursors[0]!, maxBytes), covered: 1 };
+  const batch = { items: [...groups.values()].map((g) => notice(g.content)), cursor: cursors[covered - 1]! };
   if (byteLength(batch) > maxBytes) throw new Error('step-context batch measured over its limit'); // a bug, never data
-  return batch;
+  return { batch, covered };
 }
 
 const CUT_MARKER = '\n[shortened by ctxflow: the notice was cut to fit the batch limit]';
 
 /** One update too large for the batch on its own: its summary cut, else the whole notice cut. */
-function shortened(entry: BatchEntry, maxBytes: number): FeedBatch {
+function shortened(entry: BatchEntry, cursor: Cursor, maxBytes: number): FeedBatch {
   const fits = (content: string) => {
     const item = notice(content);
-    return byteLength(item) <= MAX_ITEM_BYTES && byteLength({ items: [item], cursor: entry.cursor }) <= maxBytes;
+    return byteLength(item) <= MAX_ITEM_BYTES && byteLength({ items: [item], cursor }) <= maxBytes;
   };
   const summaryLength = Array.from(entry.update.summary).length;
   const bySummary = (limit: number) => renderNotice([entry.update], { summaryLimit: limit });
@@ -170,7 +205,7 @@ function shortened(entry: BatchEntry, maxBytes: number): FeedBatch {
       if (fits(bySummary(mid))) low = mid;
       else high = mid - 1;
     }
-    return { items: [notice(bySummary(low))], cursor: entry.cursor };
+    return { items: [notice(bySummary(low))], cursor };
   }
   // Even without its summary the notice is too large (a long title or link): cut the text itself.
   const points = Array.from(bySummary(0));
@@ -183,5 +218,5 @@ function shortened(entry: BatchEntry, maxBytes: number): FeedBatch {
     if (fits(byText(mid))) low = mid;
     else high = mid - 1;
   }
-  return { items: [notice(byText(low))], cursor: entry.cursor };
+  return { items: [notice(byText(low))], cursor };
 }

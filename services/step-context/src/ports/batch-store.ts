@@ -1,14 +1,27 @@
-import type { TicketUpdate } from '@ctxflow/contracts';
+import { byteLength, type FeedSource, type TicketUpdate } from '@ctxflow/contracts';
+import type { Subscription } from './subscription-store.ts';
 
-/**
- * One entry of a session's batch stream: a ticket update as it was applied to
- * that session, stamped with its cursor. Cursors are integers starting at 1,
- * strictly increasing within a session, never reused (a branch keeps its
- * source's cursors). The runner's cursor is the cursor of the last entry it
- * received; "new since C" is every entry with cursor > C.
+/*
+ * Feed streams. Every update is stored once per stream it belongs to, and only
+ * while that stream has a live subscriber: the stream of its ticket
+ * (`{ source, ticket }`), the stream of its scope (`{ source, ticket: '*', scope }`)
+ * when it has one, and the stream of its whole source (`{ source, ticket: '*' }`).
+ * A stream is named by the subscription it serves, within a tenant.
+ *
+ * All streams of one tenant's source share a sequence: an update stored in
+ * several of them gets the same sequence number `seq` in each. A reader's
+ * position in a source is one integer (the last `seq` it read): "new since" is
+ * every entry with a greater seq in any stream it follows, each seq once. So a
+ * session following a ticket and a wildcard covering it gets each update once,
+ * and an update costs the same whatever the number of sessions following it.
  */
+
+/** One entry of a feed stream: an update as stored, with its place in its source's sequence. */
 export interface BatchEntry {
-  cursor: number;
+  /** The update's source (its sequence: see above). */
+  source: FeedSource;
+  /** Position in the source's sequence (1, 2, ...; shared by every stream of the source). */
+  seq: number;
   update: TicketUpdate;
   /**
    * W3C traceparent of the span that applied the update (step-context's
@@ -18,21 +31,30 @@ export interface BatchEntry {
   traceparent?: string;
 }
 
+/** A stream a session reads: its subscription (tenant's), and the source position it started at. */
+export interface FeedFollow {
+  tenant: string;
+  subscription: Subscription;
+  /** The source's seq when the subscription was made: only entries after it are the session's. */
+  start: number;
+}
+
+/** A reader's position: per source, the last seq read (absent: none yet). */
+export type FeedPosition = Readonly<Record<FeedSource, number>>;
+
 /**
- * What applying one update did to one session:
- * - `appended`: a new entry (with its cursor);
- * - `duplicate`: the session already has an entry with this update id;
- * - `stale`: the session already has a newer update of the same ticket (by
+ * What applying one update did:
+ * - `appended`: stored with `seq` in `streams` streams (those with a live subscriber);
+ * - `duplicate`: its source already stored an update with this id (see BatchStore);
+ * - `stale`: its source already stored a newer update of the same ticket (by
  *   `version` when both have one, else by `occurredAt`): older news is dropped;
- * - `unsubscribed`: (applyBatch of a store made `subscribedOnly`) the session no
- *   longer has any subscription, e.g. it was erased: nothing is written for it.
+ * - `unwatched`: none of its streams has a live subscriber: nothing is stored.
  */
 export type AppendOutcome =
-  | { outcome: 'appended'; cursor: number }
+  | { outcome: 'appended'; seq: number; streams: number }
   | { outcome: 'duplicate' }
   | { outcome: 'stale' }
-  /** A store that appends only to subscribed sessions (`subscribedOnly`): the session has no subscription (erased). */
-  | { outcome: 'unsubscribed' };
+  | { outcome: 'unwatched' };
 
 /** The bus position of a consumed record; `offset` is a decimal string (Kafka offsets exceed 2^53). */
 export interface ConsumedPosition {
@@ -41,8 +63,11 @@ export interface ConsumedPosition {
   offset: string;
 }
 
-/** `applied: false`: the position was at or below the stored one (consumed before), nothing was written for it. */
-export type ApplyResult = { applied: true; sessions: Record<string, AppendOutcome> } | { applied: false };
+/**
+ * `applied: false`: the position was at or below the stored one (consumed before), nothing was written for it.
+ * `outcome`: what the record's update did; absent for a record without one.
+ */
+export type ApplyResult = { applied: true; outcome?: AppendOutcome } | { applied: false };
 
 /** One consumed record of `applyBatch`. */
 export interface BatchRecord {
@@ -52,59 +77,60 @@ export interface BatchRecord {
    * (a poison record), of which only the position is consumed.
    */
   update?: TicketUpdate;
-  /** The sessions to append `update` to (each as `append` would); none when absent. */
-  sessionIds?: readonly string[];
-  /** Stored with each entry appended for this record (see BatchEntry). */
+  /** Stored with the update's entries (see BatchEntry). */
   traceparent?: string;
 }
 
 /**
- * Per-session, append-only streams of ticket updates, plus the consumed
- * offsets that make consumption from the bus exactly-once. Adapters:
- * memory-batch-store.ts (embedded default), redis-batch-store.ts; both pass
+ * Feed streams of ticket updates (above), plus the consumed offsets that make
+ * consumption from the bus exactly-once. Adapters: memory-batch-store.ts
+ * (embedded default), redis-batch-store.ts; both pass
  * test/contract/batch-store.contract.ts.
  *
- * Staleness is judged per session and ticket against the newest update
- * appended to that session: an update is stale when both it and the newest
- * carry a `version` and its version is lower, or otherwise when its
- * `occurredAt` is earlier. Equal versions or times are not stale (distinct
- * events of one moment); the update id catches repeats.
+ * Whether a stream has a live subscriber is the subscription store's record
+ * (a session subscribed and not expired); the batch store reads it in the same
+ * atomic step as it writes.
+ *
+ * Dedupe and staleness are judged per tenant's source, among the updates it
+ * stored: an update whose id was stored among its source's last
+ * `DEDUPE_WINDOW` stored updates is a duplicate; an update is stale when both
+ * it and the newest stored update of its ticket carry a `version` and its
+ * version is lower, or otherwise when its `occurredAt` is earlier. Equal
+ * versions or times are not stale (distinct events of one moment).
  */
 export interface BatchStore {
-  /** Appends `update` to one session's stream: idempotent by `update.id`, stale updates dropped. */
-  append(sessionId: string, update: TicketUpdate): Promise<AppendOutcome>;
   /**
-   * Entries with cursor > `after`, in cursor order: at most `maxEntries`, and
-   * stopping once the entries' stored size (JSON of the update, UTF-8 bytes)
-   * passes `maxBytes`; the entry that passes it is included, so a non-empty
-   * stream always yields at least one entry.
+   * Stores `update` in every stream it belongs to, whether or not followed
+   * (a direct write, without offset): idempotent by id, stale updates dropped.
    */
-  readSince(sessionId: string, after: number, limits: { maxEntries: number; maxBytes: number }): Promise<BatchEntry[]>;
+  append(update: TicketUpdate): Promise<AppendOutcome>;
   /**
-   * A branch: `to` gets `from`'s entries with the same cursors, its dedupe ids
-   * and staleness marks. Entries `to` already had that `from` lacks (applied
-   * while the branch was being made) are kept, re-stamped after `from`'s last
-   * cursor. Safe to repeat.
+   * The entries of the streams `follows` names with, per stream, seq > max(its
+   * `start`, `after[source]`), each seq of a source once, in order: by seq within
+   * a source, sources interleaved in the order they were stored. At most `maxEntries`, and stopping
+   * once the entries' stored size (JSON of the update, UTF-8 bytes) passes
+   * `maxBytes`; the entry that passes it is included, so when anything is new at
+   * least one entry comes. Every source's entries are a prefix of what is new in
+   * it: a reader's next position in a source is the seq of its last entry here.
    */
-  copy(fromSessionId: string, toSessionId: string): Promise<void>;
+  readSince(
+    follows: readonly FeedFollow[],
+    after: FeedPosition,
+    limits: { maxEntries: number; maxBytes: number },
+  ): Promise<BatchEntry[]>;
+  /** The last seq of `tenant`'s `source` (0 before the first): where a new subscription starts. */
+  positionOf(tenant: string, source: FeedSource): Promise<number>;
   /**
-   * Exactly-once consumption: appends `update` to every session in `sessionIds`
-   * (each as `append` would) AND records `position` as consumed, atomically.
-   * A position at or below the stored one for its topic and partition is
-   * refused whole (`applied: false`), nothing written. `trace.traceparent`,
-   * when given, is stored with each appended entry (see BatchEntry).
+   * Exactly-once consumption: applies `update` AND records `position` as
+   * consumed, atomically. A position at or below the stored one for its topic
+   * and partition is refused whole (`applied: false`), nothing written.
    */
-  applyUpdate(
-    update: TicketUpdate,
-    sessionIds: readonly string[],
-    position: ConsumedPosition,
-    trace?: { traceparent?: string },
-  ): Promise<ApplyResult>;
+  applyUpdate(update: TicketUpdate, position: ConsumedPosition, trace?: { traceparent?: string }): Promise<ApplyResult>;
   /**
    * Exactly-once consumption of a run of records of ONE topic and partition,
    * in strictly increasing offset order (else it throws before writing):
-   * appends every record's update to its sessions, in record order, AND
-   * records the offset of the last record as consumed, in one atomic write.
+   * applies every record's update, in record order, AND records the offset of
+   * the last record as consumed, in one atomic write.
    *
    * Records at or below the stored offset were consumed before: each is
    * skipped (`applied: false`) and nothing is written for it; as offsets
@@ -112,22 +138,14 @@ export interface BatchStore {
    * was applied applies exactly the rest, and a consumer that lost its
    * partition has the late writes of everything the new owner already stored
    * refused, record by record, exactly as `applyUpdate` one at a time would.
-   * A record without an update is consumed with nothing appended
-   * (`applied: true`, no sessions).
+   * A record without an update is consumed with nothing stored
+   * (`applied: true`, no outcome).
    *
    * Resolves to one result per record, in order; an empty run writes nothing.
-   * On Redis Cluster the atomic unit is one session (see redis-batch-store.ts);
-   * the outcome is the same exactly-once per session.
+   * On Redis Cluster the atomic unit is one tenant's source (see
+   * redis-batch-store.ts); the outcome is the same exactly-once per stream.
    */
   applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]>;
-  /**
-   * Erases the session's stream, sequence, applied ids, marks and offsets; nothing
-   * when there are none (idempotent). A later apply writes again unless the store
-   * appends only to subscribed sessions and the subscriptions were erased first.
-   */
-  erase(sessionId: string): Promise<void>;
-  /** Refreshes the retention of the session's keys (a step read its stream); nothing without retention. */
-  touch(sessionId: string): Promise<void>;
   /** Records a consumed position that carried nothing to apply (a poison record); never moves backwards. */
   recordOffset(position: ConsumedPosition): Promise<void>;
   /** The next offset to read for a partition (the stored one plus 1), or undefined when none is stored. */
@@ -135,7 +153,10 @@ export interface BatchStore {
   close?(): Promise<void>;
 }
 
-/** Staleness mark of one ticket in one session: the newest appended version and time. */
+/** How many of a source's last stored update ids dedupe a repeat (see BatchStore). */
+export const DEDUPE_WINDOW = 10_000;
+
+/** Staleness mark of one ticket in its source: the newest stored version and time. */
 export interface TicketMark {
   version?: number;
   /** Epoch ms of `occurredAt`; undefined when it does not parse. */
@@ -204,11 +225,68 @@ export function canonicalOffset(offset: string): string {
 export async function applyOne(
   store: Pick<BatchStore, 'applyBatch'>,
   update: TicketUpdate,
-  sessionIds: readonly string[],
   position: ConsumedPosition,
   trace: { traceparent?: string },
 ): Promise<ApplyResult> {
-  const record: BatchRecord = { position, update, sessionIds };
+  const record: BatchRecord = { position, update };
   if (trace.traceparent) record.traceparent = trace.traceparent;
   return (await store.applyBatch([record]))[0]!;
+}
+
+/** An entry as an adapter read it, with its write order across sources (arrival order; ties: either). */
+export interface StoredEntry {
+  entry: BatchEntry;
+  order: number;
+}
+
+/**
+ * One source's entries from the reads of its streams (each in seq order):
+ * merged by seq, each seq once, and cut after the smallest last seq of a read
+ * that may have stopped early (`full`: it returned as many entries as it
+ * asked), so the result is a prefix of everything new in the source.
+ */
+export function mergeStreams(reads: readonly { entries: readonly StoredEntry[]; full: boolean }[]): StoredEntry[] {
+  let cut = Number.POSITIVE_INFINITY;
+  for (const read of reads) {
+    const last = read.entries[read.entries.length - 1];
+    if (read.full && last) cut = Math.min(cut, last.entry.seq);
+  }
+  const bySeq = new Map<number, StoredEntry>();
+  for (const read of reads) {
+    for (const e of read.entries) if (e.entry.seq <= cut && !bySeq.has(e.entry.seq)) bySeq.set(e.entry.seq, e);
+  }
+  return [...bySeq.values()].sort((a, b) => a.entry.seq - b.entry.seq);
+}
+
+/**
+ * Sources' entries (each as mergeStreams made them) in one list within the
+ * limits of `readSince`: by seq within a source, sources interleaved by write
+ * order (ties: the order of `sources`).
+ */
+export function mergeSources(
+  sources: readonly (readonly StoredEntry[])[],
+  limits: { maxEntries: number; maxBytes: number },
+): BatchEntry[] {
+  const heads = sources.map(() => 0);
+  const out: BatchEntry[] = [];
+  let bytes = 0;
+  while (out.length < limits.maxEntries && bytes <= limits.maxBytes) {
+    let best = -1;
+    for (let i = 0; i < sources.length; i++) {
+      const head = sources[i]![heads[i]!];
+      if (!head) continue;
+      if (best < 0 || head.order < sources[best]![heads[best]!]!.order) best = i;
+    }
+    if (best < 0) break;
+    const { entry } = sources[best]![heads[best]!]!;
+    heads[best] = heads[best]! + 1;
+    out.push(entry);
+    bytes += byteLength(entry.update);
+  }
+  return out;
+}
+
+/** Where a follow reads from: after its start and after the reader's position in its source. */
+export function readFrom(follow: FeedFollow, after: FeedPosition): number {
+  return Math.max(follow.start, after[follow.subscription.source] ?? 0);
 }
