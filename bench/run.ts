@@ -7,11 +7,13 @@
  *   npm run bench -- --quick        smoke run (about 1 minute): fewer, shorter trials
  *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
  *                                   also written to bench/results/latest.json (full runs)
- *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S8 S9; S3, S4 and S6 run together,
+ *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S7 S8 S9; S3, S4 and S6 run together,
  *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
  *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*);
  *                                   S5 includes its rows per provider format, S5-openai-chat etc.;
- *                                   S9 is a step in each provider format over the neutral step)
+ *                                   S9 is a step in each provider format over the neutral step;
+ *                                   S7 starts a redis-server of its own and prints its curves
+ *                                   under `curve` in the JSON)
  *   npm run bench -- --only=S6-S1   S1's pipeline with the telemetry sides (S1 and S6-S1 rows), without
  *                                   the HTTP scenarios
  *   npm run bench -- --cpu-prof     CPU profiles of the server processes and the pipeline's consumer
@@ -26,6 +28,7 @@ import { cpus, loadavg } from 'node:os';
 import type { KafkaClientName } from '@ctxflow/bus';
 import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL } from '../scripts/infra.ts';
 import { runContextPass } from './context-pass-redis.ts';
+import { runFanOut } from './fan-out.ts';
 import { runHttpScenarios } from './http-scenarios.ts';
 import { progress } from './lib/progress.ts';
 import type { ScenarioResult, SkippedScenario } from './lib/report.ts';
@@ -105,6 +108,11 @@ if ((wants('S1', 'S2', 'S8') || wantsS6S1) && !redisUrl) {
   redisUrl = REDIS_URL;
 }
 if (wants('S2')) scenarios.push(...(await runContextPass({ redisUrl: redisUrl!, ...plan.redis })));
+if (wants('S7')) {
+  scenarios.push(
+    ...(await runFanOut(quick ? { trials: 1, updates: 10, reads: 50 } : { trials: 3, updates: 30, reads: 200 })),
+  );
+}
 if (wants('S8')) scenarios.push(...(await runSessionMemory({ redisUrl: redisUrl!, trials: quick ? 1 : 3 })));
 if (wants('S1') || wantsS6S1) {
   let brokers = process.env.KAFKA_BROKERS;

@@ -88,15 +88,13 @@ if (env('BENCH_MODE') === 'step-context') {
   const inner = new RedisBatchStore({ redis, prefix });
   // Counts each update once its atomic write resolved; every other call goes straight through.
   const batches: BatchStore = {
-    append: (s, u) => inner.append(s, u),
-    readSince: (s, a, l) => inner.readSince(s, a, l),
-    copy: (f, t) => inner.copy(f, t),
-    erase: (s) => inner.erase(s),
-    touch: (s) => inner.touch(s),
+    append: (u) => inner.append(u),
+    readSince: (f, a, l) => inner.readSince(f, a, l),
+    positionOf: (t, s) => inner.positionOf(t, s),
     recordOffset: (p) => inner.recordOffset(p),
     resumeFrom: (t, p) => inner.resumeFrom(t, p),
-    async applyUpdate(update: TicketUpdate, sessionIds: readonly string[], position: ConsumedPosition) {
-      const result = await inner.applyUpdate(update, sessionIds, position);
+    async applyUpdate(update: TicketUpdate, position: ConsumedPosition) {
+      const result = await inner.applyUpdate(update, position);
       counted(update.id);
       return result;
     },

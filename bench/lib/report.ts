@@ -19,6 +19,8 @@ export interface ScenarioResult {
   cpuMsPer1k: Record<string, number>;
   /** Absolute figures behind the ratio (medians over trials), for the record. */
   figures: Record<string, number | string>;
+  /** A row measured along an axis (S7): one point per value of it, medians over trials. */
+  curve?: Record<string, number>[];
   notes?: string[];
 }
 

@@ -1,499 +1,405 @@
 import { randomUUID } from 'node:crypto';
-import { byteLength } from '@ctxflow/contracts';
-import type { BatchStore, SubscriptionStore } from '@ctxflow/step-context';
+import { byteLength, type TicketUpdate } from '@ctxflow/contracts';
+import type { BatchEntry, BatchStore, FeedPosition, SubscriptionStore } from '@ctxflow/step-context';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeUpdate } from '../step-context/helpers.ts';
+import { makeUpdate } from '../../services/step-context/test/helpers.ts';
 
-/** Retention (ms) and clock of a store, and whether it appends only to subscribed sessions. */
+/** Retention (ms) and clock of the stores. */
 export interface BatchStoreOptions {
   ttlMs?: number;
   clock?: { now(): number };
-  subscribedOnly?: boolean;
 }
 
 export interface BatchStoreFixture {
   name: string;
   /**
-   * A store on a fresh key space; `cleanup` removes it. `subscriptions`: the subscription
-   * store it checks (`subscribedOnly`); `keysOf`: a store with keys lists the session's keys.
+   * A batch store and the subscription store whose followers it reads, on a fresh key
+   * space; `cleanup` removes it. `keysOf`: a store with keys lists a session's keys;
+   * `keysOfSource`: the keys of a tenant's source (streams, followers, ids, marks, seq).
    */
   create(options?: BatchStoreOptions): Promise<{
     store: BatchStore;
+    subscriptions: SubscriptionStore;
     cleanup(): Promise<void>;
-    subscriptions?: SubscriptionStore;
     keysOf?(sessionId: string): Promise<{ key: string; pttl: number }[]>;
+    keysOfSource?(tenant: string, source: string): Promise<{ key: string; pttl: number }[]>;
   }>;
 }
 
 const all = { maxEntries: 10_000, maxBytes: 100 * 1024 * 1024 };
 
-/** The contract of the BatchStore port (src/batch-store.ts), for every adapter. */
+/** The contract of the BatchStore port (ports/batch-store.ts), for every adapter. */
 export function batchStoreContract(fixture: BatchStoreFixture): void {
   describe(`BatchStore contract: ${fixture.name}`, () => {
     let store: BatchStore;
+    let subscriptions: SubscriptionStore;
     let cleanup: () => Promise<void>;
+    let keysOf: ((sessionId: string) => Promise<{ key: string; pttl: number }[]>) | undefined;
     const session = () => `s-${randomUUID()}`;
     const topic = () => `topic-${randomUUID().slice(0, 8)}`;
+    /** A tenant of its own per test: its sources' sequences start at 1. */
+    const tenant = () => `t-${randomUUID().slice(0, 8)}`;
+    const read = async (sessionId: string, after: FeedPosition = {}, limits = all) =>
+      store.readSince(await subscriptions.follows(sessionId), after, limits);
+    const seqs = (entries: BatchEntry[]) => entries.map((e) => e.seq);
 
     beforeAll(async () => {
-      ({ store, cleanup } = await fixture.create());
+      ({ store, subscriptions, cleanup, keysOf } = await fixture.create());
     });
     afterAll(async () => {
       await cleanup();
     });
 
-    it('append stamps cursors 1, 2, 3 and readSince returns the entries in order', async () => {
-      const s = session();
-      const updates = [makeUpdate({ ticket: 'A' }), makeUpdate({ ticket: 'B' }), makeUpdate({ ticket: 'A' })];
+    it('append stamps a source sequence 1, 2, 3 and readSince returns the entries in order, after a position', async () => {
+      const [s, tn] = [session(), tenant()];
+      await subscriptions.subscribe(tn, s, { source: 'generic', ticket: '*' });
+      const updates = [
+        makeUpdate({ tenant: tn, ticket: 'A' }),
+        makeUpdate({ tenant: tn, ticket: 'B' }),
+        makeUpdate({ tenant: tn, ticket: 'A' }),
+      ];
       const outcomes = [];
-      for (const u of updates) outcomes.push(await store.append(s, u));
-      expect(outcomes).toEqual([
-        { outcome: 'appended', cursor: 1 },
-        { outcome: 'appended', cursor: 2 },
-        { outcome: 'appended', cursor: 3 },
-      ]);
-      expect(await store.readSince(s, 0, all)).toEqual(updates.map((update, i) => ({ cursor: i + 1, update })));
-      expect((await store.readSince(s, 2, all)).map((e) => e.cursor)).toEqual([3]);
-      expect(await store.readSince(s, 3, all)).toEqual([]);
-      expect(await store.readSince(session(), 0, all)).toEqual([]);
+      for (const u of updates) outcomes.push(await store.append(u));
+      // append writes every stream of the update: its ticket's and its source's (no scope).
+      expect(outcomes).toEqual([1, 2, 3].map((seq) => ({ outcome: 'appended', seq, streams: 2 })));
+      expect(await read(s)).toEqual(updates.map((update, i) => ({ source: 'generic', seq: i + 1, update })));
+      expect(seqs(await read(s, { generic: 2 }))).toEqual([3]);
+      expect(await read(s, { generic: 3 })).toEqual([]);
+      expect(await read(session())).toEqual([]);
+      expect(await store.positionOf(tn, 'generic')).toBe(3);
+      expect(await store.positionOf(tn, 'jira')).toBe(0);
     });
 
     it('append is idempotent by update id', async () => {
-      const s = session();
-      const u = makeUpdate();
-      expect(await store.append(s, u)).toEqual({ outcome: 'appended', cursor: 1 });
-      expect(await store.append(s, { ...u, summary: 'other text, same id' })).toEqual({ outcome: 'duplicate' });
-      expect(await store.readSince(s, 0, all)).toEqual([{ cursor: 1, update: u }]);
+      const [s, tn] = [session(), tenant()];
+      await subscriptions.subscribe(tn, s, { source: 'generic', ticket: 'T-1' });
+      const u = makeUpdate({ tenant: tn });
+      expect(await store.append(u)).toEqual({ outcome: 'appended', seq: 1, streams: 2 });
+      expect(await store.append({ ...u, summary: 'other text, same id' })).toEqual({ outcome: 'duplicate' });
+      expect(await read(s)).toEqual([{ source: 'generic', seq: 1, update: u }]);
     });
 
-    it('an older version of a ticket than one appended is stale; an equal one is not', async () => {
-      const s = session();
-      expect((await store.append(s, makeUpdate({ ticket: 'X', version: 5 }))).outcome).toBe('appended');
-      expect(await store.append(s, makeUpdate({ ticket: 'X', version: 3 }))).toEqual({ outcome: 'stale' });
-      expect((await store.append(s, makeUpdate({ ticket: 'X', version: 5 }))).outcome).toBe('appended');
+    it('an older version of a ticket than one stored is stale; an equal one is not', async () => {
+      const [s, tn] = [session(), tenant()];
+      await subscriptions.subscribe(tn, s, { source: 'generic', ticket: '*' });
+      const x = (o: Partial<TicketUpdate>) => makeUpdate({ tenant: tn, ticket: 'X', ...o });
+      expect((await store.append(x({ version: 5 }))).outcome).toBe('appended');
+      expect(await store.append(x({ version: 3 }))).toEqual({ outcome: 'stale' });
+      expect((await store.append(x({ version: 5 }))).outcome).toBe('appended');
       // version wins over time when both carry one
-      const later = makeUpdate({ ticket: 'X', version: 4, occurredAt: '2030-01-01T00:00:00.000Z' });
-      expect(await store.append(s, later)).toEqual({ outcome: 'stale' });
-      // another ticket, another session: not affected
-      expect((await store.append(s, makeUpdate({ ticket: 'Y', version: 1 }))).outcome).toBe('appended');
-      expect((await store.append(session(), makeUpdate({ ticket: 'X', version: 1 }))).outcome).toBe('appended');
-      expect((await store.readSince(s, 0, all)).map((e) => e.update.version)).toEqual([5, 5, 1]);
+      expect(await store.append(x({ version: 4, occurredAt: '2030-01-01T00:00:00.000Z' }))).toEqual({
+        outcome: 'stale',
+      });
+      // another ticket, another tenant: not affected
+      expect((await store.append(makeUpdate({ tenant: tn, ticket: 'Y', version: 1 }))).outcome).toBe('appended');
+      expect((await store.append(makeUpdate({ tenant: tenant(), ticket: 'X', version: 1 }))).outcome).toBe('appended');
+      expect((await read(s)).map((e) => e.update.version)).toEqual([5, 5, 1]);
     });
 
     it('without versions an earlier occurredAt is stale', async () => {
-      const s = session();
-      await store.append(s, makeUpdate({ ticket: 'X', occurredAt: '2026-01-01T10:00:00.000Z' }));
-      expect(await store.append(s, makeUpdate({ ticket: 'X', occurredAt: '2026-01-01T09:59:59.000Z' }))).toEqual({
-        outcome: 'stale',
-      });
-      expect((await store.append(s, makeUpdate({ ticket: 'X', occurredAt: '2026-01-01T10:00:00.000Z' }))).outcome).toBe(
-        'appended',
-      );
+      const [s, tn] = [session(), tenant()];
+      await subscriptions.subscribe(tn, s, { source: 'generic', ticket: 'X' });
+      const x = (o: Partial<TicketUpdate>) => makeUpdate({ tenant: tn, ticket: 'X', ...o });
+      await store.append(x({ occurredAt: '2026-01-01T10:00:00.000Z' }));
+      expect(await store.append(x({ occurredAt: '2026-01-01T09:59:59.000Z' }))).toEqual({ outcome: 'stale' });
+      expect((await store.append(x({ occurredAt: '2026-01-01T10:00:00.000Z' }))).outcome).toBe('appended');
       // one side without a version: compared by time
-      await store.append(s, makeUpdate({ ticket: 'X', version: 9, occurredAt: '2026-01-01T11:00:00.000Z' }));
-      expect(await store.append(s, makeUpdate({ ticket: 'X', occurredAt: '2026-01-01T10:30:00.000Z' }))).toEqual({
-        outcome: 'stale',
-      });
-      expect((await store.append(s, makeUpdate({ ticket: 'X', occurredAt: 'not a date' }))).outcome).toBe('appended');
-      expect(await store.append(s, makeUpdate({ ticket: 'X', version: 8 }))).toEqual({ outcome: 'stale' });
-      expect((await store.readSince(s, 0, all)).length).toBe(4);
+      await store.append(x({ version: 9, occurredAt: '2026-01-01T11:00:00.000Z' }));
+      expect(await store.append(x({ occurredAt: '2026-01-01T10:30:00.000Z' }))).toEqual({ outcome: 'stale' });
+      expect((await store.append(x({ occurredAt: 'not a date' }))).outcome).toBe('appended');
+      expect(await store.append(x({ version: 8 }))).toEqual({ outcome: 'stale' });
+      expect((await read(s)).length).toBe(4);
     });
 
     it('readSince stops at maxEntries, and after the entry that passes maxBytes', async () => {
-      const s = session();
+      const [s, tn] = [session(), tenant()];
+      await subscriptions.subscribe(tn, s, { source: 'generic', ticket: '*' });
       const updates = Array.from({ length: 5 }, (_, i) =>
-        makeUpdate({ ticket: `T${i}`, eventId: `e-${randomUUID()}`, summary: 'x'.repeat(300) }),
+        makeUpdate({ tenant: tn, ticket: `T${i}`, eventId: `e-${randomUUID()}`, summary: 'x'.repeat(300) }),
       );
-      for (const u of updates) await store.append(s, u);
+      for (const u of updates) await store.append(u);
       const size = byteLength(updates[0]); // every update has this size
-      const cursors = async (after: number, maxEntries: number, maxBytes: number) =>
-        (await store.readSince(s, after, { maxEntries, maxBytes })).map((e) => e.cursor);
-      expect(await cursors(0, 2, 1e9)).toEqual([1, 2]);
-      expect(await cursors(1, 100, 1)).toEqual([2]);
-      expect(await cursors(0, 100, size)).toEqual([1, 2]);
-      expect(await cursors(0, 100, 2 * size)).toEqual([1, 2, 3]);
-      expect(await cursors(0, 100, 2 * size - 1)).toEqual([1, 2]);
+      const at = async (after: number, maxEntries: number, maxBytes: number) =>
+        seqs(await read(s, { generic: after }, { maxEntries, maxBytes }));
+      expect(await at(0, 2, 1e9)).toEqual([1, 2]);
+      expect(await at(1, 100, 1)).toEqual([2]);
+      expect(await at(0, 100, size)).toEqual([1, 2]);
+      expect(await at(0, 100, 2 * size)).toEqual([1, 2, 3]);
+      expect(await at(0, 100, 2 * size - 1)).toEqual([1, 2]);
     });
 
-    it('applyUpdate appends to every session and records the offset; at or below it, nothing is written', async () => {
+    it('a subscription reads only what was stored after it started; a ticket and a wildcard covering it give each update once', async () => {
+      const [early, late, tn] = [session(), session(), tenant()];
+      const exact = { source: 'github', ticket: 'octo/app#1' } as const;
+      const wildcard = { source: 'github', ticket: '*', scope: 'octo/app' } as const;
+      await subscriptions.subscribe(tn, early, exact);
+      await subscriptions.subscribe(tn, early, wildcard);
+      const gh = (ticket: string) => makeUpdate({ tenant: tn, source: 'github', ticket, scope: 'octo/app' });
+      const u1 = gh('octo/app#1');
+      await store.append(u1);
+      await subscriptions.subscribe(tn, late, wildcard);
+      const [u2, u3] = [gh('octo/app#2'), gh('octo/app#1')];
+      await store.append(u2);
+      await store.append(u3);
+      expect((await read(early)).map((e) => [e.seq, e.update.id])).toEqual([
+        [1, u1.id],
+        [2, u2.id],
+        [3, u3.id],
+      ]);
+      expect((await read(late)).map((e) => [e.seq, e.update.id])).toEqual([
+        [2, u2.id],
+        [3, u3.id],
+      ]);
+      // A position before a subscription started does not reach back past its start.
+      expect(seqs(await read(late, { github: 0 }))).toEqual([2, 3]);
+    });
+
+    it('readSince answers a prefix of what is new in each source, however long its streams', async () => {
+      const [s, tn] = [session(), tenant()];
+      await subscriptions.subscribe(tn, s, { source: 'generic', ticket: 'A' });
+      await subscriptions.subscribe(tn, s, { source: 'generic', ticket: 'B' });
+      await subscriptions.subscribe(tn, s, { source: 'jira', ticket: 'J' });
+      // 300 updates: A in bursts, B now and then, J every third; all through their own streams.
+      const stored: string[] = [];
+      for (let i = 0; i < 300; i++) {
+        const u =
+          i % 3 === 2
+            ? makeUpdate({ tenant: tn, source: 'jira', ticket: 'J' })
+            : makeUpdate({ tenant: tn, ticket: i % 50 < 40 ? 'A' : 'B' });
+        await store.append(u);
+        stored.push(u.id);
+      }
+      const seen: string[] = [];
+      let position: Record<string, number> = {};
+      for (let round = 0; round < 100; round++) {
+        const entries = await read(s, position, { maxEntries: 70, maxBytes: 1e9 });
+        if (entries.length === 0) break;
+        expect(entries.length).toBeLessThanOrEqual(70);
+        for (const e of entries) {
+          expect(e.seq).toBeGreaterThan(position[e.source] ?? 0);
+          position = { ...position, [e.source]: e.seq };
+          seen.push(e.update.id);
+        }
+      }
+      expect([...seen].sort()).toEqual([...stored].sort());
+      expect(new Set(seen).size).toBe(300);
+      expect(position).toEqual({ generic: 200, jira: 100 });
+    });
+
+    it("an update is stored only in its tenant's streams that a live session follows", async () => {
       const [a, b, t] = [session(), session(), topic()];
-      const u1 = makeUpdate({ ticket: 'Z' });
-      expect(await store.resumeFrom(t, 0)).toBeUndefined();
-      expect(await store.applyUpdate(u1, [a, b], { topic: t, partition: 0, offset: '7' })).toEqual({
-        applied: true,
-        sessions: { [a]: { outcome: 'appended', cursor: 1 }, [b]: { outcome: 'appended', cursor: 1 } },
-      });
-      expect(await store.resumeFrom(t, 0)).toBe('8');
-      const u2 = makeUpdate({ ticket: 'Z' });
-      expect(await store.applyUpdate(u2, [a, b], { topic: t, partition: 0, offset: '7' })).toEqual({ applied: false });
-      expect(await store.applyUpdate(u2, [a], { topic: t, partition: 0, offset: '6' })).toEqual({ applied: false });
-      expect(await store.readSince(a, 0, all)).toEqual([{ cursor: 1, update: u1 }]);
-      expect(await store.readSince(b, 0, all)).toEqual([{ cursor: 1, update: u1 }]);
-      expect(await store.resumeFrom(t, 0)).toBe('8');
-      // the same update at a later offset (a republish) is applied as a duplicate
-      expect(await store.applyUpdate(u1, [a], { topic: t, partition: 0, offset: '9' })).toEqual({
-        applied: true,
-        sessions: { [a]: { outcome: 'duplicate' } },
-      });
-      expect(await store.resumeFrom(t, 0)).toBe('10');
-      // partitions and topics are independent
-      expect(await store.resumeFrom(t, 1)).toBeUndefined();
-      expect((await store.applyUpdate(u2, [a], { topic: t, partition: 1, offset: '0' })).applied).toBe(true);
-      expect(await store.resumeFrom(t, 1)).toBe('1');
-      expect(await store.resumeFrom(topic(), 0)).toBeUndefined();
-    });
-
-    it('applyUpdate with no session records the offset; offsets beyond 2^53 compare exactly', async () => {
-      const t = topic();
-      expect(await store.applyUpdate(makeUpdate(), [], { topic: t, partition: 2, offset: '9007199254740993' })).toEqual(
-        { applied: true, sessions: {} },
-      );
-      expect(await store.resumeFrom(t, 2)).toBe('9007199254740994');
-      expect(
-        await store.applyUpdate(makeUpdate(), [session()], { topic: t, partition: 2, offset: '9007199254740992' }),
-      ).toEqual({ applied: false });
-      expect(
-        (await store.applyUpdate(makeUpdate(), [], { topic: t, partition: 2, offset: '10000000000000000' })).applied,
-      ).toBe(true);
-      expect(await store.resumeFrom(t, 2)).toBe('10000000000000001');
-    });
-
-    it('applyUpdate reports stale and duplicate per session', async () => {
-      const [a, b, t] = [session(), session(), topic()];
-      await store.append(a, makeUpdate({ ticket: 'Q', version: 10 }));
-      const dup = makeUpdate({ ticket: 'Q', version: 11 });
-      await store.append(b, dup);
-      const old = makeUpdate({ ticket: 'Q', version: 2 });
-      expect(await store.applyUpdate(old, [a, b], { topic: t, partition: 0, offset: '0' })).toEqual({
-        applied: true,
-        sessions: { [a]: { outcome: 'stale' }, [b]: { outcome: 'stale' } },
-      });
-      expect(await store.applyUpdate(dup, [a, b], { topic: t, partition: 0, offset: '1' })).toEqual({
-        applied: true,
-        sessions: { [a]: { outcome: 'appended', cursor: 2 }, [b]: { outcome: 'duplicate' } },
-      });
-    });
-
-    it('recordOffset never moves backwards', async () => {
-      const t = topic();
-      await store.recordOffset({ topic: t, partition: 0, offset: '41' });
-      await store.recordOffset({ topic: t, partition: 0, offset: '3' });
-      expect(await store.resumeFrom(t, 0)).toBe('42');
-      expect((await store.applyUpdate(makeUpdate(), [], { topic: t, partition: 0, offset: '41' })).applied).toBe(false);
-    });
-
-    it('copy gives the branch the same entries and cursors, ids and staleness marks', async () => {
-      const [from, to] = [session(), session()];
-      const u1 = makeUpdate({ ticket: 'C', version: 4 });
-      const u2 = makeUpdate({ ticket: 'D' });
-      await store.append(from, u1);
-      await store.append(from, u2);
-      await store.copy(from, to);
-      expect(await store.readSince(to, 0, all)).toEqual([
-        { cursor: 1, update: u1 },
-        { cursor: 2, update: u2 },
-      ]);
-      expect(await store.append(to, u2)).toEqual({ outcome: 'duplicate' });
-      expect(await store.append(to, makeUpdate({ ticket: 'C', version: 3 }))).toEqual({ outcome: 'stale' });
-      const u3 = makeUpdate({ ticket: 'E' });
-      expect(await store.append(to, u3)).toEqual({ outcome: 'appended', cursor: 3 });
-      // the source is untouched by the branch
-      expect((await store.readSince(from, 0, all)).map((e) => e.cursor)).toEqual([1, 2]);
-      // repeating the copy keeps the branch's own entry after the source's
-      await store.append(from, makeUpdate({ ticket: 'F' }));
-      await store.copy(from, to);
-      expect((await store.readSince(to, 0, all)).map((e) => [e.cursor, e.update.ticket])).toEqual([
-        [1, 'C'],
-        [2, 'D'],
-        [3, 'F'],
-        [4, 'E'],
-      ]);
-    });
-
-    it('applyUpdate stores the trace context with each appended entry; copy keeps it; untraced entries have none', async () => {
-      const [a, b, branch, t] = [session(), session(), session(), topic()];
-      const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-      const traced = makeUpdate({ ticket: 'T1' });
-      const plain = makeUpdate({ ticket: 'T2' });
-      await store.applyUpdate(traced, [a, b], { topic: t, partition: 0, offset: '1' }, { traceparent });
-      await store.applyUpdate(plain, [a], { topic: t, partition: 0, offset: '2' });
-      expect(await store.readSince(a, 0, all)).toEqual([
-        { cursor: 1, update: traced, traceparent },
-        { cursor: 2, update: plain },
-      ]);
-      expect(await store.readSince(b, 0, all)).toEqual([{ cursor: 1, update: traced, traceparent }]);
-      // a branch's own traced entry, re-stamped after the source's, keeps its trace context too
-      await store.applyUpdate(
-        makeUpdate({ ticket: 'T3' }),
-        [branch],
-        { topic: t, partition: 0, offset: '3' },
-        {
-          traceparent,
-        },
-      );
-      await store.copy(a, branch);
-      expect((await store.readSince(branch, 0, all)).map((e) => [e.cursor, e.update.ticket, e.traceparent])).toEqual([
-        [1, 'T1', traceparent],
-        [2, 'T2', undefined],
-        [3, 'T3', traceparent],
-      ]);
-    });
-
-    it('copy of a session without entries gives an empty stream that starts at cursor 1', async () => {
-      const to = session();
-      await store.copy(session(), to);
-      expect(await store.readSince(to, 0, all)).toEqual([]);
-      expect(await store.append(to, makeUpdate())).toEqual({ outcome: 'appended', cursor: 1 });
-    });
-
-    it('applyBatch applies a run of records to their sessions in record order and records the last offset', async () => {
-      const [a, b, t] = [session(), session(), topic()];
-      const at = (offset: string) => ({ topic: t, partition: 3, offset });
-      const u1 = makeUpdate({ ticket: 'R', version: 2 });
-      const u2 = makeUpdate({ ticket: 'S' });
-      const old = makeUpdate({ ticket: 'R', version: 1 });
-      const results = await store.applyBatch([
-        { position: at('10'), update: u1, sessionIds: [a, b] },
-        { position: at('11') }, // nothing to apply: a poison record
-        { position: at('12'), update: u2, sessionIds: [b] },
-        { position: at('13'), update: u1, sessionIds: [a] }, // the same update published twice
-        { position: at('14'), update: old, sessionIds: [a, b] }, // older than u1: stale
-        { position: at('15'), update: makeUpdate({ ticket: 'N' }), sessionIds: [] }, // nobody follows it
-      ]);
-      expect(results).toEqual([
-        {
-          applied: true,
-          sessions: { [a]: { outcome: 'appended', cursor: 1 }, [b]: { outcome: 'appended', cursor: 1 } },
-        },
-        { applied: true, sessions: {} },
-        { applied: true, sessions: { [b]: { outcome: 'appended', cursor: 2 } } },
-        { applied: true, sessions: { [a]: { outcome: 'duplicate' } } },
-        { applied: true, sessions: { [a]: { outcome: 'stale' }, [b]: { outcome: 'stale' } } },
-        { applied: true, sessions: {} },
-      ]);
-      expect(await store.readSince(a, 0, all)).toEqual([{ cursor: 1, update: u1 }]);
-      expect(await store.readSince(b, 0, all)).toEqual([
-        { cursor: 1, update: u1 },
-        { cursor: 2, update: u2 },
-      ]);
-      expect(await store.resumeFrom(t, 3)).toBe('16');
-      expect(await store.resumeFrom(t, 0)).toBeUndefined();
-      expect(await store.applyBatch([])).toEqual([]);
-    });
-
-    it('applyBatch skips the records at or below the stored offset and applies the rest once', async () => {
-      const [a, b, t] = [session(), session(), topic()];
+      const [ta, tb] = [tenant(), tenant()];
+      await subscriptions.subscribe(ta, a, { source: 'jira', ticket: 'PROJ-1' });
+      await subscriptions.subscribe(tb, b, { source: 'jira', ticket: '*', scope: 'PROJ' });
       const at = (offset: string) => ({ topic: t, partition: 0, offset });
-      const u = Array.from({ length: 5 }, (_, i) => makeUpdate({ ticket: `P${i}` }));
-      await store.applyBatch([
-        { position: at('0'), update: u[0]!, sessionIds: [a] },
-        { position: at('1'), update: u[1]!, sessionIds: [a, b] },
-        { position: at('2'), update: u[2]!, sessionIds: [b] },
+      const ofA = makeUpdate({ tenant: ta, source: 'jira', ticket: 'PROJ-1', scope: 'PROJ' });
+      const unwatched = makeUpdate({ tenant: ta, source: 'jira', ticket: 'PROJ-2', scope: 'PROJ' });
+      const ofB = makeUpdate({ tenant: tb, source: 'jira', ticket: 'PROJ-1', scope: 'PROJ' });
+      expect(await store.applyUpdate(ofA, at('0'))).toEqual({
+        applied: true,
+        outcome: { outcome: 'appended', seq: 1, streams: 1 },
+      });
+      expect(await store.applyUpdate(unwatched, at('1'))).toEqual({
+        applied: true,
+        outcome: { outcome: 'unwatched' },
+      });
+      expect(await store.positionOf(ta, 'jira')).toBe(1);
+      expect(await store.applyUpdate(ofB, at('2'))).toEqual({
+        applied: true,
+        outcome: { outcome: 'appended', seq: 1, streams: 1 },
+      });
+      expect((await read(a)).map((e) => e.update.id)).toEqual([ofA.id]);
+      expect((await read(b)).map((e) => e.update.id)).toEqual([ofB.id]);
+      expect(await store.resumeFrom(t, 0)).toBe('3');
+    });
+
+    it('applyUpdate records the offset; at or below it, nothing is written', async () => {
+      const [a, t, tn] = [session(), topic(), tenant()];
+      await subscriptions.subscribe(tn, a, { source: 'generic', ticket: 'Z' });
+      const u1 = makeUpdate({ tenant: tn, ticket: 'Z' });
+      const u2 = makeUpdate({ tenant: tn, ticket: 'Z' });
+      const pos = (offset: string) => ({ topic: t, partition: 3, offset });
+      expect((await store.applyUpdate(u1, pos('10'))).applied).toBe(true);
+      expect(await store.applyUpdate(u2, pos('10'))).toEqual({ applied: false });
+      expect(await store.applyUpdate(u2, pos('9'))).toEqual({ applied: false });
+      expect(await store.applyUpdate(u1, pos('11'))).toEqual({ applied: true, outcome: { outcome: 'duplicate' } });
+      expect((await read(a)).map((e) => e.update.id)).toEqual([u1.id]);
+      expect(await store.resumeFrom(t, 3)).toBe('12');
+      expect(await store.resumeFrom(t, 0)).toBeUndefined();
+    });
+
+    it('recordOffset never moves backwards; offsets beyond 2^53 compare exactly', async () => {
+      const t = topic();
+      await store.recordOffset({ topic: t, partition: 0, offset: '9007199254740993' });
+      await store.recordOffset({ topic: t, partition: 0, offset: '9007199254740992' });
+      expect(await store.resumeFrom(t, 0)).toBe('9007199254740994');
+      await store.recordOffset({ topic: t, partition: 0, offset: '9007199254740999' });
+      expect(await store.resumeFrom(t, 0)).toBe('9007199254741000');
+    });
+
+    it('applyBatch applies a run in record order, records the last offset, and skips what was consumed', async () => {
+      const [a, b, t, tn] = [session(), session(), topic(), tenant()];
+      await subscriptions.subscribe(tn, a, { source: 'generic', ticket: 'P1' });
+      await subscriptions.subscribe(tn, b, { source: 'generic', ticket: '*' });
+      const at = (offset: string) => ({ topic: t, partition: 0, offset });
+      const u = Array.from({ length: 5 }, (_, i) => makeUpdate({ tenant: tn, ticket: `P${i}` }));
+      expect(
+        await store.applyBatch([
+          { position: at('0'), update: u[0]! },
+          { position: at('1'), update: u[1]! },
+          { position: at('2'), update: u[1]! },
+        ]),
+      ).toEqual([
+        { applied: true, outcome: { outcome: 'appended', seq: 1, streams: 1 } },
+        { applied: true, outcome: { outcome: 'appended', seq: 2, streams: 2 } },
+        { applied: true, outcome: { outcome: 'duplicate' } },
       ]);
       // A redelivery that overlaps what was applied: the prefix is skipped, the rest applied.
       expect(
         await store.applyBatch([
-          { position: at('1'), update: u[1]!, sessionIds: [a, b] },
-          { position: at('2'), update: u[2]!, sessionIds: [b] },
+          { position: at('1'), update: u[1]! },
+          { position: at('2'), update: u[1]! },
           { position: at('3') },
-          { position: at('4'), update: u[3]!, sessionIds: [a, b] },
+          { position: at('4'), update: u[2]! },
         ]),
       ).toEqual([
         { applied: false },
         { applied: false },
-        { applied: true, sessions: {} },
-        {
-          applied: true,
-          sessions: { [a]: { outcome: 'appended', cursor: 3 }, [b]: { outcome: 'appended', cursor: 3 } },
-        },
+        { applied: true },
+        { applied: true, outcome: { outcome: 'appended', seq: 3, streams: 1 } },
       ]);
       expect(await store.resumeFrom(t, 0)).toBe('5');
       // A run wholly at or below the stored offset (a consumer that lost the partition): nothing written.
       expect(
         await store.applyBatch([
-          { position: at('3'), update: u[4]!, sessionIds: [a, b] },
-          { position: at('4'), update: u[4]!, sessionIds: [a] },
+          { position: at('3'), update: u[3]! },
+          { position: at('4'), update: u[4]! },
         ]),
       ).toEqual([{ applied: false }, { applied: false }]);
       expect(await store.resumeFrom(t, 0)).toBe('5');
-      expect((await store.readSince(a, 0, all)).map((e) => [e.cursor, e.update.ticket])).toEqual([
+      expect((await read(a)).map((e) => [e.seq, e.update.ticket])).toEqual([[2, 'P1']]);
+      expect((await read(b)).map((e) => [e.seq, e.update.ticket])).toEqual([
         [1, 'P0'],
         [2, 'P1'],
-        [3, 'P3'],
-      ]);
-      expect((await store.readSince(b, 0, all)).map((e) => [e.cursor, e.update.ticket])).toEqual([
-        [1, 'P1'],
-        [2, 'P2'],
-        [3, 'P3'],
+        [3, 'P2'],
       ]);
       // applyUpdate and applyBatch share the offset: one at a time after a run.
-      expect(await store.applyUpdate(u[4]!, [a], at('4'))).toEqual({ applied: false });
-      expect((await store.applyUpdate(u[4]!, [a], at('5'))).applied).toBe(true);
+      expect(await store.applyUpdate(u[4]!, at('4'))).toEqual({ applied: false });
+      expect((await store.applyUpdate(u[4]!, at('5'))).applied).toBe(true);
       expect(await store.resumeFrom(t, 0)).toBe('6');
+      expect(await store.applyBatch([])).toEqual([]);
     });
 
     it('applyBatch stores each record trace context with its entries; offsets beyond 2^53 compare exactly', async () => {
-      const [a, t] = [session(), topic()];
+      const [a, t, tn] = [session(), topic(), tenant()];
+      await subscriptions.subscribe(tn, a, { source: 'generic', ticket: '*' });
       const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
-      const traced = makeUpdate({ ticket: 'T1' });
-      const plain = makeUpdate({ ticket: 'T2' });
+      const traced = makeUpdate({ tenant: tn, ticket: 'T1' });
+      const plain = makeUpdate({ tenant: tn, ticket: 'T2' });
       await store.applyBatch([
-        {
-          position: { topic: t, partition: 1, offset: '9007199254740992' },
-          update: traced,
-          sessionIds: [a],
-          traceparent,
-        },
-        { position: { topic: t, partition: 1, offset: '9007199254740993' }, update: plain, sessionIds: [a] },
+        { position: { topic: t, partition: 1, offset: '9007199254740992' }, update: traced, traceparent },
+        { position: { topic: t, partition: 1, offset: '9007199254740993' }, update: plain },
       ]);
-      expect(await store.readSince(a, 0, all)).toEqual([
-        { cursor: 1, update: traced, traceparent },
-        { cursor: 2, update: plain },
+      expect(await read(a)).toEqual([
+        { source: 'generic', seq: 1, update: traced, traceparent },
+        { source: 'generic', seq: 2, update: plain },
       ]);
       expect(await store.resumeFrom(t, 1)).toBe('9007199254740994');
       expect(
         await store.applyBatch([
-          { position: { topic: t, partition: 1, offset: '9007199254740993' }, update: makeUpdate(), sessionIds: [a] },
+          { position: { topic: t, partition: 1, offset: '9007199254740993' }, update: makeUpdate({ tenant: tn }) },
           { position: { topic: t, partition: 1, offset: '9007199254740994' } },
         ]),
-      ).toEqual([{ applied: false }, { applied: true, sessions: {} }]);
+      ).toEqual([{ applied: false }, { applied: true }]);
       expect(await store.resumeFrom(t, 1)).toBe('9007199254740995');
     });
 
     it('applyBatch refuses a run that spans partitions or whose offsets do not increase, writing nothing', async () => {
-      const [a, t] = [session(), topic()];
-      const u = makeUpdate();
+      const [a, t, tn] = [session(), topic(), tenant()];
+      await subscriptions.subscribe(tn, a, { source: 'generic', ticket: 'T-1' });
+      const u = makeUpdate({ tenant: tn });
       await expect(
         store.applyBatch([
-          { position: { topic: t, partition: 0, offset: '1' }, update: u, sessionIds: [a] },
+          { position: { topic: t, partition: 0, offset: '1' }, update: u },
           { position: { topic: t, partition: 1, offset: '2' } },
         ]),
       ).rejects.toThrow();
       await expect(
         store.applyBatch([
-          { position: { topic: t, partition: 0, offset: '2' }, update: u, sessionIds: [a] },
+          { position: { topic: t, partition: 0, offset: '2' }, update: u },
           { position: { topic: t, partition: 0, offset: '2' } },
         ]),
       ).rejects.toThrow();
       await expect(
-        store.applyBatch([
-          { position: { topic: t, partition: 0, offset: '3' }, update: u, sessionIds: [a] },
-          { position: { topic: t, partition: 0, offset: '1' } },
-        ]),
+        store.applyBatch([{ position: { topic: t, partition: 0, offset: 'x' }, update: u }]),
       ).rejects.toThrow();
-      expect(await store.readSince(a, 0, all)).toEqual([]);
+      expect(await read(a)).toEqual([]);
       expect(await store.resumeFrom(t, 0)).toBeUndefined();
-      expect(await store.resumeFrom(t, 1)).toBeUndefined();
+    });
+
+    it('a branch (copySession) reads what its source reads, from the same position', async () => {
+      const [src, branch, tn] = [session(), session(), tenant()];
+      await subscriptions.subscribe(tn, src, { source: 'generic', ticket: 'C' });
+      const u1 = makeUpdate({ tenant: tn, ticket: 'C' });
+      await store.append(u1);
+      await subscriptions.copySession(tn, src, branch);
+      await subscriptions.copySession(tn, src, branch); // safe to repeat
+      const u2 = makeUpdate({ tenant: tn, ticket: 'C' });
+      await store.append(u2);
+      expect(await read(branch)).toEqual(await read(src));
+      expect(seqs(await read(branch, { generic: 1 }))).toEqual([2]);
     });
 
     describe('data lifecycle', () => {
-      it("erase: the session's entries, cursor, ids and marks go; a repeat does nothing; others stay", async () => {
-        const made = await fixture.create();
-        try {
-          const [s, other, t] = [session(), session(), topic()];
-          const u = makeUpdate({ ticket: 'E1', version: 5 });
-          await made.store.applyBatch([
-            { position: { topic: t, partition: 0, offset: '1' }, update: u, sessionIds: [s, other] },
-          ]);
-          if (made.keysOf) expect((await made.keysOf(s)).length).toBeGreaterThan(0);
-          await made.store.erase(s);
-          await made.store.erase(s);
-          expect(await made.store.readSince(s, 0, all)).toEqual([]);
-          if (made.keysOf) expect(await made.keysOf(s)).toEqual([]);
-          expect(await made.store.readSince(other, 0, all)).toEqual([{ cursor: 1, update: u }]);
-          // Nothing of it remains: the same id and an older version append again, from cursor 1.
-          expect(await made.store.append(s, makeUpdate({ ...u, version: 1 }))).toEqual({
-            outcome: 'appended',
-            cursor: 1,
-          });
-          expect(await made.store.resumeFrom(t, 0)).toBe('2');
-        } finally {
-          await made.cleanup();
-        }
+      it('erasure: a session without subscriptions reads nothing, and an update only it followed is stored nowhere', async () => {
+        const [gone, kept, t, tn] = [session(), session(), topic(), tenant()];
+        await subscriptions.subscribe(tn, gone, { source: 'generic', ticket: 'E-1' });
+        await subscriptions.subscribe(tn, kept, { source: 'generic', ticket: 'E-2' });
+        await store.applyUpdate(makeUpdate({ tenant: tn, ticket: 'E-1' }), { topic: t, partition: 0, offset: '0' });
+        await subscriptions.eraseSession(tn, gone);
+        await subscriptions.eraseSession(tn, gone); // idempotent
+        expect(await read(gone)).toEqual([]);
+        const later = makeUpdate({ tenant: tn, ticket: 'E-1' });
+        expect(await store.applyUpdate(later, { topic: t, partition: 0, offset: '1' })).toEqual({
+          applied: true,
+          outcome: { outcome: 'unwatched' },
+        });
+        const other = makeUpdate({ tenant: tn, ticket: 'E-2' });
+        expect((await store.applyUpdate(other, { topic: t, partition: 0, offset: '2' })).applied).toBe(true);
+        expect((await read(kept)).map((e) => e.update.id)).toEqual([other.id]);
+        if (keysOf) expect(await keysOf(gone)).toEqual([]);
       });
 
-      it('subscribedOnly: an update in flight while the session is erased writes nothing for it', async () => {
-        const made = await fixture.create({ subscribedOnly: true });
-        try {
-          const subscriptions = made.subscriptions!;
-          const [gone, kept, never, t] = [session(), session(), session(), topic()];
-          const ticket = `R-${randomUUID().slice(0, 8)}`;
-          await subscriptions.subscribe('tenant-a', gone, { source: 'generic', ticket });
-          await subscriptions.subscribe('tenant-a', kept, { source: 'generic', ticket });
-          const first = makeUpdate({ tenant: 'tenant-a', ticket });
-          await made.store.applyBatch([
-            { position: { topic: t, partition: 0, offset: '1' }, update: first, sessionIds: [gone, kept] },
-          ]);
-          // The look-up named both; then `gone` is erased (subscriptions first); then the apply lands.
-          const sessionIds = await subscriptions.sessionsFor({ tenant: 'tenant-a', source: 'generic', ticket });
-          expect(sessionIds).toEqual([gone, kept].sort());
-          await subscriptions.eraseSession('tenant-a', gone);
-          await made.store.erase(gone);
-          const late = makeUpdate({ tenant: 'tenant-a', ticket });
-          expect(
-            await made.store.applyBatch([
-              { position: { topic: t, partition: 0, offset: '2' }, update: late, sessionIds: [...sessionIds, never] },
-            ]),
-          ).toEqual([
-            {
-              applied: true,
-              sessions: {
-                [gone]: { outcome: 'unsubscribed' },
-                [kept]: { outcome: 'appended', cursor: 2 },
-                [never]: { outcome: 'unsubscribed' },
-              },
-            },
-          ]);
-          expect(await made.store.readSince(gone, 0, all)).toEqual([]);
-          expect(await made.store.readSince(never, 0, all)).toEqual([]);
-          if (made.keysOf) {
-            expect(await made.keysOf(gone)).toEqual([]);
-            expect(await made.keysOf(never)).toEqual([]);
-          }
-          expect(await made.store.resumeFrom(t, 0)).toBe('3');
-          expect(await subscriptions.sessionsFor({ tenant: 'tenant-a', source: 'generic', ticket })).toEqual([kept]);
-        } finally {
-          await made.cleanup();
-        }
-      });
-
-      it('retention: every key an apply writes gets the TTL; idle past it, the stream is gone', async () => {
-        let now = Date.parse('2026-01-01T00:00:00Z');
+      it('retention: streams expire when no write touched them for the TTL; a session idle past it is no follower', async () => {
+        let now = Date.parse('2026-01-01T00:00:00.000Z');
+        const clock = { now: () => now };
         const ttlMs = 60_000;
-        const made = await fixture.create({ ttlMs, clock: { now: () => now }, subscribedOnly: true });
+        const own = await fixture.create({ ttlMs, clock });
         try {
+          const tn = tenant();
           const [s, t] = [session(), topic()];
-          const ticket = `R-${randomUUID().slice(0, 8)}`;
-          await made.subscriptions!.subscribe('tenant-a', s, { source: 'generic', ticket });
-          const u = makeUpdate({ tenant: 'tenant-a', ticket });
-          await made.store.applyBatch([
-            { position: { topic: t, partition: 0, offset: '1' }, update: u, sessionIds: [s] },
-          ]);
-          if (made.keysOf) {
-            // Redis keeps time itself: right after the write every key of the session expires within the TTL.
-            const keys = await made.keysOf(s);
-            expect(keys.length).toBeGreaterThanOrEqual(5); // stream, seq, ids, marks, subscriptions (+ offsets on a cluster)
-            for (const { key, pttl } of keys) {
-              expect(pttl, key).toBeGreaterThan(0);
-              expect(pttl, key).toBeLessThanOrEqual(ttlMs);
-            }
-            return;
+          const readOwn = async (id: string) => own.store.readSince(await own.subscriptions.follows(id), {}, all);
+          await own.subscriptions.subscribe(tn, s, { source: 'generic', ticket: 'R' });
+          const u = makeUpdate({ tenant: tn, ticket: 'R' });
+          expect((await own.store.applyUpdate(u, { topic: t, partition: 0, offset: '0' })).applied).toBe(true);
+          expect(await readOwn(s)).toHaveLength(1);
+          if (own.keysOfSource) {
+            const keys = await own.keysOfSource(tn, 'generic');
+            const ttls = keys.filter((k) => !k.key.endsWith(':seq')).map((k) => k.pttl);
+            expect(ttls.length).toBeGreaterThan(0);
+            for (const pttl of ttls) expect(pttl).toBeGreaterThan(0);
+            // The sequence never expires: positions refer to it.
+            expect(keys.find((k) => k.key.endsWith(':seq'))?.pttl).toBe(-1);
           }
-          now += 50_000;
-          await made.store.touch(s); // a step read the stream
-          now += 50_000;
-          expect(await made.store.readSince(s, 0, all)).toEqual([{ cursor: 1, update: u }]);
-          now += 10_000;
-          expect(await made.store.readSince(s, 0, all)).toEqual([]);
-          // Its subscriptions went with it: a later update is not appended.
-          const later = makeUpdate({ tenant: 'tenant-a', ticket });
-          expect(
-            await made.store.applyBatch([
-              { position: { topic: t, partition: 0, offset: '2' }, update: later, sessionIds: [s] },
-            ]),
-          ).toEqual([{ applied: true, sessions: { [s]: { outcome: 'unsubscribed' } } }]);
+          // A step refreshes the session; past 1.25 x the TTL without one, it follows nothing live.
+          now += ttlMs * 2;
+          const after = makeUpdate({ tenant: tn, ticket: 'R' });
+          expect(await own.store.applyUpdate(after, { topic: t, partition: 0, offset: '1' })).toEqual({
+            applied: true,
+            outcome: { outcome: 'unwatched' },
+          });
         } finally {
-          await made.cleanup();
+          await own.cleanup();
         }
       });
     });

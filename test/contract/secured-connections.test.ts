@@ -24,8 +24,8 @@ import { loadStepContextConfig } from '@ctxflow/step-context';
 import type { Cluster, Redis } from 'ioredis';
 import kafkajs from 'kafkajs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { keysOfSession } from '../../services/step-context/test/helpers.ts';
 import { ENTRIES, freePort, serviceEnv, stopAll, waitFor } from '../faults/processes.ts';
-import { keysOfSession } from '../step-context/helpers.ts';
 import {
   type Certificates,
   makeCertificates,

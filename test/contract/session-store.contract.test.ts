@@ -17,7 +17,7 @@ import {
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it, onTestFinished } from 'vitest';
 import { CachingSessionStore } from '../../services/session-runner/src/adapters/caching-session-store.ts';
-import { keysOfSession } from '../step-context/helpers.ts';
+import { keysOfSession } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { sessionStoreContract } from './session-store.contract.ts';
 

@@ -8,8 +8,8 @@ import {
 } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { subscriptionId } from '../../services/step-context/src/subscription-store.ts';
-import { deleteKeys, keysOfSession, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
+import { subscriptionId } from '../../services/step-context/src/ports/subscription-store.ts';
+import { deleteKeys, keysOfSession, makeUpdate, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { batchStoreContract } from './batch-store.contract.ts';
 import { subscriptionStoreContract } from './subscription-store.contract.ts';
@@ -40,31 +40,46 @@ function onCluster() {
   };
 }
 
+/** Every key of `tenant`'s `source` (its hash tag), with its PTTL, on every master. */
+async function keysOfSource(redis: Redis | Cluster, prefix: string, tenant: string, source: string) {
+  const tag = stepContextKeys(prefix).source(tenant, source).seq.slice(0, -':seq'.length);
+  const nodes = redis instanceof Cluster ? redis.nodes('master') : [redis];
+  const found: { key: string; pttl: number }[] = [];
+  for (const node of nodes) {
+    let cursor = '0';
+    do {
+      const [next, keys] = await node.scan(cursor, 'MATCH', `${tag}:*`, 'COUNT', 1000);
+      cursor = next;
+      for (const key of keys) found.push({ key, pttl: await node.pttl(key) });
+    } while (cursor !== '0');
+  }
+  return found;
+}
+
 batchStoreContract({
   name: 'memory',
   create: async (options = {}) => {
     const subscriptions = new MemorySubscriptionStore(options);
-    const store = new MemoryBatchStore({
-      ...options,
-      ...(options.subscribedOnly ? { subscribed: (id: string) => subscriptions.holds(id) } : {}),
-    });
+    const store = new MemoryBatchStore({ ...options, subscriptions });
     return { store, subscriptions, cleanup: async () => {} };
   },
 });
 
 for (const [name, open] of [
   ['redis', onRedis],
-  ['redis cluster (one script per session)', onCluster],
+  ['redis cluster (one script per source)', onCluster],
 ] as const) {
   batchStoreContract({
     name,
     create: async (options = {}) => {
       const { redis, prefix, cleanup } = open();
       const ttl = options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs };
+      const clock = options.clock ? { clock: options.clock } : {};
       return {
-        store: new RedisBatchStore({ redis, prefix, ...ttl, subscribedOnly: options.subscribedOnly === true }),
-        subscriptions: new RedisSubscriptionStore({ redis, prefix, ...ttl }),
+        store: new RedisBatchStore({ redis, prefix, ...ttl, ...clock }),
+        subscriptions: new RedisSubscriptionStore({ redis, prefix, ...ttl, ...clock }),
         keysOf: (sessionId) => keysOfSession(redis, prefix, sessionId),
+        keysOfSource: (tenant, source) => keysOfSource(redis, prefix, tenant, source),
         cleanup,
       };
     },
@@ -103,91 +118,105 @@ for (const [name, open] of [
     const { redis, prefix, cleanup } = open();
     afterAll(cleanup);
 
-    it('D7: the default tenant keeps the key of before tenants; another tenant has its own', async () => {
+    it("D7: each tenant's source has keys of its own; the default tenant's and another's never meet", async () => {
       const store = new RedisSubscriptionStore({ redis, prefix });
       const keys = stepContextKeys(prefix);
-      const id = subscriptionId({ source: 'generic', ticket: '*' });
-      // A subscription written before feeds had tenants: only the legacy subscriber set and the session's set.
-      const legacy = `s-${randomUUID()}`;
-      await redis.sadd(`${prefix}:step-context:subscribers:${id}`, legacy);
-      await redis.sadd(keys.session(legacy).subscriptions, id);
-      expect(await store.sessionsFor({ source: 'generic', ticket: 'T-9' })).toEqual([legacy]);
-      expect(await store.sessionsFor({ tenant: 'ta', source: 'generic', ticket: 'T-9' })).toEqual([]);
-      const ofTa = `s-${randomUUID()}`;
-      await store.subscribe('ta', ofTa, { source: 'generic', ticket: '*' });
-      expect(await redis.smembers(`${prefix}:step-context:tenant:ta:subscribers:${id}`)).toEqual([ofTa]);
-      expect(await redis.smembers(keys.session(ofTa).subscriptions)).toEqual([id]);
+      const sub = { source: 'generic', ticket: '*' } as const;
+      const id = subscriptionId(sub);
+      const [ofDefault, ofTa] = [`s-${randomUUID()}`, `s-${randomUUID()}`];
+      await store.subscribe('default', ofDefault, sub);
+      await store.subscribe('ta', ofTa, sub);
+      const [followersDefault, followersTa] = [
+        keys.source('default', 'generic').followers(id),
+        keys.source('ta', 'generic').followers(id),
+      ];
+      expect(followersDefault).not.toBe(followersTa);
+      expect(await redis.zrange(followersDefault, '0', '-1')).toEqual([ofDefault]);
+      expect(await redis.zrange(followersTa, '0', '-1')).toEqual([ofTa]);
+      expect(JSON.parse((await redis.hget(keys.session(ofTa).subscriptions, id))!)).toEqual(['ta', 0]);
       expect(await store.sessionsFor({ tenant: 'ta', source: 'generic', ticket: 'T-9' })).toEqual([ofTa]);
-      expect(await store.sessionsFor({ source: 'generic', ticket: 'T-9' })).toEqual([legacy]);
+      expect(await store.sessionsFor({ source: 'generic', ticket: 'T-9' })).toEqual([ofDefault]);
     });
   });
 }
 
-// Redis only: the global offset lost after the sessions were written (on Redis Cluster, a crash between
-// the per-session scripts and the offset record; on a single Redis the write is one script, so this
+// Redis only: the global offset lost after the sources were written (on Redis Cluster, a crash between
+// the per-source scripts and the offset record; on a single Redis the write is one script, so this
 // stands for a lost offsets hash). The redelivered run doubles nothing.
 for (const [name, open] of [
   ['redis', onRedis],
-  ['redis cluster (one script per session)', onCluster],
+  ['redis cluster (one script per source)', onCluster],
 ] as const) {
   describe(`RedisBatchStore on ${name}: a run redelivered after its global offset was lost`, () => {
     const { redis, prefix, cleanup } = open();
     afterAll(cleanup);
 
-    it('appends nothing twice and records the offset again', async () => {
+    it('stores nothing twice and records the offset again', async () => {
+      const subscriptions = new RedisSubscriptionStore({ redis, prefix });
       const store = new RedisBatchStore({ redis, prefix });
-      const [a, b, t] = [`s-${randomUUID()}`, `s-${randomUUID()}`, `topic-${randomUUID().slice(0, 8)}`];
-      const u = [makeUpdate({ ticket: 'L1' }), makeUpdate({ ticket: 'L2' })];
+      const [a, t, tenant] = [`s-${randomUUID()}`, `topic-${randomUUID().slice(0, 8)}`, `t-${randomUUID()}`];
+      await subscriptions.subscribe(tenant, a, { source: 'generic', ticket: '*' });
+      await subscriptions.subscribe(tenant, a, { source: 'jira', ticket: '*', scope: 'L' });
+      const u = [
+        makeUpdate({ tenant, ticket: 'L1' }),
+        makeUpdate({ tenant, source: 'jira', ticket: 'L-2', scope: 'L' }),
+      ];
       const run = [
-        { position: { topic: t, partition: 0, offset: '4' }, update: u[0]!, sessionIds: [a, b] },
-        { position: { topic: t, partition: 0, offset: '5' }, update: u[1]!, sessionIds: [b] },
+        { position: { topic: t, partition: 0, offset: '4' }, update: u[0]! },
+        { position: { topic: t, partition: 0, offset: '5' }, update: u[1]! },
       ];
       await store.applyBatch(run);
       await redis.hdel(stepContextKeys(prefix).offsets, `${t}:0`);
       expect(await store.resumeFrom(t, 0)).toBeUndefined();
       expect(await store.applyBatch(run)).toEqual([
-        { applied: true, sessions: { [a]: { outcome: 'duplicate' }, [b]: { outcome: 'duplicate' } } },
-        { applied: true, sessions: { [b]: { outcome: 'duplicate' } } },
+        { applied: true, outcome: { outcome: 'duplicate' } },
+        { applied: true, outcome: { outcome: 'duplicate' } },
       ]);
       expect(await store.resumeFrom(t, 0)).toBe('6');
       const all = { maxEntries: 100, maxBytes: 1e9 };
-      expect((await store.readSince(a, 0, all)).map((e) => e.update.id)).toEqual([u[0]!.id]);
-      expect((await store.readSince(b, 0, all)).map((e) => e.update.id)).toEqual([u[0]!.id, u[1]!.id]);
+      const entries = await store.readSince(await subscriptions.follows(a), {}, all);
+      expect(entries.map((e) => e.update.id).sort()).toEqual([u[0]!.id, u[1]!.id].sort());
     });
   });
 }
 
-// Redis only: a session whose subscriptions set expired stays in the subscriber sets until
-// an update names it: the apply refuses it (`unsubscribed`) and the service prunes it.
+// Redis only: a follower whose session expired (its score is its expiry) makes no stream
+// watched; a follower whose session's hash is gone leaves the followers set at prune.
 for (const [name, open] of [
   ['redis', onRedis],
   ['redis cluster', onCluster],
 ] as const) {
-  describe(`RedisSubscriptionStore on ${name}: pruning expired sessions from the index`, () => {
+  describe(`RedisSubscriptionStore on ${name}: followers of expired sessions`, () => {
     const { redis, prefix, cleanup } = open();
     afterAll(cleanup);
 
-    it('an expired session leaves the subscriber sets at prune; a live one keeps its entries', async () => {
-      const store = new RedisSubscriptionStore({ redis, prefix });
-      const batches = new RedisBatchStore({ redis, prefix, subscribedOnly: true });
+    it('an expired follower watches nothing and sessionsFor leaves it out; prune removes a follower without a session', async () => {
+      let now = Date.parse('2026-03-01T00:00:00.000Z');
+      const clock = { now: () => now };
+      const store = new RedisSubscriptionStore({ redis, prefix, ttlMs: 60_000, clock });
+      const batches = new RedisBatchStore({ redis, prefix, ttlMs: 60_000, clock });
       const keys = stepContextKeys(prefix);
       const [expired, live, t] = [`s-${randomUUID()}`, `s-${randomUUID()}`, `topic-${randomUUID().slice(0, 8)}`];
       const ticket = `EXP-${randomUUID().slice(0, 8)}`;
-      for (const id of [expired, live]) await store.subscribe('tx', id, { source: 'generic', ticket });
-      await redis.del(keys.session(expired).subscriptions); // as its TTL would
       const target = { tenant: 'tx', source: 'generic' as const, ticket };
-      const sessionIds = await store.sessionsFor(target);
-      expect(sessionIds).toEqual([expired, live].sort());
-      const [result] = await batches.applyBatch([
-        { position: { topic: t, partition: 0, offset: '1' }, update: makeUpdate(target), sessionIds },
+      await store.subscribe('tx', expired, { source: 'generic', ticket });
+      now += 100_000; // past 1.25 x the TTL: the first follower expired
+      expect(await store.sessionsFor(target)).toEqual([]);
+      const [lost] = await batches.applyBatch([
+        { position: { topic: t, partition: 0, offset: '1' }, update: makeUpdate(target) },
       ]);
-      expect(result).toEqual({
-        applied: true,
-        sessions: { [expired]: { outcome: 'unsubscribed' }, [live]: { outcome: 'appended', cursor: 1 } },
-      });
-      await store.prune(target, [expired]);
+      expect(lost).toEqual({ applied: true, outcome: { outcome: 'unwatched' } });
+      await store.subscribe('tx', live, { source: 'generic', ticket });
       expect(await store.sessionsFor(target)).toEqual([live]);
-      expect(await keysOfSession(redis, prefix, expired)).toEqual([]);
+      const [kept] = await batches.applyBatch([
+        { position: { topic: t, partition: 0, offset: '2' }, update: makeUpdate(target) },
+      ]);
+      expect(kept).toEqual({ applied: true, outcome: { outcome: 'appended', seq: 1, streams: 1 } });
+      // A session whose hash is gone (erased by another path): prune takes its follower out.
+      await redis.del(keys.session(live).subscriptions);
+      await store.prune(target, [live]);
+      expect(await store.sessionsFor(target)).toEqual([]);
+      expect(await keysOfSession(redis, prefix, live)).toEqual([]);
     });
   });
 }

@@ -20,7 +20,7 @@ import { z } from 'zod';
 import { DEFAULT_HELD_BYTES } from '../../services/session-runner/src/adapters/caching-session-store.ts';
 import { DEFAULT_PROMPT_CACHE_BYTES } from '../../services/session-runner/src/adapters/redis-session-store.ts';
 import { STEP_CONSUMER_GROUP } from '../../services/session-runner/src/step-request-consumer.ts';
-import { STEP_CONTEXT_GROUP } from '../../services/step-context/src/step-context-service.ts';
+import { STEP_CONTEXT_GROUP } from '../../services/step-context/src/domain/step-context-service.ts';
 import { prepareDeclaredFields, ROOT, validateManifest } from './kube-schemas.ts';
 
 const KUBE_DIR = join(ROOT, 'deploy', 'kubernetes');

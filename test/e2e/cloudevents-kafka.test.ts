@@ -14,6 +14,7 @@ import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
 import { FeedStepContext, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
 import kafkajs from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
+import { entriesOf } from '../../services/step-context/test/helpers.ts';
 import { createHarness } from '../support/harness.ts';
 import { requireKafka } from '../support/services.ts';
 
@@ -54,8 +55,8 @@ describe('CloudEvents Kafka binding: a foreign producer feeds a session with no 
       await bus.admin.close();
     });
     await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 1 }]);
-    const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
     const service = new StepContextService({
       subscriber: bus.subscriber,
       batches,
@@ -126,7 +127,7 @@ describe('CloudEvents Kafka binding: a foreign producer feeds a session with no 
     }
     expect(BigInt((await batches.resumeFrom(topic, 0)) ?? '-1')).toBeGreaterThan(last);
 
-    const entries = await batches.readSince(session, 0, { maxEntries: 100, maxBytes: 1_000_000 });
+    const entries = await entriesOf({ batches, subscriptions }, session);
     expect(entries.map((e) => e.update.id)).toEqual([`cloudevents:${JIRA}:ce-1`, `cloudevents:${JIRA}:ce-2`, extra.id]);
     expect(entries[0]!.update).toMatchObject({
       source: 'cloudevents',

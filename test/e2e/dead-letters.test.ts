@@ -13,7 +13,7 @@ import { createConsumerLag, createEngine, MemorySessionStore, startStepRequestCo
 import { type BatchStore, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
 import { ATTR_CONSUMER_GROUP, ATTR_DLQ_REASON, ATTR_TOPIC, METRIC_DEAD_LETTERS } from '@ctxflow/telemetry';
 import { describe, expect, it } from 'vitest';
-import { eventually, makeUpdate } from '../step-context/helpers.ts';
+import { entriesOf, eventually, makeUpdate } from '../../services/step-context/test/helpers.ts';
 import { createTestTelemetry } from '../support/telemetry.ts';
 
 type Bus = ReturnType<typeof createMemoryBus>;
@@ -60,15 +60,13 @@ function recordingTelemetry() {
   };
 }
 
-const all = { maxEntries: 100, maxBytes: 1e9 };
-
 describe('dead letters: step-context (ticket updates)', () => {
   it('DLQ1: not-JSON and invalid records land on the DLQ with reason, position, key, value and headers, before the offset moves', async () => {
     const topic = `tu-${randomUUID()}`;
     const dlq = `${topic}.dlq`;
     const bus = createMemoryBus({ retryBackoffMs: 5 });
-    const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: '*' });
     // The first two dead-letter publishes are not acknowledged: the run must come again, nothing skipped.
     const deadLetters = flaky(bus.publisher, dlq, 2);
@@ -95,7 +93,7 @@ describe('dead letters: step-context (ticket updates)', () => {
     await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('4'));
     await eventually(async () => expect(out.records).toHaveLength(2));
     expect(deadLetters.refused).toBe(2);
-    expect((await batches.readSince('s1', 0, all)).map((e) => e.update.id)).toEqual([u1.id, u2.id]);
+    expect((await entriesOf({ batches, subscriptions }, 's1')).map((e) => e.update.id)).toEqual([u1.id, u2.id]);
     const [notJson, invalid] = out.records;
     expect(notJson).toMatchObject({
       key: 'generic:T-1',
@@ -163,7 +161,7 @@ describe('dead letters: step-context (ticket updates)', () => {
       [DLQ_HEADERS.error]: 'validation_error: update refused',
       [DLQ_HEADERS.offset]: '1',
     });
-    expect((await inner.readSince('s1', 0, all)).map((e) => e.update.id)).toEqual([u1.id, u2.id]);
+    expect((await entriesOf({ batches: inner, subscriptions }, 's1')).map((e) => e.update.id)).toEqual([u1.id, u2.id]);
     await out.close();
     await service.stop();
   });

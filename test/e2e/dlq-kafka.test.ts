@@ -16,7 +16,7 @@ import { MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@
 import kafkajs from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { listDeadLetters, replayDeadLetters, sourceRecordOf } from '../../scripts/dlq.ts';
-import { eventually, makeUpdate } from '../step-context/helpers.ts';
+import { entriesOf, eventually, makeUpdate } from '../../services/step-context/test/helpers.ts';
 import { requireKafka } from '../support/services.ts';
 
 const run = randomUUID().slice(0, 8);
@@ -63,8 +63,8 @@ describe('dead-letter topics on Kafka', () => {
     await bus.admin.ensureTopics(Object.values(TOPICS).map((name) => ({ name, partitions: 2 })));
 
     // step-context on the prefixed topics.
-    const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
     await subscriptions.subscribe(DEFAULT_TENANT, 'ses_feed', { source: 'generic', ticket: '*' });
     const stepContext = new StepContextService({
       subscriber: bus.subscriber,
@@ -146,7 +146,7 @@ describe('dead-letter topics on Kafka', () => {
     );
     expect(listed).toContain('3 dead letter(s)');
     // The poison never reached a session; the refusal was answered.
-    expect(await batches.readSince('ses_feed', 0, { maxEntries: 10, maxBytes: 1e9 })).toEqual([]);
+    expect(await entriesOf({ batches, subscriptions }, 'ses_feed')).toEqual([]);
     await eventually(async () => expect(results).toHaveLength(1));
     expect(results[0]).toMatchObject({ requestId: `req-${run}`, ok: false });
 
@@ -165,7 +165,7 @@ describe('dead-letter topics on Kafka', () => {
     await eventually(async () => expect(results).toHaveLength(2), 30_000);
     expect(results[1]).toMatchObject({ requestId: `req-${run}`, sessionId, ok: true });
     await eventually(async () => {
-      const entries = await batches.readSince('ses_feed', 0, { maxEntries: 10, maxBytes: 1e9 });
+      const entries = await entriesOf({ batches, subscriptions }, 'ses_feed');
       expect(entries.map((e) => e.update)).toEqual([{ ...update, summary: 'fixed' }]);
     }, 30_000);
 
@@ -184,7 +184,7 @@ describe('dead-letter topics on Kafka', () => {
     expect(await dlq('list', '--all')).toContain('invalid  replayed');
     expect((await engine.inspect(DEFAULT_TENANT, sessionId)).steps).toHaveLength(1);
     expect(results).toHaveLength(2);
-    expect(await batches.readSince('ses_feed', 0, { maxEntries: 10, maxBytes: 1e9 })).toHaveLength(1);
+    expect(await entriesOf({ batches, subscriptions }, 'ses_feed')).toHaveLength(1);
     // The DLQ headers are not carried back onto the source topic.
     const replayedRecord = (await readTopic({ brokers, clientId: 'dlq-test' }, `${prefix}${TOPICS.stepRequests}`)).at(
       -1,

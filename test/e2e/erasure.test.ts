@@ -12,7 +12,7 @@ import { createEngine, RedisSessionStore } from '@ctxflow/session-runner';
 import { RedisBatchStore, RedisSubscriptionStore } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
-import { deleteKeys, keysOfSession } from '../step-context/helpers.ts';
+import { deleteKeys, entriesOf, keysOfSession } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 
 const SECRET = 'erase-secret';
@@ -73,7 +73,7 @@ async function setup(backend: Backend) {
     client && prefix
       ? {
           sessions: new RedisSessionStore(client, { prefix }),
-          batches: new RedisBatchStore({ redis: client, prefix, subscribedOnly: true }),
+          batches: new RedisBatchStore({ redis: client, prefix }),
           subscriptions: new RedisSubscriptionStore({ redis: client, prefix }),
         }
       : undefined;
@@ -107,8 +107,8 @@ async function setup(backend: Backend) {
   };
   /** Every key of the session's hash tag on Redis (none on memory: there is nothing to scan). */
   const keysOf = async (sessionId: string) => (client && prefix ? keysOfSession(client, prefix, sessionId) : []);
-  const all = { maxEntries: 1000, maxBytes: 1e9 };
-  const pending = (sessionId: string) => embedded!.batches.readSince(sessionId, 0, all);
+  /** What the session's streams hold for it from where its subscriptions started (nothing once erased). */
+  const pending = (sessionId: string) => entriesOf(embedded!, sessionId);
   return { call, post, keysOf, pending, redis: Boolean(client) };
 }
 

@@ -10,10 +10,14 @@ import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts
 import { RedisBatchStore, RedisSubscriptionStore, StepContextService } from '@ctxflow/step-context';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { deleteKeys, eventually, makeUpdate, uniquePrefix } from '../step-context/helpers.ts';
+import {
+  deleteKeys,
+  entriesOf,
+  eventually,
+  makeUpdate,
+  uniquePrefix,
+} from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
-
-const all = { maxEntries: 100, maxBytes: 1e9 };
 
 for (const [name, connect] of [
   ['redis', () => new Redis(requireRedis(), { maxRetriesPerRequest: 2 })],
@@ -49,11 +53,11 @@ for (const [name, connect] of [
       await bus.publisher.publish(topic, [record(ofTa), record(ofTb), record(legacy)]);
 
       const summaries = async (sessionId: string) =>
-        (await batches.readSince(sessionId, 0, all)).map((e) => e.update.summary);
+        (await entriesOf({ batches, subscriptions }, sessionId)).map((e) => e.update.summary);
       await eventually(async () => expect(await summaries(ofDefault)).toEqual(['a record from before tenants']));
       expect(await summaries(ofA)).toEqual(['tenant A confidential']);
       expect(await summaries(ofB)).toEqual(['tenant B note']);
-      expect((await batches.readSince(ofA, 0, all))[0]!.update.tenant).toBe('ta');
+      expect((await entriesOf({ batches, subscriptions }, ofA))[0]!.update.tenant).toBe('ta');
     });
   });
 }

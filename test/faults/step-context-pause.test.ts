@@ -58,7 +58,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     cleanups.push(async () => redis.disconnect());
 
     // Load the apply script once, so no service call starts with NOSCRIPT (which MONITOR would show twice).
-    await new RedisBatchStore({ redis, prefix: `${prefix}:warmup` }).append('warmup', {
+    await new RedisBatchStore({ redis, prefix: `${prefix}:warmup` }).append({
       id: 'generic:warmup',
       source: 'generic',
       ticket: 'warmup',
@@ -69,7 +69,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
       receivedAt: new Date().toISOString(),
     } satisfies TicketUpdate);
 
-    // Every apply attempt of every record: apply-batch.lua's ARGV[1] `<topic>:<partition>`, then (from ARGV[5]) each record's offset.
+    // Every apply attempt of every record: apply-batch.lua's ARGV[1] `<topic>:<partition>`, then (from ARGV[7]) each record's offset.
     const attempts = new Map<string, number>();
     /** Position -> Redis time (ms) of its first apply attempt. */
     const firstAttempt = new Map<string, number>();
@@ -81,11 +81,11 @@ describe('fault: a step-context consumer paused past its session timeout, then r
       const command = args[0]?.toLowerCase();
       if (source === 'lua' || (command !== 'evalsha' && command !== 'eval')) return;
       const at = args.findIndex((a) => field.test(a));
-      // apply-batch.lua: <field>, the retention, the subscribed-only and own-offsets flags, then
-      // eight arguments per record starting with its offset; record-offset.lua ends at <offset>
-      // (not an apply).
-      if (at < 0 || at + 4 >= args.length) return;
-      for (let i = at + 4; i < args.length; i += 8) {
+      // apply-batch.lua: <field>, the retention, now, the own-offsets and write-all flags, the
+      // dedupe window, then eight arguments per record starting with its offset; record-offset.lua
+      // ends at <offset> (not an apply).
+      if (at < 0 || at + 6 >= args.length) return;
+      for (let i = at + 6; i < args.length; i += 8) {
         const position = `${args[at]}@${args[i]}`;
         attempts.set(position, (attempts.get(position) ?? 0) + 1);
         if (!firstAttempt.has(position)) firstAttempt.set(position, Number(time) * 1_000);

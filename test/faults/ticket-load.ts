@@ -3,12 +3,13 @@
  * run, sessions subscribed to them in Redis, updates published straight to
  * TOPICS.ticketUpdates as valid TicketUpdate JSON (keyed by ticket, each with
  * its own id and a version increasing per ticket, so none is ever stale), and
- * the batch streams read back per session and ticket.
+ * the feed streams read back as each session reads them, per session and ticket.
  */
 import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
 import { RECORD_ID_HEADER, RedisBatchStore, RedisSubscriptionStore, stepContextKeys } from '@ctxflow/step-context';
 import type { Cluster, Redis } from 'ioredis';
+import { subscriptionId } from '../../services/step-context/src/ports/subscription-store.ts';
 import type { ExactlyOnce } from './exactly-once.ts';
 import { sleep } from './processes.ts';
 
@@ -99,30 +100,51 @@ export class TicketLoad {
     }
   }
 
-  /** Entries in the sessions' batch streams right now (one per update and follower). */
+  /**
+   * Entries the sessions read from their streams right now (one per update and
+   * follower), counted without reading them: each follower follows one ticket's
+   * stream from its start (subscribed before any update), so it reads every
+   * entry of it: the stream's length per follower.
+   */
   async landedEntries(redis: Redis | Cluster = this.#o.redis): Promise<number> {
-    const keys = stepContextKeys(this.#o.prefix);
-    // One command per session, sent at once: on a Cluster the sessions' streams are in different slots.
-    const lengths = await Promise.all(this.#o.sessions.map((session) => redis.xlen(keys.session(session).stream)));
-    return lengths.reduce((sum, n) => sum + n, 0);
+    const keys = stepContextKeys(this.#o.prefix).source(DEFAULT_TENANT, 'generic');
+    const pipeline = redis.pipeline();
+    for (const [ticket, sessions] of this.followers) {
+      const stream = keys.stream(subscriptionId({ source: 'generic', ticket }));
+      for (let i = 0; i < sessions.length; i++) pipeline.xlen(stream);
+    }
+    const replies = (await pipeline.exec()) ?? [];
+    let total = 0;
+    for (const [err, n] of replies) {
+      if (err) throw err;
+      total += n as number;
+    }
+    return total;
   }
 
-  /** Every session's batch stream, as update ids per `<session>|<ticket>`, in cursor order. */
+  /**
+   * What every session reads from its feed streams (from where its subscriptions
+   * started, position after position, as its steps would), as update ids per
+   * `<session>|<ticket>`, in the order read.
+   */
   async landed(redis: Redis | Cluster = this.#o.redis): Promise<Map<string, string[]>> {
     const store = new RedisBatchStore({ redis, prefix: this.#o.prefix });
+    const subscriptions = new RedisSubscriptionStore({ redis, prefix: this.#o.prefix });
     const out = new Map<string, string[]>();
     for (const session of this.#o.sessions) {
-      let after = 0;
+      const follows = await subscriptions.follows(session);
+      let position: Record<string, number> = {};
       for (;;) {
-        const entries = await store.readSince(session, after, { maxEntries: 1_000, maxBytes: 1e9 });
+        const entries = await store.readSince(follows, position, { maxEntries: 1_000, maxBytes: 1e9 });
         if (entries.length === 0) break;
-        for (const { cursor, update } of entries) {
+        for (const { source, seq, update } of entries) {
           const stream = `${session}|${update.ticket}`;
           const ids = out.get(stream) ?? [];
           ids.push(update.id);
           out.set(stream, ids);
-          if (cursor <= after) throw new Error(`cursor ${cursor} after ${after} in ${session}: not increasing`);
-          after = cursor;
+          const after = position[source] ?? 0;
+          if (seq <= after) throw new Error(`seq ${seq} after ${after} in ${session}: not increasing`);
+          position = { ...position, [source]: seq };
         }
       }
     }

@@ -20,7 +20,7 @@ import { parse } from 'yaml';
 import { ASYNCAPI_PATH, renderAsyncApi } from '../../scripts/asyncapi.ts';
 import { replayDeadLetters } from '../../scripts/dlq.ts';
 import { feedApp, fixture, genericHeaders } from '../../services/feed-ingestor/test/helpers.ts';
-import { eventually } from '../step-context/helpers.ts';
+import { eventually } from '../../services/step-context/test/helpers.ts';
 import { requireKafka } from '../support/services.ts';
 
 const text = readFileSync(ASYNCAPI_PATH, 'utf8');

@@ -55,8 +55,10 @@ export interface EmbeddedDeps {
 
 export interface EmbeddedApp {
   app: FastifyInstance;
-  /** The step-context batch streams (tests wait on them for a published update to land). */
+  /** The step-context feed streams (tests wait on them for a published update to land). */
   batches: BatchStore;
+  /** The step-context subscriptions (with the feed position each started at). */
+  subscriptions: SubscriptionStore;
   /** The in-memory bus the feeds publish on and step-context consumes (dead letters included). */
   bus: Bus;
   /**
@@ -75,7 +77,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const clock = deps.clock ?? systemClock;
   const bus = createBus({ client: 'platformatic', clientId: 'ctxflow-embedded' });
   // Every store of a session keeps it for the same retention, on the same clock; updates
-  // are appended only to sessions still subscribed (an erased session gets none).
+  // are stored only in streams some session follows (an erased session follows none).
   const ttlMs = deps.config.sessionTtlMs ?? 0;
   const memorySubscriptions = new MemorySubscriptionStore({ ttlMs, clock });
   const {
@@ -85,7 +87,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   } = deps.stores ?? {
     sessions: new MemorySessionStore({ ttlMs, clock }),
     subscriptions: memorySubscriptions,
-    batches: new MemoryBatchStore({ ttlMs, clock, subscribed: (id) => memorySubscriptions.holds(id) }),
+    batches: new MemoryBatchStore({ ttlMs, clock, subscriptions: memorySubscriptions }),
   };
   const feed = new FeedStepContext({ batches, subscriptions });
   const engine = createEngine({
@@ -136,6 +138,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   return {
     app,
     batches,
+    subscriptions,
     bus,
     async close(options = {}) {
       await closeHttp(app, options.forceAfterMs ?? DEFAULT_SHUTDOWN_GRACE_MS * HTTP_GRACE_SHARE);

@@ -73,14 +73,13 @@ async function main() {
   const subscriptions: SubscriptionStore = redis
     ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix, ttlMs })
     : new MemorySubscriptionStore({ ttlMs });
-  // Erasing a session erases step-context's data of it too: its subscriptions here, and its
-  // batch stream through step-context's own store adapter on the same Redis and prefix
-  // (one DEL, idempotent). Without Redis, step-context's streams are in its own process.
+  // Erasing a session erases step-context's data of it too: its subscriptions (with their
+  // feed positions) through step-context's own store adapter on the same Redis and prefix;
+  // the feed streams are shared and hold nothing of a session. Without Redis, step-context's
+  // streams are in its own process.
   const feedData = new FeedStepContext({
     subscriptions,
-    batches: redis
-      ? new RedisBatchStore({ redis, prefix: config.redisPrefix, ttlMs, subscribedOnly: true })
-      : new MemoryBatchStore(),
+    batches: redis ? new RedisBatchStore({ redis, prefix: config.redisPrefix, ttlMs }) : new MemoryBatchStore(),
   });
   if (!redis) {
     logger.warn('no REDIS_URL: subscriptions made on this port stay in this process; step-context does not see them');

@@ -1,10 +1,10 @@
 import { createServer, type Logger, tenantHook } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
-import type { FeedStepContext } from './feed-step-context.ts';
-import type { SessionDirectory } from './session-directory.ts';
-import { stepContextRoutes } from './step-context-routes.ts';
-import { subscriptionRoutes } from './subscription-routes.ts';
-import type { SubscriptionStore } from './subscription-store.ts';
+import type { FeedStepContext } from './domain/feed-step-context.ts';
+import { stepContextRoutes } from './http/step-context-routes.ts';
+import { subscriptionRoutes } from './http/subscription-routes.ts';
+import type { SessionDirectory } from './ports/session-directory.ts';
+import type { SubscriptionStore } from './ports/subscription-store.ts';
 
 export interface StepContextAppDeps {
   subscriptions: SubscriptionStore;

@@ -1,3 +1,24 @@
+export { HttpSessionDirectory } from './adapters/http-session-directory.ts';
+export { MemoryBatchStore } from './adapters/memory-batch-store.ts';
+export { MemorySubscriptionStore } from './adapters/memory-subscription-store.ts';
+export type { StepContextKeys } from './adapters/redis/keys.ts';
+export { stepContextKeys } from './adapters/redis/keys.ts';
+export { RedisBatchStore } from './adapters/redis-batch-store.ts';
+export { RedisSubscriptionStore } from './adapters/redis-subscription-store.ts';
+export type { StepContextAppDeps } from './build-app.ts';
+export { buildStepContextApp } from './build-app.ts';
+export type { StepContextConfig } from './config.ts';
+export { loadStepContextConfig, stepContextConfigSchema } from './config.ts';
+export { type ConsumerTelemetry, createConsumerTelemetry, noopConsumerTelemetry } from './consumer-telemetry.ts';
+export type { FeedBatch, FeedItem, FeedRequest } from './domain/feed-step-context.ts';
+export { FeedStepContext } from './domain/feed-step-context.ts';
+export type { ServiceLog, StepContextServiceDeps } from './domain/step-context-service.ts';
+export { RECORD_ID_HEADER, STEP_CONTEXT_GROUP, StepContextService } from './domain/step-context-service.ts';
+export { type ParsedRecord, parseTicketUpdateRecord } from './domain/ticket-update-record.ts';
+export type { StepContextRoutesDeps } from './http/step-context-routes.ts';
+export { stepContextRoutes } from './http/step-context-routes.ts';
+export type { SubscriptionRoutesDeps } from './http/subscription-routes.ts';
+export { subscriptionBodySchema, subscriptionRoutes } from './http/subscription-routes.ts';
 export type {
   AppendOutcome,
   ApplyResult,
@@ -5,28 +26,9 @@ export type {
   BatchRecord,
   BatchStore,
   ConsumedPosition,
+  FeedFollow,
+  FeedPosition,
   TicketMark,
-} from './batch-store.ts';
-export type { StepContextAppDeps } from './build-app.ts';
-export { buildStepContextApp } from './build-app.ts';
-export type { StepContextConfig } from './config.ts';
-export { loadStepContextConfig, stepContextConfigSchema } from './config.ts';
-export { type ConsumerTelemetry, createConsumerTelemetry, noopConsumerTelemetry } from './consumer-telemetry.ts';
-export type { FeedBatch, FeedItem, FeedRequest } from './feed-step-context.ts';
-export { FeedStepContext } from './feed-step-context.ts';
-export { HttpSessionDirectory } from './http-session-directory.ts';
-export { MemoryBatchStore } from './memory-batch-store.ts';
-export { MemorySubscriptionStore } from './memory-subscription-store.ts';
-export { RedisBatchStore } from './redis-batch-store.ts';
-export type { StepContextKeys } from './redis-keys.ts';
-export { stepContextKeys } from './redis-keys.ts';
-export { RedisSubscriptionStore } from './redis-subscription-store.ts';
-export type { SessionDirectory } from './session-directory.ts';
-export type { StepContextRoutesDeps } from './step-context-routes.ts';
-export { stepContextRoutes } from './step-context-routes.ts';
-export type { ServiceLog, StepContextServiceDeps } from './step-context-service.ts';
-export { RECORD_ID_HEADER, STEP_CONTEXT_GROUP, StepContextService } from './step-context-service.ts';
-export type { SubscriptionRoutesDeps } from './subscription-routes.ts';
-export { subscriptionBodySchema, subscriptionRoutes } from './subscription-routes.ts';
-export type { Subscription, SubscriptionStore, UpdateTarget } from './subscription-store.ts';
-export { type ParsedRecord, parseTicketUpdateRecord } from './ticket-update-record.ts';
+} from './ports/batch-store.ts';
+export type { SessionDirectory } from './ports/session-directory.ts';
+export type { Subscription, SubscriptionStore, UpdateTarget } from './ports/subscription-store.ts';

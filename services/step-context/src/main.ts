@@ -15,20 +15,20 @@ import {
   withinMs,
 } from '@ctxflow/service-kit';
 import { startTelemetry } from '@ctxflow/telemetry';
-import type { BatchStore } from './batch-store.ts';
+import { HttpSessionDirectory } from './adapters/http-session-directory.ts';
+import { MemoryBatchStore } from './adapters/memory-batch-store.ts';
+import { MemorySubscriptionStore } from './adapters/memory-subscription-store.ts';
+import { RedisBatchStore } from './adapters/redis-batch-store.ts';
+import { RedisSubscriptionStore } from './adapters/redis-subscription-store.ts';
 import { buildStepContextApp } from './build-app.ts';
 import { loadStepContextConfig } from './config.ts';
 import { createConsumerTelemetry } from './consumer-telemetry.ts';
-import { FeedStepContext } from './feed-step-context.ts';
-import { HttpSessionDirectory } from './http-session-directory.ts';
-import { MemoryBatchStore } from './memory-batch-store.ts';
-import { MemorySubscriptionStore } from './memory-subscription-store.ts';
-import { RedisBatchStore } from './redis-batch-store.ts';
-import { RedisSubscriptionStore } from './redis-subscription-store.ts';
-import { StepContextService } from './step-context-service.ts';
-import type { SubscriptionStore } from './subscription-store.ts';
+import { FeedStepContext } from './domain/feed-step-context.ts';
+import { StepContextService } from './domain/step-context-service.ts';
+import type { BatchStore } from './ports/batch-store.ts';
+import type { SubscriptionStore } from './ports/subscription-store.ts';
 
-/** step-context as its own process: Kafka ticket updates in, Redis batch streams, subscription routes. */
+/** step-context as its own process: Kafka ticket updates in, Redis feed streams, subscription routes. */
 async function main() {
   const config = configOrExit('step-context', () => loadStepContextConfig(process.env));
   const logger = createLogger({ service: 'step-context', level: config.logLevel });
@@ -36,15 +36,15 @@ async function main() {
 
   const redis = connectRedis(config);
   if (redis) await connectOrExit('step-context', 'Redis', config.redisSecurity, () => verifyRedis(redis));
-  // Updates are appended only to sessions still subscribed (an erased session gets none);
-  // every key of a session expires CTXFLOW_SESSION_TTL_MS after its last write.
+  // Updates are stored only in streams some session follows (an erased session follows none);
+  // every key of a session expires CTXFLOW_SESSION_TTL_MS after its last write or step.
   const ttlMs = config.sessionTtlMs;
   const memorySubscriptions = redis ? undefined : new MemorySubscriptionStore({ ttlMs });
   const subscriptions: SubscriptionStore =
     memorySubscriptions ?? new RedisSubscriptionStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
   const batches: BatchStore = memorySubscriptions
-    ? new MemoryBatchStore({ ttlMs, subscribed: (id) => memorySubscriptions.holds(id) })
-    : new RedisBatchStore({ redis: redis!, prefix: config.redisPrefix, ttlMs, subscribedOnly: true });
+    ? new MemoryBatchStore({ ttlMs, subscriptions: memorySubscriptions })
+    : new RedisBatchStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
   const feed = new FeedStepContext({ batches, subscriptions });
 
   const bus = createBus({

@@ -101,7 +101,7 @@ export const METRIC_DEAD_LETTERS = 'ctxflow.consumer.dead_letters';
 export const SPAN_WEBHOOK_INGEST = 'ctxflow.webhook.ingest';
 /** feed-ingestor: publishing one ticket update until Kafka acknowledged. */
 export const SPAN_PUBLISH = 'ctxflow.update.publish';
-/** step-context: applying one ticket update to the batch streams of subscribed sessions. */
+/** step-context: applying one ticket update to the feed streams subscribed sessions follow. */
 export const SPAN_STEP_CONTEXT_APPLY = 'ctxflow.step_context.apply';
 /** session-runner: one context pass (queue, hook, memory, commit). */
 /**

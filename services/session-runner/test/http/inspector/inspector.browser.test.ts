@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { type BrowserContext, chromium } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { entriesOf } from '../../../../step-context/test/helpers.ts';
 
 const CHROMIUM = '/usr/bin/chromium';
 const SCREENSHOT = 'test-results/inspector.png';
@@ -78,9 +79,7 @@ describe('session inspector in headless Chromium', () => {
     });
     expect(hook.status, await hook.text()).toBe(202);
     // The bus delivers to step-context asynchronously: wait until the update is in the session's batch stream.
-    await expect
-      .poll(async () => (await embedded.batches.readSince(sessionId, 0, { maxEntries: 10, maxBytes: 1 << 20 })).length)
-      .toBe(1);
+    await expect.poll(async () => (await entriesOf(embedded, sessionId)).length).toBe(1);
 
     await call('POST', `/sessions/${sessionId}/messages`, { role: 'assistant', content: 'Checking.' }, 201);
     const stepped = await call('POST', `/sessions/${sessionId}/steps`, {}, 200);

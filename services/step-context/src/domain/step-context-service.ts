@@ -17,9 +17,9 @@ import {
   type SpanAttributes,
   type StartedSpan,
 } from '@ctxflow/telemetry';
-import type { ApplyResult, BatchRecord, BatchStore } from './batch-store.ts';
-import type { ConsumerTelemetry } from './consumer-telemetry.ts';
-import type { SubscriptionStore } from './subscription-store.ts';
+import type { ConsumerTelemetry } from '../consumer-telemetry.ts';
+import type { BatchRecord, BatchStore } from '../ports/batch-store.ts';
+import type { SubscriptionStore } from '../ports/subscription-store.ts';
 import { parseTicketUpdateRecord } from './ticket-update-record.ts';
 
 /** The consumer group of step-context on TOPICS.ticketUpdates. */
@@ -42,7 +42,11 @@ export interface ServiceLog {
 
 export interface StepContextServiceDeps {
   subscriber: Subscriber;
-  subscriptions: SubscriptionStore;
+  /**
+   * Not read when applying (the batch store checks each stream's followers in
+   * its write); accepted so one set of stores wires every part of step-context.
+   */
+  subscriptions?: SubscriptionStore;
   batches: BatchStore;
   log?: ServiceLog;
   /** Default TOPICS.ticketUpdates. */
@@ -61,9 +65,9 @@ export interface StepContextServiceDeps {
    * One `ctxflow.step_context.apply` span (CONSUMER) per record, child of the
    * trace context in the record's `traceparent` header (the feed-ingestor's
    * publish span); its own traceparent is stored with the entries it appends.
-   * The spans of one write all last the whole write: started before its
-   * subscription look-up, ended together once its atomic write is done (never
-   * the active span: nothing runs inside them). Default: none.
+   * The spans of one write all last the whole write: started before it, ended
+   * together once its atomic write is done (never the active span: nothing
+   * runs inside them). Default: none.
    */
   telemetry?: ConsumerTelemetry;
   /**
@@ -88,14 +92,15 @@ interface Parsed {
 }
 
 /**
- * Consumes ticket updates and appends each to the batch stream of every
- * session subscribed to its ticket, exactly once: the batch store records the
- * consumed offset in the same atomic write as the entries, and the bus resumes
- * each partition from there (`resumeFrom`).
+ * Consumes ticket updates and stores each once in every feed stream it belongs
+ * to that has a follower (its ticket's, its scope's, its source's: see
+ * ports/batch-store.ts), exactly once: the batch store records the consumed
+ * offset in the same atomic write as the entries, and the bus resumes each
+ * partition from there (`resumeFrom`). No per-session work: an update costs
+ * the same whatever the number of sessions following it.
  *
  * A delivery (records of one partition, in offset order) is applied in runs of
- * at most `maxRecordsPerWrite` records, each run with two store calls: one
- * subscription look-up for all its updates (`sessionsForMany`), then one
+ * at most `maxRecordsPerWrite` records, each run with one store call: one
  * atomic write of all of them with the run's last offset (`applyBatch`).
  * Records at or below the stored offset are skipped by that write (a
  * redelivery, or late writes of a consumer that lost the partition).
@@ -206,7 +211,7 @@ export class StepContextService {
     }
   }
 
-  /** One run: parse, one subscription look-up, one atomic write; the records' spans last the whole run. */
+  /** One run: parse, one atomic write; the records' spans last the whole run. */
   async #applyRun(parsed: Parsed[]): Promise<void> {
     const records = parsed.map((p) => p.record);
     // Acknowledged before the write that records these offsets: nothing is lost.
@@ -214,31 +219,27 @@ export class StepContextService {
     const spans = this.#startSpans(parsed);
     let failure: unknown;
     try {
-      const updates = parsed.flatMap((p) => (p.update ? [p.update] : []));
-      const sessionLists = await this.#deps.subscriptions.sessionsForMany(updates);
-      let next = 0;
       const batch = parsed.map(({ record, update }, i): BatchRecord => {
         const position = { topic: record.topic, partition: record.partition, offset: record.offset };
         if (!update) return { position };
-        const entry: BatchRecord = { position, update, sessionIds: sessionLists[next++]! };
+        const entry: BatchRecord = { position, update };
         const traceparent = spans?.[i]?.traceparent;
         if (traceparent) entry.traceparent = traceparent;
         return entry;
       });
       const results = await this.#deps.batches.applyBatch(batch);
-      await this.#prune(batch, results);
       if (this.#logsApplied()) {
         results.forEach((result, i) => {
           const { record, update } = parsed[i]!;
           // Not applied: consumed before, the atomic offset check skipped it.
           if (!update || !result.applied) return;
-          const appended = Object.values(result.sessions).filter((o) => o.outcome === 'appended').length;
+          const outcome = result.outcome!;
           this.#log.info(
             {
               ...where(record),
               updateId: update.id,
-              sessions: batch[i]!.sessionIds!.length,
-              appended,
+              outcome: outcome.outcome,
+              streams: outcome.outcome === 'appended' ? outcome.streams : 0,
               // The run spans several records' spans, none of them active here: name this record's.
               ...spans?.[i]?.logFields(),
             },
@@ -254,27 +255,6 @@ export class StepContextService {
       if (spans) for (const span of spans) span.end(failure);
     }
     this.#reportLag(records[records.length - 1]);
-  }
-
-  /**
-   * Sessions an update was not appended to for want of a subscription (expired or
-   * erased) leave the subscriber sets it was matched against, so the index does not keep
-   * them forever. Best effort: the apply is done, a failure here is logged and retried by
-   * the next update that names them.
-   */
-  async #prune(batch: readonly BatchRecord[], results: readonly ApplyResult[]): Promise<void> {
-    const pruned = results.flatMap((result, i) => {
-      const update = batch[i]!.update;
-      if (!update || !result.applied) return [];
-      const gone = Object.entries(result.sessions).flatMap(([id, o]) => (o.outcome === 'unsubscribed' ? [id] : []));
-      return gone.length > 0 ? [this.#deps.subscriptions.prune(update, gone)] : [];
-    });
-    if (pruned.length === 0) return;
-    try {
-      await Promise.all(pruned);
-    } catch (err) {
-      this.#log.warn({ err }, 'pruning unsubscribed sessions from the subscriber index failed; retried later');
-    }
   }
 
   /** Whether the "ticket update applied" lines would be written: never without a logger, else as its level says. */

@@ -8,7 +8,7 @@ import {
 } from '@ctxflow/step-context';
 import { CloudEvent, Kafka } from 'cloudevents';
 import { describe, expect, it } from 'vitest';
-import { makeUpdate } from './helpers.ts';
+import { entriesOf, makeUpdate } from '../helpers.ts';
 
 const SOURCE = 'https://jira.example.com';
 const NOW = '2024-05-01T09:31:00.000Z';
@@ -112,8 +112,8 @@ describe('records of the ticket-updates topic', () => {
   });
 
   it('the consumer applies a record with an extra field and CloudEvents records; a repeated event id once', async () => {
-    const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
     const unused = {
       subscribe: async () => {
         throw new Error('unused');
@@ -129,7 +129,7 @@ describe('records of the ticket-updates topic', () => {
       binaryRecord(ATTRIBUTES, DATA, 2), // the same event again
       binaryRecord({ ...ATTRIBUTES, id: 'evt-2', subject: 'PROJ-8' }, { title: 'New ticket' }, 3),
     ]);
-    const entries = await batches.readSince('s-1', 0, { maxEntries: 100, maxBytes: 1_000_000 });
+    const entries = await entriesOf({ batches, subscriptions }, 's-1');
     expect(entries.map((e) => e.update.id)).toEqual([extra.id, MAPPED.id, `cloudevents:${SOURCE}:evt-2`]);
     expect(entries[0]!.update).toEqual(extra);
     expect(entries[2]!.update).toMatchObject({ ticket: 'PROJ-8', summary: 'New ticket', title: 'New ticket' });

@@ -1,9 +1,9 @@
 import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 import { FeedStepContext, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
-import { renderNotice } from '../../services/step-context/src/render-notice.ts';
-import { createHarness } from '../support/harness.ts';
-import { makeUpdate } from './helpers.ts';
+import { createHarness } from '../../../../test/support/harness.ts';
+import { renderNotice } from '../../src/domain/render-notice.ts';
+import { makeUpdate } from '../helpers.ts';
 
 /**
  * The feed as the session-runner's stepContext source, through the runner's
@@ -11,8 +11,8 @@ import { makeUpdate } from './helpers.ts';
  * records): issue 3's end-to-end expectations short of the signed webhook.
  */
 async function setup() {
-  const batches = new MemoryBatchStore();
   const subscriptions = new MemorySubscriptionStore();
+  const batches = new MemoryBatchStore({ subscriptions });
   const feed = new FeedStepContext({ batches, subscriptions });
   const service = new StepContextService({
     subscriber: {
@@ -45,6 +45,9 @@ async function setup() {
   return { harness, subscriptions, deliver, session, step };
 }
 
+/** The feed's cursor: a position per source. */
+const at = (source: string, seq: number) => ({ v: 2, p: { [source]: seq } });
+
 describe('ticket feed into sessions through the runner', () => {
   it('one notice row per update, source hook, with a cursor; nothing twice; coalesced; stale dropped; only subscribers', async () => {
     const { subscriptions, deliver, session, step } = await setup();
@@ -68,10 +71,10 @@ describe('ticket feed into sessions through the runner', () => {
         kind: 'notice',
         source: 'hook',
         content: renderNotice([u1]),
-        cursor: 1,
+        cursor: at('zendesk', 1),
       },
     ]);
-    expect(first.cursor).toBe(1);
+    expect(first.cursor).toEqual(at('zendesk', 1));
     expect((await step(s)).rows).toEqual([]); // the next step adds nothing
     await deliver(u1); // the same delivery again
     expect((await step(s)).rows).toEqual([]);
@@ -88,7 +91,7 @@ describe('ticket feed into sessions through the runner', () => {
     const u3 = makeUpdate({ source: 'zendesk', ticket: '35436', scope: '1001', version: 4, summary: 'Fire is out' });
     await deliver(u2, u3);
     const coalesced = await step(s);
-    expect(coalesced.rows.map((r) => [r.content, r.cursor])).toEqual([[renderNotice([u2, u3]), 3]]);
+    expect(coalesced.rows.map((r) => [r.content, r.cursor])).toEqual([[renderNotice([u2, u3]), at('zendesk', 3)]]);
     expect(coalesced.rows[0]!.content).toContain('- "status": "open" -> "pending"');
 
     await deliver(makeUpdate({ source: 'zendesk', ticket: '35436', scope: '1001', version: 1, summary: 'old news' }));
@@ -107,7 +110,7 @@ describe('ticket feed into sessions through the runner', () => {
     expect((await step(branch)).rows).toEqual([]); // u1 already reached the copied log
     const u2 = makeUpdate({ source: 'jira', ticket: 'PROJ-7', scope: 'PROJ' });
     await deliver(u2);
-    expect((await step(branch)).rows.map((r) => [r.content, r.cursor])).toEqual([[renderNotice([u2]), 2]]);
-    expect((await step(s)).rows.map((r) => [r.content, r.cursor])).toEqual([[renderNotice([u2]), 2]]);
+    expect((await step(branch)).rows.map((r) => [r.content, r.cursor])).toEqual([[renderNotice([u2]), at('jira', 2)]]);
+    expect((await step(s)).rows.map((r) => [r.content, r.cursor])).toEqual([[renderNotice([u2]), at('jira', 2)]]);
   });
 });

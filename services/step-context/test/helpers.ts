@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { TicketUpdate } from '@ctxflow/contracts';
+import type { BatchStore, FeedPosition, SubscriptionStore } from '@ctxflow/step-context';
 import type { Cluster, Redis } from 'ioredis';
 
 let counter = 0;
@@ -70,4 +71,14 @@ export async function eventually(check: () => Promise<void>, timeoutMs = 5_000):
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
+}
+
+/** The entries a session's streams hold after `after` (default: from where each subscription started). */
+export async function entriesOf(
+  stores: { batches: BatchStore; subscriptions: SubscriptionStore },
+  sessionId: string,
+  after: FeedPosition = {},
+) {
+  const follows = await stores.subscriptions.follows(sessionId);
+  return stores.batches.readSince(follows, after, { maxEntries: 10_000, maxBytes: 1e9 });
 }

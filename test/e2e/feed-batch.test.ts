@@ -14,8 +14,8 @@ import {
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { runHook } from '../../services/session-runner/src/domain/hook-batch.ts';
+import { deleteKeys, eventually, makeUpdate, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { requireRedis } from '../support/services.ts';
-import { deleteKeys, eventually, makeUpdate, uniquePrefix } from './helpers.ts';
 
 const MAX_BYTES = 32 * 1024;
 
@@ -82,25 +82,24 @@ function expectDrained(result: Awaited<ReturnType<typeof drainThousand>>, ticket
   for (let t = 0; t < tickets; t++) {
     expect(result.perTicket.get(`T-${t}`)).toEqual(all.filter((n) => Number(n) % tickets === t)); // per-ticket order
   }
-  expect(result.cursor).toBe(1000);
+  expect(result.cursor).toEqual({ v: 2, p: { generic: 1000 } });
+}
+
+function memoryStores() {
+  const subscriptions = new MemorySubscriptionStore();
+  return { batches: new MemoryBatchStore({ subscriptions }), subscriptions };
 }
 
 describe('1,000 queued updates drain within maxBytes (issue 3 batch test)', () => {
   it('memory, 1,000 tickets: every update once, in arrival order', async () => {
-    const result = await drainThousand(
-      { batches: new MemoryBatchStore(), subscriptions: new MemorySubscriptionStore() },
-      1000,
-    );
+    const result = await drainThousand(memoryStores(), 1000);
     expectDrained(result, 1000);
     expect(result.seen).toEqual([...result.seen].sort()); // global order kept: one ticket per update
     expect(result.batches).toBeGreaterThan(30);
   });
 
   it('memory, 7 tickets (coalesced per batch): every update once, in order per ticket', async () => {
-    const result = await drainThousand(
-      { batches: new MemoryBatchStore(), subscriptions: new MemorySubscriptionStore() },
-      7,
-    );
+    const result = await drainThousand(memoryStores(), 7);
     expectDrained(result, 7);
   });
 

@@ -20,13 +20,12 @@ import { TRACEPARENT_HEADER } from '@ctxflow/telemetry';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { createTestTelemetry, type TestTelemetry } from '../support/telemetry.ts';
-import { makeUpdate } from './helpers.ts';
+import { createTestTelemetry, type TestTelemetry } from '../../../../test/support/telemetry.ts';
+import { entriesOf, makeUpdate } from '../helpers.ts';
 
 /** OpenTelemetry SpanKind.CONSUMER; 2 is SpanStatusCode.ERROR. */
 const CONSUMER = 4;
 const ERROR = 2;
-const all = { maxEntries: 10_000, maxBytes: 1e9 };
 
 class RecordingLog {
   infos: { fields: Record<string, unknown>; message: string }[] = [];
@@ -45,14 +44,12 @@ function wrapBatches(
 ): BatchStore {
   const inner = new MemoryBatchStore();
   return {
-    append: (s, u) => inner.append(s, u),
-    readSince: (s, a, l) => inner.readSince(s, a, l),
-    copy: (f, to) => inner.copy(f, to),
-    erase: (s) => inner.erase(s),
-    touch: (s) => inner.touch(s),
+    append: (u) => inner.append(u),
+    readSince: (f, a, l) => inner.readSince(f, a, l),
+    positionOf: (tenant, source) => inner.positionOf(tenant, source),
     recordOffset: (p) => inner.recordOffset(p),
     resumeFrom: (topic, p) => inner.resumeFrom(topic, p),
-    applyUpdate: (u, s, p) => inner.applyUpdate(u, s, p),
+    applyUpdate: (u, p) => inner.applyUpdate(u, p),
     applyBatch: (records) => applyBatch(records, inner),
   };
 }
@@ -82,8 +79,8 @@ describe('StepContextService apply spans', () => {
 
   function setup(options: { batches?: BatchStore; log?: RecordingLog } = {}) {
     const topic = `ticket-updates-${randomUUID()}`;
-    const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
     const log = options.log ?? new RecordingLog();
     const service = new StepContextService({
       subscriber: createMemoryBus().subscriber,
@@ -142,12 +139,12 @@ describe('StepContextService apply spans', () => {
 
     const own = (s: typeof s1) => `00-${s!.traceId}-${s!.spanId}-01`;
     const expected = [
-      { cursor: 1, update: u1, traceparent: own(s1) },
-      { cursor: 2, update: u2, traceparent: own(s2) },
-      { cursor: 3, update: u3, traceparent: own(s3) },
+      { source: 'generic', seq: 1, update: u1, traceparent: own(s1) },
+      { source: 'generic', seq: 2, update: u2, traceparent: own(s2) },
+      { source: 'generic', seq: 3, update: u3, traceparent: own(s3) },
     ];
-    expect(await batches.readSince('s1', 0, all)).toEqual(expected);
-    expect(await batches.readSince('s2', 0, all)).toEqual(expected);
+    expect(await entriesOf({ batches, subscriptions }, 's1')).toEqual(expected);
+    expect(await entriesOf({ batches, subscriptions }, 's2')).toEqual(expected);
 
     expect(log.infos.map((l) => [l.message, l.fields.updateId, l.fields.trace_id, l.fields.span_id])).toEqual([
       ['ticket update applied', u1.id, s1!.traceId, s1!.spanId],
@@ -199,7 +196,7 @@ describe('StepContextService apply spans', () => {
     const u = makeUpdate();
     const parent = remoteParent('00');
     await service.handle([record(JSON.stringify(u), { [TRACEPARENT_HEADER]: parent.traceparent })]);
-    expect(await batches.readSince('s1', 0, all)).toEqual([{ cursor: 1, update: u }]);
+    expect(await entriesOf({ batches, subscriptions }, 's1')).toEqual([{ source: 'generic', seq: 1, update: u }]);
     expect(await t.spans()).toEqual([]);
   });
 
@@ -211,6 +208,6 @@ describe('StepContextService apply spans', () => {
     const u = makeUpdate();
     await quiet.service.handle([quiet.record(JSON.stringify(u), { [TRACEPARENT_HEADER]: remoteParent().traceparent })]);
     expect(quiet.log.infos).toEqual([]);
-    expect(await quiet.batches.readSince('s1', 0, all)).toHaveLength(1);
+    expect(await entriesOf(quiet, 's1')).toHaveLength(1);
   });
 });

@@ -1,4 +1,5 @@
 import { type FeedSource, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
+import type { FeedFollow } from './batch-store.ts';
 
 /** What a subscription look-up needs of an update; `tenant` absent: the single-tenant default. */
 export type UpdateTarget = Pick<TicketUpdate, 'tenant' | 'source' | 'ticket' | 'scope'>;
@@ -49,8 +50,19 @@ export function candidateSubscriptions(update: Pick<TicketUpdate, 'source' | 'ti
   return candidates;
 }
 
+/** Identities made of subscription objects so far (a step names each of its session's). */
+const ids = new WeakMap<Subscription, string>();
+
 /** A stable identity of a subscription (for sets and sorting). */
 export function subscriptionId(subscription: Subscription): string {
+  if (Object.isFrozen(subscription)) {
+    let id = ids.get(subscription);
+    if (id === undefined) {
+      id = JSON.stringify([subscription.source, subscription.ticket, subscription.scope ?? null]);
+      ids.set(subscription, id);
+    }
+    return id;
+  }
   return JSON.stringify([subscription.source, subscription.ticket, subscription.scope ?? null]);
 }
 
@@ -65,7 +77,8 @@ export function compareSubscriptions(a: Subscription, b: Subscription): number {
 export { ticketKey };
 
 /**
- * Which sessions follow which tickets, per tenant. Adapters:
+ * Which sessions follow which streams, per tenant, and from which position
+ * (see batch-store.ts). Adapters:
  * memory-subscription-store.ts (embedded default), redis-subscription-store.ts;
  * both pass test/contract/subscription-store.contract.ts.
  *
@@ -95,6 +108,19 @@ export interface SubscriptionStore {
   prune(update: UpdateTarget, sessionIds: readonly string[]): Promise<void>;
   /** The session's subscriptions, sorted by source, ticket, scope. */
   list(sessionId: string): Promise<Subscription[]>;
+  /**
+   * The session's subscriptions with their tenant and the source position each
+   * started at (the batch store's `positionOf` when it was made; re-subscribing
+   * keeps it), sorted as `list`: the streams a step reads.
+   */
+  follows(sessionId: string): Promise<FeedFollow[]>;
+  /**
+   * A branch: `to` (of `tenant`) gets `from`'s subscriptions with the same start
+   * positions; a subscription `to` already had starts at the earlier of the two. Safe to repeat.
+   */
+  copySession(tenant: string, fromSessionId: string, toSessionId: string): Promise<void>;
+  /** Refreshes the retention of the session's subscriptions (a step read its feed); nothing without retention. */
+  touch(sessionId: string): Promise<void>;
   /**
    * The sessions of the update's tenant with at least one subscription
    * matching `update` (exact or wildcard), each once, sorted by session id.

@@ -9,7 +9,7 @@ import {
 import { formatTraceLinks, TRACE_LINKS_HEADER } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { FeedStepContext } from './feed-step-context.ts';
+import type { FeedStepContext } from '../domain/feed-step-context.ts';
 
 export interface StepContextRoutesDeps {
   feed: FeedStepContext;

@@ -1,4 +1,5 @@
-import { updateTenant } from '@ctxflow/contracts';
+import { type FeedSource, updateTenant } from '@ctxflow/contracts';
+import type { FeedFollow } from '../ports/batch-store.ts';
 import {
   candidateSubscriptions,
   compareSubscriptions,
@@ -6,22 +7,32 @@ import {
   type SubscriptionStore,
   subscriptionId,
   type UpdateTarget,
-} from './subscription-store.ts';
+} from '../ports/subscription-store.ts';
+
+/** Where a subscription starts: the memory batch store's current position of a source. */
+export interface SourcePositions {
+  positionNow(tenant: string, source: FeedSource): number;
+}
 
 /**
  * Subscriptions in process memory: the embedded default. Nothing survives a
  * restart. The same two structures as the Redis adapter: each session's
- * subscriptions, and per tenant and subscription the sessions following it.
+ * subscriptions (with tenant and start position), and per tenant and
+ * subscription (a stream) the sessions following it.
+ *
+ * Start positions come from the MemoryBatchStore made with this store as its
+ * `subscriptions` (it links itself); unlinked, every subscription starts at 0.
  */
 export class MemorySubscriptionStore implements SubscriptionStore {
-  /** sessionId -> subscriptionId -> subscription. */
-  readonly #bySession = new Map<string, Map<string, Subscription>>();
+  /** sessionId -> subscriptionId -> the follow. */
+  readonly #bySession = new Map<string, Map<string, FeedFollow>>();
   /** JSON [tenant, subscriptionId] -> the sessions following it. */
   readonly #subscribers = new Map<string, Set<string>>();
-  /** sessionId -> clock time of its last subscribe or `holds` (retention). */
+  /** sessionId -> clock time of its last subscribe or touch (retention). */
   readonly #touched = new Map<string, number>();
   readonly #ttlMs: number;
   readonly #clock: { now(): number };
+  #positions: SourcePositions | undefined;
 
   /** `ttlMs`: retention (CTXFLOW_SESSION_TTL_MS): a session's subscriptions idle this long are gone. 0 (default): kept. */
   constructor(options: { ttlMs?: number; clock?: { now(): number } } = {}) {
@@ -29,14 +40,24 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     this.#clock = options.clock ?? { now: () => Date.now() };
   }
 
+  /** Start positions from now on come from `positions` (MemoryBatchStore links itself). */
+  usePositions(positions: SourcePositions): void {
+    this.#positions = positions;
+  }
+
   /**
-   * True when the session has a subscription (the batch store's `subscribed` check of
-   * an update being applied to it, which refreshes its retention as a write does).
+   * True when a session of `tenant` that has not expired follows `subscription`'s
+   * stream (the batch store's check before it stores an update there). Expired
+   * followers found on the way leave.
    */
-  holds(sessionId: string): boolean {
-    if (this.#expired(sessionId) || !this.#bySession.has(sessionId)) return false;
-    this.#touched.set(sessionId, this.#clock.now());
-    return true;
+  watched(tenant: string, subscription: Subscription): boolean {
+    const key = indexKey(tenant, subscriptionId(subscription));
+    const followers = this.#subscribers.get(key);
+    if (!followers) return false;
+    for (const sessionId of followers) {
+      if (!this.#expired(sessionId)) return true;
+    }
+    return false;
   }
 
   /** Drops the session's subscriptions when idle past the retention; true when it did or they were gone. */
@@ -79,8 +100,32 @@ export class MemorySubscriptionStore implements SubscriptionStore {
       this.#bySession.set(sessionId, subs);
     }
     if (subs.has(id)) return false;
-    subs.set(id, copyOf(subscription));
+    const start = this.#positions?.positionNow(tenant, subscription.source) ?? 0;
+    subs.set(id, { tenant, subscription: copyOf(subscription), start });
     return true;
+  }
+
+  async follows(sessionId: string): Promise<FeedFollow[]> {
+    this.#expired(sessionId);
+    return [...(this.#bySession.get(sessionId)?.values() ?? [])]
+      .map((f) => ({ tenant: f.tenant, subscription: copyOf(f.subscription), start: f.start }))
+      .sort((a, b) => compareSubscriptions(a.subscription, b.subscription));
+  }
+
+  async copySession(tenant: string, fromSessionId: string, toSessionId: string): Promise<void> {
+    for (const follow of await this.follows(fromSessionId)) {
+      const id = subscriptionId(follow.subscription);
+      await this.subscribe(tenant, toSessionId, follow.subscription);
+      const own = this.#bySession.get(toSessionId)!;
+      const had = own.get(id)!;
+      // The branch reads from its source's position: the earlier start of the two.
+      own.set(id, { ...had, start: Math.min(had.start, follow.start) });
+    }
+  }
+
+  async touch(sessionId: string): Promise<void> {
+    if (this.#expired(sessionId) || !this.#bySession.has(sessionId)) return;
+    this.#touched.set(sessionId, this.#clock.now());
   }
 
   async unsubscribe(tenant: string, sessionId: string, subscription: Subscription): Promise<boolean> {
@@ -113,7 +158,9 @@ export class MemorySubscriptionStore implements SubscriptionStore {
 
   async list(sessionId: string): Promise<Subscription[]> {
     this.#expired(sessionId);
-    return [...(this.#bySession.get(sessionId)?.values() ?? [])].map(copyOf).sort(compareSubscriptions);
+    return [...(this.#bySession.get(sessionId)?.values() ?? [])]
+      .map((f) => copyOf(f.subscription))
+      .sort(compareSubscriptions);
   }
 
   async sessionsFor(update: UpdateTarget): Promise<string[]> {

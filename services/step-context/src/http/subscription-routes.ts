@@ -1,8 +1,8 @@
 import { CtxflowError, feedSourceSchema } from '@ctxflow/contracts';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { SessionDirectory } from './session-directory.ts';
-import { ANY_TICKET, type Subscription, type SubscriptionStore } from './subscription-store.ts';
+import type { SessionDirectory } from '../ports/session-directory.ts';
+import { ANY_TICKET, type Subscription, type SubscriptionStore } from '../ports/subscription-store.ts';
 
 export interface SubscriptionRoutesDeps {
   subscriptions: SubscriptionStore;

@@ -10,7 +10,7 @@ import {
   type SubscriptionStore,
 } from '@ctxflow/step-context';
 import { afterEach, describe, expect, it } from 'vitest';
-import { eventually, makeUpdate } from './helpers.ts';
+import { entriesOf, eventually, makeUpdate } from '../helpers.ts';
 
 class RecordingLog {
   warnings: { fields: Record<string, unknown>; message: string }[] = [];
@@ -19,8 +19,6 @@ class RecordingLog {
     this.warnings.push({ fields: fields as Record<string, unknown>, message });
   }
 }
-
-const all = { maxEntries: 10_000, maxBytes: 1e9 };
 
 describe('StepContextService', () => {
   const services: StepContextService[] = [];
@@ -42,10 +40,10 @@ describe('StepContextService', () => {
     return { bus, log, service };
   }
 
-  it('appends each update to every subscribed session, once; poison records are logged with their offset and skipped', async () => {
+  it('delivers each update to every subscribed session, once; poison records are logged with their offset and skipped', async () => {
     const topic = `ticket-updates-${randomUUID()}`;
-    const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'github', ticket: 'octo/app#1' });
     await subscriptions.subscribe(DEFAULT_TENANT, 's2', { source: 'github', ticket: '*', scope: 'octo/app' });
     const bus = createMemoryBus({ retryBackoffMs: 10 });
@@ -73,10 +71,11 @@ describe('StepContextService', () => {
       record(u2),
     ]);
     await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('5'));
-    expect(await batches.readSince('s1', 0, all)).toEqual([{ cursor: 1, update: u1 }]);
-    expect(await batches.readSince('s2', 0, all)).toEqual([
-      { cursor: 1, update: u1 },
-      { cursor: 2, update: u2 },
+    const stores = { batches, subscriptions };
+    expect(await entriesOf(stores, 's1')).toEqual([{ source: 'github', seq: 1, update: u1 }]);
+    expect(await entriesOf(stores, 's2')).toEqual([
+      { source: 'github', seq: 1, update: u1 },
+      { source: 'github', seq: 2, update: u2 },
     ]);
     expect(log.warnings).toEqual([
       {
@@ -98,8 +97,8 @@ describe('StepContextService', () => {
 
   it('resumes from the offset stored with the entries: a restarted consumer applies nothing twice', async () => {
     const topic = `ticket-updates-${randomUUID()}`;
-    const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
     await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'generic', ticket: '*' });
     const first = await start({ batches, subscriptions, topic });
     const u = Array.from({ length: 3 }, (_, i) => makeUpdate({ ticket: `G-${i}` }));
@@ -133,76 +132,67 @@ describe('StepContextService', () => {
     await second.start();
     await first.bus.publisher.publish(topic, [{ key: ticketKey(u[2]!), value: JSON.stringify(u[2]) }]);
     await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('3'));
-    expect((await batches.readSince('s', 0, all)).map((e) => e.update.ticket)).toEqual(['G-0', 'G-1', 'G-2']);
+    expect((await entriesOf({ batches, subscriptions }, 's')).map((e) => e.update.ticket)).toEqual([
+      'G-0',
+      'G-1',
+      'G-2',
+    ]);
   });
 
   it('a store failure rejects the batch so the bus delivers it again', async () => {
     const topic = `ticket-updates-${randomUUID()}`;
-    const inner = new MemoryBatchStore();
+    const subscriptions = new MemorySubscriptionStore();
+    const inner = new MemoryBatchStore({ subscriptions });
     let failures = 1;
     const flaky: BatchStore = {
-      append: (s, u) => inner.append(s, u),
-      readSince: (s, a, l) => inner.readSince(s, a, l),
-      copy: (f, t) => inner.copy(f, t),
-      erase: (s) => inner.erase(s),
-      touch: (s) => inner.touch(s),
+      append: (u) => inner.append(u),
+      readSince: (f, a, l) => inner.readSince(f, a, l),
+      positionOf: (t, s) => inner.positionOf(t, s),
       recordOffset: (p) => inner.recordOffset(p),
       resumeFrom: (t, p) => inner.resumeFrom(t, p),
-      async applyUpdate(update, sessions, position) {
+      async applyUpdate(update, position) {
         if (failures-- > 0) throw new Error('store down');
-        return inner.applyUpdate(update, sessions, position);
+        return inner.applyUpdate(update, position);
       },
       async applyBatch(records) {
         if (failures-- > 0) throw new Error('store down');
         return inner.applyBatch(records);
       },
     };
-    const subscriptions = new MemorySubscriptionStore();
     await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'generic', ticket: 'T-1' });
     const { bus } = await start({ batches: flaky, subscriptions, topic });
     const u = makeUpdate();
     await bus.publisher.publish(topic, [{ key: ticketKey(u), value: JSON.stringify(u) }]);
-    await eventually(async () => expect(await inner.readSince('s', 0, all)).toEqual([{ cursor: 1, update: u }]));
+    await eventually(async () =>
+      expect(await entriesOf({ batches: inner, subscriptions }, 's')).toEqual([
+        { source: 'generic', seq: 1, update: u },
+      ]),
+    );
     expect(failures).toBe(-1);
   });
 
-  it('applies a delivery in runs of maxRecordsPerWrite: one look-up and one atomic write per run; an overlapping redelivery applies only the rest', async () => {
+  it('applies a delivery in runs of maxRecordsPerWrite: one atomic write per run, no look-up of sessions; an overlapping redelivery applies only the rest', async () => {
     const topic = `ticket-updates-${randomUUID()}`;
-    const batches = new MemoryBatchStore();
-    const inner = new MemorySubscriptionStore();
-    await inner.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'R-1' });
-    await inner.subscribe(DEFAULT_TENANT, 's2', { source: 'generic', ticket: '*' });
-    const calls = { lookups: [] as number[], writes: [] as string[][] };
-    const subscriptions: SubscriptionStore = {
-      subscribe: (t, s, sub) => inner.subscribe(t, s, sub),
-      unsubscribe: (t, s, sub) => inner.unsubscribe(t, s, sub),
-      eraseSession: (t, s) => inner.eraseSession(t, s),
-      prune: (u, s) => inner.prune(u, s),
-      list: (s) => inner.list(s),
-      sessionsFor: (u) => inner.sessionsFor(u),
-      async sessionsForMany(updates) {
-        calls.lookups.push(updates.length);
-        return inner.sessionsForMany(updates);
-      },
-    };
+    const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'R-1' });
+    await subscriptions.subscribe(DEFAULT_TENANT, 's2', { source: 'generic', ticket: '*' });
+    const writes: string[][] = [];
     const counting: BatchStore = {
-      append: (s, u) => batches.append(s, u),
-      readSince: (s, a, l) => batches.readSince(s, a, l),
-      copy: (f, t) => batches.copy(f, t),
-      erase: (s) => batches.erase(s),
-      touch: (s) => batches.touch(s),
+      append: (u) => batches.append(u),
+      readSince: (f, a, l) => batches.readSince(f, a, l),
+      positionOf: (t, s) => batches.positionOf(t, s),
       recordOffset: (p) => batches.recordOffset(p),
       resumeFrom: (t, p) => batches.resumeFrom(t, p),
-      applyUpdate: (u, s, p, t) => batches.applyUpdate(u, s, p, t),
+      applyUpdate: (u, p, t) => batches.applyUpdate(u, p, t),
       async applyBatch(records) {
-        calls.writes.push(records.map((r) => r.position.offset));
+        writes.push(records.map((r) => r.position.offset));
         return batches.applyBatch(records);
       },
     };
     const service = new StepContextService({
       subscriber: createMemoryBus().subscriber,
       batches: counting,
-      subscriptions,
       topic,
       maxRecordsPerWrite: 2,
     });
@@ -223,18 +213,19 @@ describe('StepContextService', () => {
       incoming(4, JSON.stringify(u[3])),
     ];
     await service.handle(delivery);
-    expect(calls.writes).toEqual([['0', '1'], ['2', '3'], ['4']]);
-    expect(calls.lookups).toEqual([2, 1, 1]); // the poison record needs no look-up
+    expect(writes).toEqual([['0', '1'], ['2', '3'], ['4']]);
     expect(await batches.resumeFrom(topic, 0)).toBe('5');
-    expect((await batches.readSince('s1', 0, all)).map((e) => e.update.id)).toEqual([u[0]!.id, u[2]!.id]);
-    expect((await batches.readSince('s2', 0, all)).map((e) => e.update.id)).toEqual(u.map((x) => x.id));
+    const stores = { batches, subscriptions };
+    const ids = async (session: string) => (await entriesOf(stores, session)).map((e) => e.update.id);
+    expect(await ids('s1')).toEqual([u[0]!.id, u[2]!.id]);
+    expect(await ids('s2')).toEqual(u.map((x) => x.id));
 
     // Redelivered from offset 3 with one new record: 3 and 4 are skipped by the offset check, 5 is applied.
     const u5 = makeUpdate({ ticket: 'R-1' });
     await service.handle([...delivery.slice(3), incoming(5, JSON.stringify(u5))]);
     expect(await batches.resumeFrom(topic, 0)).toBe('6');
-    expect((await batches.readSince('s1', 0, all)).map((e) => e.update.id)).toEqual([u[0]!.id, u[2]!.id, u5.id]);
-    expect((await batches.readSince('s2', 0, all)).map((e) => e.update.id)).toEqual([...u.map((x) => x.id), u5.id]);
+    expect(await ids('s1')).toEqual([u[0]!.id, u[2]!.id, u5.id]);
+    expect(await ids('s2')).toEqual([...u.map((x) => x.id), u5.id]);
   });
 
   it('refuses a maxRecordsPerWrite below 1', () => {
@@ -246,38 +237,37 @@ describe('StepContextService', () => {
     expect(() => new StepContextService({ ...deps, maxRecordsPerWrite: 0 })).toThrow(/maxRecordsPerWrite/);
   });
 
-  it('a session the store refused as unsubscribed (erased after the look-up) is pruned from the index', async () => {
+  it('an update no live session follows is stored nowhere; a session subscribed later gets only what comes after', async () => {
     const topic = `ticket-updates-${randomUUID()}`;
-    const inner = new MemorySubscriptionStore();
-    await inner.subscribe(DEFAULT_TENANT, 'kept', { source: 'generic', ticket: 'P-1' });
-    await inner.subscribe(DEFAULT_TENANT, 'gone', { source: 'generic', ticket: 'P-1' });
-    const batches = new MemoryBatchStore({ subscribed: (id) => inner.holds(id) });
-    const pruned: [string, string[]][] = [];
-    const subscriptions: SubscriptionStore = {
-      subscribe: (t, s, sub) => inner.subscribe(t, s, sub),
-      unsubscribe: (t, s, sub) => inner.unsubscribe(t, s, sub),
-      eraseSession: (t, s) => inner.eraseSession(t, s),
-      list: (s) => inner.list(s),
-      sessionsFor: (u) => inner.sessionsFor(u),
-      async sessionsForMany(updates) {
-        const lists = await inner.sessionsForMany(updates);
-        await inner.eraseSession(DEFAULT_TENANT, 'gone'); // erased between the look-up and the apply
-        return lists;
-      },
-      async prune(update, ids) {
-        pruned.push([update.ticket, [...ids]]);
-        await inner.prune(update, ids);
-      },
-    };
-    const { bus } = await start({ batches, subscriptions, topic });
-    const u = makeUpdate({ ticket: 'P-1' });
-    await bus.publisher.publish(topic, [
-      { key: ticketKey(u), value: JSON.stringify(u), headers: { [RECORD_ID_HEADER]: u.id } },
+    const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
+    await subscriptions.subscribe(DEFAULT_TENANT, 'gone', { source: 'generic', ticket: 'P-1' });
+    await subscriptions.eraseSession(DEFAULT_TENANT, 'gone');
+    const infos: Record<string, unknown>[] = [];
+    const log = { info: (fields: object) => infos.push(fields as Record<string, unknown>), warn() {} };
+    const service = new StepContextService({ subscriber: createMemoryBus().subscriber, batches, topic, log });
+    const record = (offset: number, u: ReturnType<typeof makeUpdate>) => ({
+      topic,
+      partition: 0,
+      offset: String(offset),
+      key: ticketKey(u),
+      value: JSON.stringify(u),
+      headers: {},
+    });
+    const u1 = makeUpdate({ ticket: 'P-1' });
+    await service.handle([record(0, u1)]);
+    expect(infos.map((f) => [f.outcome, f.streams])).toEqual([['unwatched', 0]]);
+    expect(await batches.positionOf(DEFAULT_TENANT, 'generic')).toBe(0);
+
+    await subscriptions.subscribe(DEFAULT_TENANT, 'kept', { source: 'generic', ticket: 'P-1' });
+    const u2 = makeUpdate({ ticket: 'P-1' });
+    await service.handle([record(0, u1), record(1, u2)]); // u1 again: a redelivery, skipped by its offset
+    expect(infos.map((f) => [f.outcome, f.streams])).toEqual([
+      ['unwatched', 0],
+      ['appended', 1],
     ]);
-    await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('1'));
-    expect(await batches.readSince('gone', 0, all)).toEqual([]);
-    expect(await batches.readSince('kept', 0, all)).toEqual([{ cursor: 1, update: u }]);
-    expect(pruned).toEqual([['P-1', ['gone']]]);
-    expect(await inner.sessionsFor({ source: 'generic', ticket: 'P-1' })).toEqual(['kept']);
+    const stores = { batches, subscriptions };
+    expect(await entriesOf(stores, 'kept')).toEqual([{ source: 'generic', seq: 1, update: u2 }]);
+    expect(await entriesOf(stores, 'gone')).toEqual([]);
   });
 });

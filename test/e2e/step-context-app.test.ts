@@ -1,3 +1,4 @@
+import { DEFAULT_TENANT } from '@ctxflow/contracts';
 import { createAuthenticator } from '@ctxflow/service-kit';
 import { HttpStepContext } from '@ctxflow/session-runner';
 import {
@@ -10,14 +11,14 @@ import {
 } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
 import { runHook } from '../../services/session-runner/src/domain/hook-batch.ts';
-import { renderNotice } from '../../services/step-context/src/render-notice.ts';
+import { renderNotice } from '../../services/step-context/src/domain/render-notice.ts';
+import { makeUpdate } from '../../services/step-context/test/helpers.ts';
 import { createHarness } from '../support/harness.ts';
-import { makeUpdate } from './helpers.ts';
 
 describe('step-context as its own process', () => {
   it('POST /step-context serves the runner HttpStepContext: 200 batch within maxBytes, 204 when nothing is new', async () => {
-    const batches = new MemoryBatchStore();
     const subscriptions = new MemorySubscriptionStore();
+    const batches = new MemoryBatchStore({ subscriptions });
     const app = buildStepContextApp({
       subscriptions,
       feed: new FeedStepContext({ batches, subscriptions }),
@@ -29,15 +30,17 @@ describe('step-context as its own process', () => {
       const { port } = app.server.address() as { port: number };
       const hook = new HttpStepContext(`http://127.0.0.1:${port}/step-context`);
       const u = makeUpdate({ ticket: 'INC-1' });
-      await batches.append('s1', u);
+      await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'INC-1' });
+      await batches.append(u);
       const limits = { maxBytes: 32 * 1024, timeoutMs: 5_000 };
       expect(await runHook(hook, { sessionId: 's1', cursor: undefined }, limits)).toEqual({
         type: 'batch',
         items: [{ kind: 'notice', source: 'hook', content: renderNotice([u]) }],
         leftOut: 0,
-        cursor: 1,
+        cursor: { v: 2, p: { generic: 1 } },
       });
-      expect(await runHook(hook, { sessionId: 's1', cursor: 1 }, limits)).toEqual({ type: 'none' });
+      const cursor = { v: 2, p: { generic: 1 } };
+      expect(await runHook(hook, { sessionId: 's1', cursor }, limits)).toEqual({ type: 'none' });
       const bad = await app.inject({ method: 'POST', url: '/step-context', payload: { cursor: 1 } });
       expect(bad.statusCode).toBe(400);
       expect(bad.json().error.code).toBe('validation_error');

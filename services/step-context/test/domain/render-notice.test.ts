@@ -1,6 +1,6 @@
 import type { TicketUpdate } from '@ctxflow/contracts';
 import { describe, expect, it } from 'vitest';
-import { foldChanges, quote, renderNotice } from '../../services/step-context/src/render-notice.ts';
+import { foldChanges, quote, renderNotice } from '../../src/domain/render-notice.ts';
 
 const base: TicketUpdate = {
   id: 'github:d-1',

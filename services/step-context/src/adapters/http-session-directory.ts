@@ -1,6 +1,6 @@
 import { CtxflowError } from '@ctxflow/contracts';
 import { DEFAULT_TENANT } from '@ctxflow/service-kit';
-import type { SessionDirectory } from './session-directory.ts';
+import type { SessionDirectory } from '../ports/session-directory.ts';
 
 /**
  * The session directory of the stack: asks the session-runner
