@@ -17,9 +17,12 @@
  *   npm run bench -- --only=S6-S1   S1's pipeline with the telemetry sides (S1 and S6-S1 rows), without
  *                                   the HTTP scenarios
  *   npm run bench -- --cpu-prof     CPU profiles of the server processes and the pipeline's consumer
- *                                   processes into bench/results/profiles
+ *                                   processes into bench/results/profiles (with the soak: the session-runner's)
+ *   npm run bench -- --only=soak    the soak (soak.ts): the three stack services as deployed at steady load
+ *                                   for 10 minutes (--soak-minutes=2 for a shorter run; --quick: 2); only run
+ *                                   when named in --only, never in the default run
  *
- * S1, S2 and S6 need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
+ * S1, S2, S6 and the soak need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
  * the local ones are started as `npm run stack` does (scripts/infra.ts).
  */
 import { execSync } from 'node:child_process';
@@ -37,6 +40,7 @@ import { runPipeline } from './pipeline-kafka.ts';
 import { runPrefixStability } from './prefix-stability.ts';
 import { runProviderPrefix, runProviderSteps } from './provider-formats.ts';
 import { runSessionMemory } from './session-memory.ts';
+import { runSoak } from './soak.ts';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -50,6 +54,13 @@ const only = args
 const wants = (...ids: string[]) => only === undefined || ids.some((id) => only.includes(id));
 /** S6-S1 alone: the pipeline with its telemetry sides, not S6 on `POST /context`. */
 const wantsS6S1 = wants('S6') || only?.includes('S6-S1') === true;
+/** The soak runs only when asked for by name: it takes 10 minutes. */
+const wantsSoak = only?.includes('SOAK') === true;
+const soakMinutesArg = args.find((a) => a.startsWith('--soak-minutes='))?.slice('--soak-minutes='.length);
+const soakMinutes = soakMinutesArg === undefined ? (quick ? 2 : 10) : Number(soakMinutesArg);
+if (!Number.isInteger(soakMinutes) || soakMinutes < 1) {
+  throw new Error(`--soak-minutes: a whole number of minutes, at least 1 (got ${soakMinutesArg})`);
+}
 
 /** Trials and sizes: the full run fits in ~5 minutes on 2 cores; --quick in ~1. */
 const plan = quick
@@ -103,7 +114,7 @@ if (wants('S5')) {
 if (wants('S9')) scenarios.push(...(await runProviderSteps(plan.steps)));
 
 let redisUrl = process.env.REDIS_URL;
-if ((wants('S1', 'S2', 'S8') || wantsS6S1) && !redisUrl) {
+if ((wants('S1', 'S2', 'S8') || wantsS6S1 || wantsSoak) && !redisUrl) {
   await ensureRedis();
   redisUrl = REDIS_URL;
 }
@@ -129,6 +140,22 @@ if (wants('S1') || wantsS6S1) {
       ...plan.kafka,
       telemetry: wantsS6S1,
       ...(cpuProf ? { consumerExecArgv: ['--cpu-prof', '--cpu-prof-dir=bench/results/profiles'] } : {}),
+    })),
+  );
+}
+
+if (wantsSoak) {
+  let brokers = process.env.KAFKA_BROKERS;
+  if (!brokers) {
+    await ensureKafka();
+    brokers = KAFKA_BROKERS;
+  }
+  scenarios.push(
+    ...(await runSoak({
+      brokers: brokers.split(','),
+      redisUrl: redisUrl!,
+      minutes: soakMinutes,
+      ...(cpuProf ? { runnerNodeOptions: '--cpu-prof --cpu-prof-dir=bench/results/profiles' } : {}),
     })),
   );
 }
@@ -171,6 +198,7 @@ const lines = [
   ),
   ...skipped.map((s) => `| ${s.id} ${s.title} | - | skipped: ${s.reason} | - | - | - |`),
   '',
+  ...scenarios.flatMap((s) => (s.curve ? [`${s.id} curve:`, ...s.curve.map((p) => JSON.stringify(p)), ''] : [])),
 ];
 
 if (json) {
