@@ -18,6 +18,9 @@
  *                                   the HTTP scenarios
  *   npm run bench -- --cpu-prof     CPU profiles of the server processes and the pipeline's consumer
  *                                   processes into bench/results/profiles (with the soak: the session-runner's)
+ *   npm run bench -- --heap-prof    with the soak: a sampling heap profile of the session-runner (what is
+ *                                   live when it stops) into bench/results/profiles; --heap-snapshot: a heap
+ *                                   snapshot of it after the last minute, under load, there too
  *   npm run bench -- --only=soak    the soak (soak.ts): the three stack services as deployed at steady load
  *                                   for 10 minutes (--soak-minutes=2 for a shorter run; --quick: 2); only run
  *                                   when named in --only, never in the default run
@@ -28,8 +31,9 @@
 import { execSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
 import type { KafkaClientName } from '@ctxflow/bus';
-import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL } from '../scripts/infra.ts';
+import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL, ROOT } from '../scripts/infra.ts';
 import { runContextPass } from './context-pass-redis.ts';
 import { runFanOut } from './fan-out.ts';
 import { runHttpScenarios } from './http-scenarios.ts';
@@ -46,6 +50,8 @@ const args = process.argv.slice(2);
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const cpuProf = args.includes('--cpu-prof');
+const heapProf = args.includes('--heap-prof');
+const heapSnapshot = args.includes('--heap-snapshot');
 const only = args
   .find((a) => a.startsWith('--only='))
   ?.slice('--only='.length)
@@ -155,7 +161,11 @@ if (wantsSoak) {
       brokers: brokers.split(','),
       redisUrl: redisUrl!,
       minutes: soakMinutes,
-      ...(cpuProf ? { runnerNodeOptions: '--cpu-prof --cpu-prof-dir=bench/results/profiles' } : {}),
+      runnerNodeOptions: [
+        ...(cpuProf ? ['--cpu-prof', '--cpu-prof-dir=bench/results/profiles'] : []),
+        ...(heapProf ? ['--heap-prof', '--heap-prof-dir=bench/results/profiles'] : []),
+      ].join(' '),
+      ...(heapSnapshot ? { heapSnapshotDir: join(ROOT, 'bench/results/profiles') } : {}),
     })),
   );
 }

@@ -35,7 +35,7 @@
  */
 import { type ChildProcess, execSync, spawn } from 'node:child_process';
 import { createHmac, randomUUID } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
@@ -54,6 +54,8 @@ export interface SoakOptions {
   minutes: number;
   /** Extra NODE_OPTIONS for the session-runner (e.g. --cpu-prof), after the manifest's. */
   runnerNodeOptions?: string;
+  /** A heap snapshot of the session-runner after the last minute, under load, into this folder. */
+  heapSnapshotDir?: string;
 }
 
 const SESSIONS = 200;
@@ -241,6 +243,7 @@ const newCounters = (): Counters => ({
 
 export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
   const deployed = deployedSettings();
+  if (options.heapSnapshotDir) mkdirSync(options.heapSnapshotDir, { recursive: true });
   const run = randomUUID().slice(0, 8);
   const topicPrefix = `ctxflow-bench-soak-${run}.`;
   const redisPrefix = `bench-soak-${run}`;
@@ -285,8 +288,12 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
   try {
     for (const s of SERVICES) {
       const env: NodeJS.ProcessEnv = { ...common, ...deployed[s.name].env, ...envOf[s.name] };
-      if (s.name === 'session-runner' && options.runnerNodeOptions) {
-        env.NODE_OPTIONS = `${env.NODE_OPTIONS} ${options.runnerNodeOptions}`;
+      if (s.name === 'session-runner') {
+        const extra = [
+          options.runnerNodeOptions ?? '',
+          options.heapSnapshotDir ? `--heapsnapshot-signal=SIGUSR2 --diagnostic-dir=${options.heapSnapshotDir}` : '',
+        ].join(' ');
+        if (extra.trim()) env.NODE_OPTIONS = `${env.NODE_OPTIONS} ${extra.trim()}`;
       }
       services.push(
         new Service(s.name, s.entry, portOf[s.name], env, (service) => {
@@ -485,6 +492,7 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
           `CPU ms/op ${services.map((s) => `${s.name} ${point.cpuMsPerOp[s.name]}`).join(', ')}, errors ${c.errors}, load ${point.loadAverage1m}`,
       );
     }
+    if (options.heapSnapshotDir && !aborted) await heapSnapshot(runner.pid, options.heapSnapshotDir);
     stopping = true;
     await Promise.all(clients);
 
@@ -578,6 +586,29 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
     await deletePrefix(redis, redisPrefix);
     redis.disconnect();
   }
+}
+
+/** Signals `pid` to write a heap snapshot (--heapsnapshot-signal) into `dir` and waits until it is written. */
+async function heapSnapshot(pid: number, dir: string): Promise<void> {
+  const snapshots = () => new Set(readdirSync(dir).filter((f) => f.endsWith('.heapsnapshot')));
+  const before = snapshots();
+  progress(`soak: heap snapshot of the session-runner (pid ${pid}) into ${dir}`);
+  process.kill(pid, 'SIGUSR2');
+  const file = await waitFor(
+    'the heap snapshot file',
+    () => [...snapshots()].find((f) => !before.has(f)),
+    300_000,
+    500,
+  );
+  // Written when its size, once above 0, stops changing.
+  let size = 0;
+  for (;;) {
+    await sleep(2_000);
+    const now = statSync(join(dir, file)).size;
+    if (now > 0 && now === size) break;
+    size = now;
+  }
+  progress(`soak: heap snapshot ${join(dir, file)} (${round(size / 2 ** 20, 1)} MiB)`);
 }
 
 /** Deletes this run's topics and consumer groups. */
