@@ -17,16 +17,23 @@
  *   npm run bench -- --only=S6-S1   S1's pipeline with the telemetry sides (S1 and S6-S1 rows), without
  *                                   the HTTP scenarios
  *   npm run bench -- --cpu-prof     CPU profiles of the server processes and the pipeline's consumer
- *                                   processes into bench/results/profiles
+ *                                   processes into bench/results/profiles (with the soak: the session-runner's)
+ *   npm run bench -- --heap-prof    with the soak: a sampling heap profile of the session-runner (what is
+ *                                   live when it stops) into bench/results/profiles; --heap-snapshot: a heap
+ *                                   snapshot of it after the last minute, under load, there too
+ *   npm run bench -- --only=soak    the soak (soak.ts): the three stack services as deployed at steady load
+ *                                   for 10 minutes (--soak-minutes=2 for a shorter run; --quick: 2); only run
+ *                                   when named in --only, never in the default run
  *
- * S1, S2 and S6 need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
+ * S1, S2, S6 and the soak need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
  * the local ones are started as `npm run stack` does (scripts/infra.ts).
  */
 import { execSync } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
+import { join } from 'node:path';
 import type { KafkaClientName } from '@ctxflow/bus';
-import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL } from '../scripts/infra.ts';
+import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL, ROOT } from '../scripts/infra.ts';
 import { runContextPass } from './context-pass-redis.ts';
 import { runFanOut } from './fan-out.ts';
 import { runHttpScenarios } from './http-scenarios.ts';
@@ -37,11 +44,14 @@ import { runPipeline } from './pipeline-kafka.ts';
 import { runPrefixStability } from './prefix-stability.ts';
 import { runProviderPrefix, runProviderSteps } from './provider-formats.ts';
 import { runSessionMemory } from './session-memory.ts';
+import { runSoak } from './soak.ts';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
 const quick = args.includes('--quick');
 const cpuProf = args.includes('--cpu-prof');
+const heapProf = args.includes('--heap-prof');
+const heapSnapshot = args.includes('--heap-snapshot');
 const only = args
   .find((a) => a.startsWith('--only='))
   ?.slice('--only='.length)
@@ -50,6 +60,13 @@ const only = args
 const wants = (...ids: string[]) => only === undefined || ids.some((id) => only.includes(id));
 /** S6-S1 alone: the pipeline with its telemetry sides, not S6 on `POST /context`. */
 const wantsS6S1 = wants('S6') || only?.includes('S6-S1') === true;
+/** The soak runs only when asked for by name: it takes 10 minutes. */
+const wantsSoak = only?.includes('SOAK') === true;
+const soakMinutesArg = args.find((a) => a.startsWith('--soak-minutes='))?.slice('--soak-minutes='.length);
+const soakMinutes = soakMinutesArg === undefined ? (quick ? 2 : 10) : Number(soakMinutesArg);
+if (!Number.isInteger(soakMinutes) || soakMinutes < 1) {
+  throw new Error(`--soak-minutes: a whole number of minutes, at least 1 (got ${soakMinutesArg})`);
+}
 
 /** Trials and sizes: the full run fits in ~5 minutes on 2 cores; --quick in ~1. */
 const plan = quick
@@ -103,7 +120,7 @@ if (wants('S5')) {
 if (wants('S9')) scenarios.push(...(await runProviderSteps(plan.steps)));
 
 let redisUrl = process.env.REDIS_URL;
-if ((wants('S1', 'S2', 'S8') || wantsS6S1) && !redisUrl) {
+if ((wants('S1', 'S2', 'S8') || wantsS6S1 || wantsSoak) && !redisUrl) {
   await ensureRedis();
   redisUrl = REDIS_URL;
 }
@@ -129,6 +146,26 @@ if (wants('S1') || wantsS6S1) {
       ...plan.kafka,
       telemetry: wantsS6S1,
       ...(cpuProf ? { consumerExecArgv: ['--cpu-prof', '--cpu-prof-dir=bench/results/profiles'] } : {}),
+    })),
+  );
+}
+
+if (wantsSoak) {
+  let brokers = process.env.KAFKA_BROKERS;
+  if (!brokers) {
+    await ensureKafka();
+    brokers = KAFKA_BROKERS;
+  }
+  scenarios.push(
+    ...(await runSoak({
+      brokers: brokers.split(','),
+      redisUrl: redisUrl!,
+      minutes: soakMinutes,
+      runnerNodeOptions: [
+        ...(cpuProf ? ['--cpu-prof', '--cpu-prof-dir=bench/results/profiles'] : []),
+        ...(heapProf ? ['--heap-prof', '--heap-prof-dir=bench/results/profiles'] : []),
+      ].join(' '),
+      ...(heapSnapshot ? { heapSnapshotDir: join(ROOT, 'bench/results/profiles') } : {}),
     })),
   );
 }
@@ -171,6 +208,7 @@ const lines = [
   ),
   ...skipped.map((s) => `| ${s.id} ${s.title} | - | skipped: ${s.reason} | - | - | - |`),
   '',
+  ...scenarios.flatMap((s) => (s.curve ? [`${s.id} curve:`, ...s.curve.map((p) => JSON.stringify(p)), ''] : [])),
 ];
 
 if (json) {

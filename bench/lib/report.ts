@@ -19,8 +19,11 @@ export interface ScenarioResult {
   cpuMsPer1k: Record<string, number>;
   /** Absolute figures behind the ratio (medians over trials), for the record. */
   figures: Record<string, number | string>;
-  /** A row measured along an axis (S7): one point per value of it, medians over trials. */
-  curve?: Record<string, number>[];
+  /**
+   * A row measured along an axis: one point per value of it (S7: medians over trials), or
+   * over time (the soak: one point per minute, with figures per process).
+   */
+  curve?: Record<string, unknown>[];
   notes?: string[];
 }
 

@@ -1,3 +1,4 @@
+import { CtxflowError } from '@ctxflow/contracts';
 import type {
   AgentRecord,
   CallRecord,
@@ -235,7 +236,7 @@ export class MemorySessionStore implements SessionStore {
     expectedVersion?: string,
   ): Promise<Appended | 'conflict'> {
     const slot = this.#forWrite(sessionId);
-    if (!slot) throw new Error(`session ${sessionId} not found`);
+    if (!slot) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
     if (expectedVersion !== undefined && String(slot.writes) !== expectedVersion) return 'conflict';
     const entries = messages.map((m, i) => ({ ...copy(m), seq: slot.log.length + i }) as MessageEntry);
     slot.log.push(...entries);

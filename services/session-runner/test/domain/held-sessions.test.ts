@@ -1,8 +1,8 @@
 /**
  * The session states a runner holds between steps (session-cache.ts): a step of a
- * held session reads nothing and commits in one write naming the held version; a
- * write by another runner in between makes that commit a conflict, and the pass runs
- * again on what the store has. On the in-memory store and on Redis.
+ * held session reads nothing and commits in one write naming the held version, and so
+ * does an append of messages; a write by another runner in between makes that write a
+ * conflict, and it runs again on what the store has. On the in-memory store and on Redis.
  */
 import { createHash, randomUUID } from 'node:crypto';
 import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
@@ -115,6 +115,69 @@ describe.each(stores)('held sessions on the %s store', (_name, newStore) => {
     expect(again).toEqual({ ...committed, skipped: [] });
     expect(calls).not.toContain('commitStep');
     expect((await engine.inspect(TENANT, sessionId)).steps).toHaveLength(1);
+  });
+
+  it('messages appended to a held session read nothing: one append naming the held version', async () => {
+    const { store, calls } = recording(newStore());
+    const engine = createEngine({ store });
+    const { sessionId } = await engine.createSession(TENANT, {});
+    await engine.step(TENANT, sessionId);
+    calls.length = 0;
+    await engine.appendMessage(TENANT, sessionId, { role: 'user', content: 'Is it fixed?' });
+    await engine.appendMessages(TENANT, sessionId, [
+      { role: 'assistant', content: 'Searching.', toolCalls: [{ callId: 'c1', name: 'search', arguments: '{}' }] },
+      { role: 'tool', content: 'Fixed in 2.14.1.', callId: 'c1' },
+    ]);
+    const step = await engine.step(TENANT, sessionId, { requestId: 'req-2' });
+    expect(calls).toEqual(['appendMessages', 'appendMessages', 'commitStep']);
+    expect(step.request.messages.map((m) => m.content)).toEqual(['Is it fixed?', 'Searching.', 'Fixed in 2.14.1.']);
+    // The held state is what the store has: a runner that holds nothing answers the same request.
+    expect((await createEngine({ store }).step(TENANT, sessionId, { requestId: 'req-2' })).request).toEqual(
+      step.request,
+    );
+  });
+
+  it("another runner's messages in between: the held append is refused and made again on a fresh read", async () => {
+    const shared = newStore();
+    const mine = recording(shared);
+    const engine = createEngine({ store: mine.store });
+    const other = createEngine({ store: shared });
+    const { sessionId } = await engine.createSession(TENANT, {});
+    await engine.step(TENANT, sessionId);
+
+    await other.appendMessage(TENANT, sessionId, { role: 'user', content: 'Hello from the other runner.' });
+    mine.calls.length = 0;
+    await engine.appendMessage(TENANT, sessionId, { role: 'user', content: 'Is it fixed?' });
+    expect(mine.calls).toEqual(['appendMessages', 'load', 'appendMessages']);
+
+    await other.appendMessage(TENANT, sessionId, {
+      role: 'assistant',
+      content: 'Calling search.',
+      toolCalls: [{ callId: 'c1', name: 'search', arguments: '{}' }],
+    });
+    mine.calls.length = 0;
+    // The held state knows no call c1: the result is validated again on a fresh read, which has it.
+    await engine.appendMessage(TENANT, sessionId, { role: 'tool', content: 'Found it.', callId: 'c1' });
+    expect(mine.calls).toEqual(['load', 'appendMessages']);
+    expect((await engine.listMessages(TENANT, sessionId)).map((m) => [m.seq, m.content])).toEqual([
+      [0, 'Hello from the other runner.'],
+      [1, 'Is it fixed?'],
+      [2, 'Calling search.'],
+      [3, 'Found it.'],
+    ]);
+  });
+
+  it('a session erased by another runner: a message to the held state is 404, nothing written', async () => {
+    const shared = newStore();
+    const engine = createEngine({ store: shared });
+    const other = createEngine({ store: shared });
+    const { sessionId } = await engine.createSession(TENANT, {});
+    await engine.step(TENANT, sessionId);
+    await other.deleteSession(TENANT, sessionId);
+    await expect(
+      engine.appendMessage(TENANT, sessionId, { role: 'user', content: 'Still there?' }),
+    ).rejects.toMatchObject({ code: 'state_session_not_found' });
+    await expect(other.inspect(TENANT, sessionId)).rejects.toMatchObject({ code: 'state_session_not_found' });
   });
 
   it('heldSessions 0 reads the session on every step', async () => {

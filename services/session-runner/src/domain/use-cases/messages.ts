@@ -3,7 +3,15 @@
  * message with the results ctxflow knows.
  */
 import { CtxflowError } from '@ctxflow/contracts';
-import type { CallRecord, LogEntry, MessageEntry, MessageRole, ToolCallEntry } from '../model.ts';
+import type {
+  CallRecord,
+  LogEntry,
+  MessageEntry,
+  MessageRole,
+  SessionMeta,
+  SessionState,
+  ToolCallEntry,
+} from '../model.ts';
 import { openTurn } from '../render-request.ts';
 import { closeTurn, pendingError } from '../turns.ts';
 import { type EngineContext, loadSession, untilSettled } from './context.ts';
@@ -49,9 +57,12 @@ export async function appendMessages(
 }
 
 /**
- * One attempt of appendMessages: validates the inputs against one read of the session and
- * appends them only while the session still has that read's version; `conflict` (nothing
- * written) when another write came in between (another runner), to validate again.
+ * One attempt of appendMessages: validates the inputs against the session and appends them
+ * only while the session still has that version; `conflict` (nothing written) when another
+ * write came in between (another runner), to validate again on a fresh read. A held session
+ * is not read (the append names its version). Only a write is checked that way: inputs the
+ * held state refuses, or finds already recorded, are looked at again on a fresh read, since
+ * another runner may have written (or rewound) what decides them. A session read is held.
  */
 async function recordMessages(
   ctx: EngineContext,
@@ -59,10 +70,58 @@ async function recordMessages(
   sessionId: string,
   inputs: MessageInput[],
 ): Promise<MessageEntry[] | 'conflict'> {
-  const state = await loadSession(ctx, tenant, sessionId);
-  const next = structuredClone(state.meta);
   const now = ctx.clock.now();
   const at = new Date(now).toISOString();
+  const held = ctx.store.held(sessionId);
+  let state = held?.meta.tenant === tenant ? held : undefined;
+  let prepared = state === undefined ? undefined : preparedOnHeld(state, inputs, now, at);
+  if (state === undefined || prepared === undefined) {
+    state = await loadSession(ctx, tenant, sessionId);
+    ctx.store.hold(sessionId, state);
+    prepared = prepareMessages(state, inputs, now, at);
+  }
+  const { next, added, answers } = prepared;
+  if (added.length === 0) return answers as MessageEntry[];
+  const appended = await ctx.store.appendMessages(sessionId, added, next, state.version);
+  if (appended === 'conflict') return 'conflict';
+  const stored = appended.entries as MessageEntry[];
+  for (const entry of stored) {
+    ctx.events.publish(sessionId, {
+      type: 'message',
+      seq: entry.seq,
+      role: entry.role,
+      content: entry.content,
+      at,
+    });
+  }
+  return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
+}
+
+/** What appending messages writes: the meta after them, the entries added, per input its entry. */
+interface PreparedMessages {
+  next: SessionMeta;
+  added: Omit<MessageEntry, 'seq'>[];
+  /** Per input: the index of its entry in `added`, or an entry already in the log. */
+  answers: (number | MessageEntry)[];
+}
+
+/** prepareMessages on a held state when it writes something; undefined when it refuses or writes nothing. */
+function preparedOnHeld(state: SessionState, inputs: MessageInput[], now: number, at: string) {
+  try {
+    const prepared = prepareMessages(state, inputs, now, at);
+    return prepared.added.length > 0 ? prepared : undefined;
+  } catch (err) {
+    if (err instanceof CtxflowError) return undefined;
+    throw err;
+  }
+}
+
+/**
+ * The entries `inputs` add to `state` (closing results ctxflow records first), the meta after
+ * them, and per input its entry; throws the refusal of an input the session does not allow.
+ */
+function prepareMessages(state: SessionState, inputs: MessageInput[], now: number, at: string): PreparedMessages {
+  const next = structuredClone(state.meta);
   const log: LogEntry[] = state.log.slice();
   const added: Omit<MessageEntry, 'seq'>[] = [];
   /** Per input: the index of its entry in `added`, or an entry already in the log. */
@@ -117,20 +176,7 @@ async function recordMessages(
     }
     answers.push(push(message));
   }
-  if (added.length === 0) return answers as MessageEntry[];
-  const appended = await ctx.store.appendMessages(sessionId, added, next, state.version);
-  if (appended === 'conflict') return 'conflict';
-  const stored = appended.entries as MessageEntry[];
-  for (const entry of stored) {
-    ctx.events.publish(sessionId, {
-      type: 'message',
-      seq: entry.seq,
-      role: entry.role,
-      content: entry.content,
-      at,
-    });
-  }
-  return answers.map((a) => (typeof a === 'number' ? stored[a]! : a));
+  return { next, added, answers };
 }
 
 /**
