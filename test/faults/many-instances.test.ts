@@ -62,6 +62,14 @@ const KILLS = 4;
 const KILL_AFTER_MS = [1_000, 5_000] as const;
 /** Steps over HTTP per session after the load at most, to bring what is left in the batch streams into the logs. */
 const DRAIN_STEPS = 40;
+/**
+ * How long the load may take to land after the last kill. An instance killed while it was
+ * joining its consumer group (a restart killed again within moments: a crash loop) holds the
+ * group's rebalance for up to the rebalance timeout (60 s, the bus default) before the
+ * coordinator drops it, and no partition of that group is consumed meanwhile: the wait covers
+ * that stall plus the session timeout and the backlog.
+ */
+const LAND_WITHIN_MS = 120_000;
 
 const SEED = faultSeed();
 
@@ -294,10 +302,10 @@ async function scenario(cleanups: Cleanup[]): Promise<void> {
   await waitFor(
     'every delivery in its followers’ batch streams',
     async () => (await tickets.landedEntries()) >= entries,
-    60_000,
+    LAND_WITHIN_MS,
     100,
   );
-  await steps.waitForResults(60_000);
+  await steps.waitForResults(LAND_WITHIN_MS);
   lap('landed');
 
   // Steps over HTTP until every session's log holds every update its batch stream holds.
