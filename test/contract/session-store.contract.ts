@@ -654,6 +654,36 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         expect(state?.meta).toEqual(next);
       });
 
+      it("a window load reads the log from the meta's fold on; without a fold, or one past the end, the whole log", async () => {
+        const meta = await newSession();
+        const { entries } = await store.appendMessages(meta.sessionId, [
+          message('one'),
+          message('two', 'assistant'),
+          message('three'),
+          message('four', 'assistant'),
+        ]);
+        const whole = await store.load(meta.sessionId, { window: true });
+        expect(whole?.log).toEqual(entries);
+        expect(whole?.logStart).toBeUndefined();
+
+        const logFold = { at: 2, toolRows: [], bytes: 64, cursor: { p: { tickets: 7 } } };
+        await store.appendMessages(meta.sessionId, [message('five')], { ...meta, logFold });
+        const window = await store.load(meta.sessionId, { window: true });
+        expect(window?.logStart).toBe(2);
+        expect(window?.log.map((e) => e.seq)).toEqual([2, 3, 4]);
+        expect(window?.meta.logFold).toEqual(logFold);
+        // The rest of the state is the whole read's; only the log is cut.
+        const read = await store.load(meta.sessionId);
+        expect(read?.log.map((e) => e.seq)).toEqual([0, 1, 2, 3, 4]);
+        expect({ ...window, log: read?.log, logStart: undefined }).toEqual({ ...read, logStart: undefined });
+
+        await store.putMeta({ ...meta, logFold: { ...logFold, at: 6 } });
+        const past = await store.load(meta.sessionId, { window: true });
+        expect(past?.logStart).toBeUndefined();
+        expect(past?.log).toHaveLength(5);
+        expect(await store.load(`ses_${randomUUID()}`, { window: true })).toBeUndefined();
+      });
+
       it('keeps the meta when none is given', async () => {
         const meta = await newSession();
         await store.appendMessages(meta.sessionId, [message('one')]);

@@ -16,6 +16,7 @@ import type {
   CommitResult,
   EnqueueDedupe,
   EnqueueResult,
+  LoadOptions,
   NewMessage,
   RewindCommit,
   SessionStore,
@@ -161,8 +162,8 @@ export class CachingSessionStore implements CachedSessionStore {
     return this.#store.getMeta(sessionId);
   }
 
-  async load(sessionId: string): Promise<SessionState | undefined> {
-    const state = await this.#store.load(sessionId);
+  async load(sessionId: string, options?: LoadOptions): Promise<SessionState | undefined> {
+    const state = await this.#store.load(sessionId, options);
     if (state?.meta.agentId !== undefined) this.#agentIds.set(sessionId, state.meta.agentId);
     return state;
   }

@@ -17,6 +17,7 @@ import type {
   CommitResult,
   EnqueueDedupe,
   EnqueueResult,
+  LoadOptions,
   NewMessage,
   RewindCommit,
   SessionStore,
@@ -158,12 +159,15 @@ export class MemorySessionStore implements SessionStore {
     return slot && copy(slot.meta);
   }
 
-  async load(sessionId: string): Promise<SessionState | undefined> {
+  async load(sessionId: string, options: LoadOptions = {}): Promise<SessionState | undefined> {
     const slot = this.#live(sessionId);
     if (!slot) return undefined;
+    const at = slot.meta.logFold?.at ?? 0;
+    const from = options.window && at <= slot.log.length ? at : 0;
     return copy({
       meta: slot.meta,
-      log: slot.log,
+      log: from > 0 ? slot.log.slice(from) : slot.log,
+      ...(from > 0 ? { logStart: from } : {}),
       queue: slot.queue,
       calls: [...slot.calls.values()],
       sites: [...slot.sites],

@@ -20,6 +20,7 @@ import type {
   CommitResult,
   EnqueueDedupe,
   EnqueueResult,
+  LoadOptions,
   NewMessage,
   RewindCommit,
   SessionStore,
@@ -57,7 +58,12 @@ function sessionScript(file: string): string {
 
 type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
 /** Read-only scripts (each header says its keys). */
-type ReadScripts = { ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null> };
+type ReadScripts = {
+  ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null>;
+  ctxLoadWindow: (...args: string[]) => Promise<WindowReply | null>;
+};
+/** load-window.lua's reply: meta, from, log, queue, calls (flat), sites, seq fields, request ids. */
+type WindowReply = [string, number, string[], string[], string[], string[], (string | null)[], string[]];
 /** An integer, a string, or an array (see each script's header). */
 type ScriptReply = number | string | (number | string)[];
 type ScriptClient = Record<ScriptName, (...args: (string | number)[]) => Promise<ScriptReply>>;
@@ -254,6 +260,9 @@ export class RedisSessionStore implements SessionStore {
     if (typeof (client as unknown as Partial<ReadScripts>).ctxKeyFingerprint !== 'function') {
       client.defineCommand('ctxKeyFingerprint', { numberOfKeys: 2, lua: lua('key-fingerprint.lua') });
     }
+    if (typeof (client as unknown as Partial<ReadScripts>).ctxLoadWindow !== 'function') {
+      client.defineCommand('ctxLoadWindow', { numberOfKeys: SESSION_KEY_COUNT, lua: lua('load-window.lua') });
+    }
     this.#client = client;
     this.#scripts = client as unknown as ScriptClient;
     this.#reads = client as unknown as ReadScripts;
@@ -349,7 +358,8 @@ export class RedisSessionStore implements SessionStore {
     return json === null ? undefined : storedMeta(json, counters);
   }
 
-  async load(sessionId: string): Promise<SessionState | undefined> {
+  async load(sessionId: string, options: LoadOptions = {}): Promise<SessionState | undefined> {
+    if (options.window) return this.#loadWindow(sessionId);
     const keys = this.#keys.session(sessionId);
     // One slot, one MULTI: a consistent snapshot of the session.
     const replies = await this.#guard(() =>
@@ -374,6 +384,29 @@ export class RedisSessionStore implements SessionStore {
     return {
       meta: storedMeta(meta, counters),
       log: log.map((entry) => parse<LogEntry>(entry)),
+      queue: queue.map((item) => parse<QueuedItem>(item)),
+      calls: parseCalls(calls),
+      sites,
+      itemSeq: Number(itemSeq ?? 0),
+      requestIds,
+      version: version ?? '',
+    };
+  }
+
+  /** load() of the log window: one read-only script (load-window.lua), the log from the fold on. */
+  async #loadWindow(sessionId: string): Promise<SessionState | undefined> {
+    const reply = await this.#guard(() =>
+      this.#reads.ctxLoadWindow(...this.#keys.sessionList(sessionId), 'item', 'version', 'prompt', ...COUNTERS),
+    );
+    if (reply === null) return undefined;
+    const [meta, from, log, queue, flatCalls, sites, [itemSeq, version, prompt, ...counters], requestIds] = reply;
+    this.#sessionPrompts.set(sessionId, prompt ?? '');
+    const calls: Record<string, string> = {};
+    for (let i = 0; i + 1 < flatCalls.length; i += 2) calls[flatCalls[i]!] = flatCalls[i + 1]!;
+    return {
+      meta: storedMeta(meta, counters),
+      log: log.map((entry) => parse<LogEntry>(entry)),
+      ...(from > 0 ? { logStart: from } : {}),
       queue: queue.map((item) => parse<QueuedItem>(item)),
       calls: parseCalls(calls),
       sites,

@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import { trimToFold } from '../domain/log-window.ts';
 import type { CallRecord, LogEntry, QueuedItem, SessionState } from '../domain/model.ts';
 import type { LogView } from '../domain/render-request.ts';
 import type { Written } from '../ports/session-store.ts';
@@ -94,11 +95,13 @@ export class SessionCache {
    */
   hold(sessionId: string, state: SessionState, view?: LogView): void {
     if (this.#held === undefined) return;
+    // A window stays a window: cut at the fold when a user message moved it (log-window.ts).
+    const kept = trimToFold(state);
     const previous = this.#held.peek(sessionId);
-    const parts = measure(previous, state);
+    const parts = measure(previous, kept);
     const bytes = STATE_OVERHEAD + parts.meta + parts.log + parts.queue + parts.calls + parts.sites + parts.requestIds;
     // Over maxSize: not held, and what was held of the session is dropped.
-    this.#held.set(sessionId, { state: Object.freeze(state), parts, bytes, view });
+    this.#held.set(sessionId, { state: Object.freeze(kept), parts, bytes, view: kept === state ? view : undefined });
   }
 
   /**

@@ -82,6 +82,26 @@ export interface SessionMeta {
    * key of the session it was branched from. Absent: `ctxflow-` + SHA-256 of the session id.
    */
   cacheKey?: string;
+  /**
+   * What a step and a message append need of the log before the last request's end, as it was
+   * when the last user message came (log-window.ts): a session is read from there on (its log
+   * window), so their cost does not grow with the log. Absent: the session is read whole.
+   */
+  logFold?: LogFold;
+}
+
+/**
+ * The log before `at` (where the last request ended when a user message came), folded: everything
+ * a context pass or a message append on the entries from `at` on needs of the ones before it.
+ */
+export interface LogFold {
+  at: number;
+  /** The cursor of the last row before `at` that carries one (R23). */
+  cursor?: Cursor;
+  /** The `tools` rows before `at`, in log order (the active tools fold over these, R16-R20). */
+  toolRows: RowEntry[];
+  /** Bytes of the JSON of the first `at` messages of the log view (LogView.bytes). */
+  bytes: number;
 }
 
 export type MessageRole = 'user' | 'assistant' | 'tool';
@@ -175,7 +195,10 @@ export type RebuildReason = 'new_thread' | 'agent_context' | 'model_change' | 'f
 
 export interface SessionState {
   meta: SessionMeta;
+  /** The log from `logStart` on: all of it, or its window (`meta.logFold`). */
   log: LogEntry[];
+  /** The seq of `log[0]`: 0 (absent) for the whole log, `meta.logFold.at` for a window. */
+  logStart?: number;
   queue: QueuedItem[];
   calls: CallRecord[];
   /** First-wins call sites recorded (`<callId>|<origin>:<site>`), in no particular order. */

@@ -10,6 +10,7 @@ import { foldActiveTools } from './active-tools.ts';
 import { DEFAULT_CACHE_TTL_MS, toolsOf } from './agent-defaults.ts';
 import { renderSystemPrefix, sameBlocks } from './context-blocks.ts';
 import type { HookOutcome } from './hook-batch.ts';
+import { logLengthOf } from './log-window.ts';
 import type {
   AgentRecord,
   LogEntry,
@@ -46,7 +47,7 @@ export interface PassInput {
   at: string;
   /** The results that close the last assistant message's turn (closingResults). */
   closed: MessageEntry[];
-  /** The view of `state.log`. */
+  /** The view of `state.log` (a window's starts at the window, logView's origin). */
   baseView: LogView;
   /** What the stepContext hook answered; undefined when the agent has no hook. */
   hook: HookOutcome | undefined;
@@ -61,7 +62,7 @@ export interface PassPlan {
   /** The new rows, after `closed`. */
   rows: RowEntry[];
   closed: MessageEntry[];
-  /** The log after the step, and its view. */
+  /** The log after the step (from the state's logStart on), and its view. */
   log: LogEntry[];
   view: LogView;
   tools: ToolDeclaration[];
@@ -94,7 +95,8 @@ function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
 export function closingResults(state: SessionState, now: number, at: string): MessageEntry[] {
   const closing = closeTurn(state.log, state.calls, now, at);
   if (closing.pending.length > 0) throw pendingError(closing.pending, 'step');
-  return closing.results.map((r, i) => Object.freeze({ ...r, seq: state.log.length + i }) as MessageEntry);
+  const length = logLengthOf(state);
+  return closing.results.map((r, i) => Object.freeze({ ...r, seq: length + i }) as MessageEntry);
 }
 
 function rebuildReason(
@@ -139,6 +141,7 @@ export function needsRecall(log: LogEntry[]): boolean {
  */
 export function planPass(input: PassInput): PassPlan {
   const { state, agent, stepId, now, at, closed } = input;
+  const length = logLengthOf(state);
   // The pass replaces `run` and `prefix` whole and changes `thread` in place: a copy of
   // the meta and of its thread, the rest shared with the held state (never changed).
   const meta: SessionMeta = { ...state.meta, thread: { ...state.meta.thread } };
@@ -147,7 +150,7 @@ export function planPass(input: PassInput): PassPlan {
     meta.run = {
       runId: input.runId,
       agentContext: agent?.context ?? [],
-      startLength: state.log.length,
+      startLength: length,
       startOrdinal: meta.steps,
       open: true,
       ...(agent?.model === undefined ? {} : { model: agent.model }),
@@ -172,7 +175,7 @@ export function planPass(input: PassInput): PassPlan {
   // 1. The queue, in order (R7).
   const rows: RowEntry[] = [];
   const addRow = (item: SourcedItem, extra: Partial<RowEntry>, cursor?: Cursor) => {
-    const seq = state.log.length + closed.length + rows.length;
+    const seq = length + closed.length + rows.length;
     const row = Object.freeze(toRow(`${stepId}.${rows.length}`, item, cursor));
     rows.push(Object.freeze({ type: 'row', seq, stepId, at, row, ...extra }) as RowEntry);
   };
@@ -208,8 +211,8 @@ export function planPass(input: PassInput): PassPlan {
     ordinal: meta.steps + 1,
     mode: input.mode,
     runId: run.runId,
-    logStart: state.log.length,
-    logEnd: log.length,
+    logStart: length,
+    logEnd: length + closed.length + rows.length,
     rowIds: rows.map((r) => r.row.id),
     system,
     activeTools,
@@ -225,7 +228,7 @@ export function planPass(input: PassInput): PassPlan {
   if (run.model !== undefined) step.model = run.model;
   meta.steps += 1;
   meta.lastStepAt = now;
-  meta.lastRequestEnd = log.length;
+  meta.lastRequestEnd = step.logEnd;
   return {
     step,
     meta,
@@ -244,7 +247,8 @@ export function planPass(input: PassInput): PassPlan {
 
 /**
  * The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix
- * reuse), measured on the messages' roles and contents (the log view).
+ * reuse), measured on the messages' roles and contents (the log view). On a log window: the
+ * previous request's size is the view's (or its fold's) at `previousEnd`.
  */
 export function requestFigures(plan: PassPlan): { requestBytes: number; prefixReusedBytes: number } {
   const { step, view, previousSystem, previousEnd, tools } = plan;
@@ -256,6 +260,15 @@ export function requestFigures(plan: PassPlan): { requestBytes: number; prefixRe
       // The log is append-only up to `previousEnd` (a rewind lowers it), so the previous
       // request is the first messages of this one: its bytes, without the closing bracket.
       reused = requestJsonBytes(system, view, previousEnd) - 1;
+    } else if (previousSystem.length > 0 && step.system.length > 0) {
+      // Two system messages differ before either ends (a JSON string's text never holds a bare
+      // quote), so the requests share the bracket and the system messages' common start.
+      reused =
+        1 +
+        sharedPrefixBytes(
+          JSON.stringify({ role: 'system', content: previousSystem }),
+          JSON.stringify({ role: 'system', content: step.system }),
+        );
     } else {
       const previous = renderRequest(previousSystem, [], tools, []).messages.concat(
         view.messages.slice(0, previousEnd),

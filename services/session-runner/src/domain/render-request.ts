@@ -8,7 +8,7 @@ import type {
   ToolChoice,
 } from '@ctxflow/contracts';
 import { FINISH_TOOL } from '@ctxflow/contracts';
-import type { LogEntry, MessageEntry, RowEntry, ToolDeclaration } from './model.ts';
+import type { LogEntry, LogFold, MessageEntry, RowEntry, ToolDeclaration } from './model.ts';
 import { offeredParameters } from './tool-schema.ts';
 
 export interface ModelMessage {
@@ -62,14 +62,22 @@ export function renderEntry(entry: LogEntry): ModelMessage {
  * rows. Log entries are never changed once written and a held log is never changed in
  * place, so the log a step commits (its pass's log and the new rows) gets its view from
  * the pass's log's view, rendering the new entries alone. Messages are frozen (shared by
- * every request that contains them).
+ * every request that contains them). The view of a log window (log-window.ts) starts at
+ * the window with what its fold says of the log before it.
  */
 export interface LogView {
-  /** The log this view describes. */
+  /** The log this view describes: the entries from seq `start` on. */
   readonly log: readonly LogEntry[];
+  /** The seq of `log[0]` (0: the whole log). */
+  readonly start: number;
+  /** What the view knows of the log before `start` (a window's fold). */
+  readonly fold: LogFold | undefined;
   /** One message per log entry. */
   readonly messages: readonly ModelMessage[];
-  /** `bytes[i]`: bytes of the JSON of `messages.slice(0, i)` inside its brackets (`bytes[0]` is 0). */
+  /**
+   * `bytes[i]`: bytes of the JSON of the log's first `start + i` messages inside its brackets
+   * (0 for none).
+   */
   readonly bytes: readonly number[];
   /** The log's `tools` rows, in log order (the active tools fold over these alone). */
   readonly toolRows: readonly RowEntry[];
@@ -77,37 +85,56 @@ export interface LogView {
   readonly cursor: Cursor | undefined;
 }
 
+/** Where a view starts: the whole log, or a window with the fold of what is before it. */
+export interface ViewOrigin {
+  start: number;
+  fold?: LogFold | undefined;
+}
+
 /**
- * The view of `log`. `base`: the view of a log that `log` may extend (its first entries,
- * the same objects, as `base.log.concat(rows)`): then only the entries after it are
- * rendered. Held logs only grow (a rewind or a read makes new entry objects), so a log
- * whose entry at the end of `base.log` is that same object extends it.
+ * The view of `log`, whose first entry has seq `origin.start` (by default `base`'s start, else 0).
+ * `base`: the view of a log that `log` may extend (its first entries, the same objects, as
+ * `base.log.concat(rows)`): then only the entries after it are rendered. Held logs only grow (a
+ * rewind or a read makes new entry objects), so a log whose entry at the end of `base.log` is that
+ * same object extends it.
  */
-export function logView(log: readonly LogEntry[], base?: LogView): LogView {
-  if (base?.log === log) return base;
+export function logView(log: readonly LogEntry[], base?: LogView, origin?: ViewOrigin): LogView {
+  const start = origin?.start ?? base?.start ?? 0;
+  if (base?.log === log && base.start === start) return base;
   const from =
     base !== undefined &&
+    base.start === start &&
     base.log.length <= log.length &&
     (base.log.length === 0 || log[base.log.length - 1] === base.log[base.log.length - 1])
       ? base
       : undefined;
+  const fold = from ? from.fold : origin?.fold;
+  if (start > 0 && fold?.at !== start) throw new Error(`the view of a log window at ${start} needs its fold`);
   const messages = from ? from.messages.slice() : [];
-  const bytes = from ? from.bytes.slice() : [0];
-  let toolRows = from ? from.toolRows : [];
-  let cursor = from?.cursor;
+  const bytes = from ? from.bytes.slice() : [fold?.bytes ?? 0];
+  let toolRows = from ? from.toolRows : (fold?.toolRows ?? []);
+  let cursor = from ? from.cursor : fold?.cursor;
   let total = bytes[bytes.length - 1]!;
   for (let i = messages.length; i < log.length; i++) {
     const entry = log[i]!;
     const message = Object.freeze(renderEntry(entry));
     messages.push(message);
-    total += Buffer.byteLength(JSON.stringify(message)) + (i > 0 ? 1 : 0);
+    total += Buffer.byteLength(JSON.stringify(message)) + (start + i > 0 ? 1 : 0);
     bytes.push(total);
     if (entry.type === 'row') {
       if (entry.row.kind === 'tools') toolRows = [...toolRows, entry];
       if (entry.row.cursor !== undefined) cursor = entry.row.cursor;
     }
   }
-  return { log, messages, bytes, toolRows, cursor };
+  return { log, start, fold, messages, bytes, toolRows, cursor };
+}
+
+/**
+ * `view.bytes` by message count: the bytes of the JSON of the log's first `count` messages. A
+ * window knows them from its start on; undefined before.
+ */
+export function viewBytes(view: LogView, count: number): number | undefined {
+  return count >= view.start ? view.bytes[count - view.start] : undefined;
 }
 
 /** Bytes of a system message's JSON, by its text (a session's prefix repeats for many steps). */
@@ -129,8 +156,10 @@ export function systemMessageBytes(system: string): number {
  * Bytes of `JSON.stringify(request.messages.slice(0, (system ? 1 : 0) + count))` for a
  * request of `system` (its systemMessageBytes) on a log with this view.
  */
-export function requestJsonBytes(system: number, view: LogView, count = view.messages.length): number {
-  return 2 + system + view.bytes[count]! + (system > 0 && count > 0 ? 1 : 0);
+export function requestJsonBytes(system: number, view: LogView, count = view.start + view.messages.length): number {
+  const bytes = viewBytes(view, count);
+  if (bytes === undefined) throw new Error(`the view of the log from ${view.start} has no size for ${count} messages`);
+  return 2 + system + bytes + (system > 0 && count > 0 ? 1 : 0);
 }
 
 /** The whole model input, in order: the system prefix, then the log as stored. */
@@ -141,6 +170,7 @@ export function renderRequest(
   activeTools: string[],
 ): ModelRequest {
   const view = 'messages' in log ? log : logView(log);
+  if (view.start > 0) throw new Error('a whole request is rendered from the whole log, not a window');
   const messages: ModelMessage[] =
     system.length > 0
       ? [{ role: 'system', content: system } as ModelMessage].concat(view.messages)

@@ -24,7 +24,13 @@ export type NeutralStepResult = StepResult;
 /** A step as committed (or replayed): its record, the log it covered, the declared tools and its skips. */
 export interface Stepped {
   step: StepRecord;
+  /** The log the step covered, from seq `logStart` on (0 when absent: the whole log). */
   log: readonly LogEntry[];
+  /**
+   * Where `log` starts: a pass on a log window (log-window.ts) answers only a delta whose
+   * messages all are in the window.
+   */
+  logStart?: number;
   tools: ToolDeclaration[];
   skipped: { reason: SkipReason; message: string }[];
   /** The answer's request, when the pass rendered it already (during its commit's round trip). */
@@ -56,6 +62,16 @@ export function deltaRequest(request: NeutralRequest, cache: CacheHints, since: 
   return { ...request, messages: request.messages.slice(since), since };
 }
 
+/**
+ * Whether a step on a log window from `logStart` can answer `since`: with a delta (deltaRequest)
+ * whose messages all are in the window. Otherwise the pass runs on the whole log.
+ */
+export function windowAnswers(step: StepRecord, logStart: number, since: number | undefined): boolean {
+  if (logStart === 0) return true;
+  if (since === undefined || step.cache.rebuilt || since > (step.previousEnd ?? 0)) return false;
+  return since >= (step.system.length > 0 ? 1 : 0) + logStart;
+}
+
 /** The neutral model request of a step; with `base` (a log `log` extends), only the new entries are walked. */
 export function stepRequest(
   step: StepRecord,
@@ -80,10 +96,13 @@ export function stepRequest(
  */
 export function stepAnswer(
   sessionId: string,
-  { step, log, tools, skipped, request, key }: Stepped,
+  { step, log, logStart = 0, tools, skipped, request, key }: Stepped,
   since?: number,
 ): StepResult {
-  const rows = log.slice(step.logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
+  if (!windowAnswers(step, logStart, since)) {
+    throw new Error(`step ${step.stepId}: a log window from ${logStart} cannot answer since ${since}`);
+  }
+  const rows = log.slice(step.logStart - logStart).flatMap((e) => (e.type === 'row' ? [e.row] : []));
   const cache: CacheHints = {
     rebuilt: step.cache.rebuilt,
     reason: step.cache.reason ?? null,
@@ -91,12 +110,18 @@ export function stepAnswer(
     prefixEnd: step.system.length > 0 ? 0 : -1,
     previousEnd: step.previousEnd ?? 0,
   };
+  // On a window, `full` has the system message (if any), then the window's messages.
   const full = request ?? stepRequest(step, log, tools);
   return {
     stepId: step.stepId,
     mode: step.mode,
     rows,
-    request: since === undefined ? full : deltaRequest(full, cache, since),
+    request:
+      since === undefined
+        ? full
+        : logStart === 0
+          ? deltaRequest(full, cache, since)
+          : { ...full, messages: full.messages.slice(since - logStart), since },
     cursor: step.cursor ?? null,
     cache,
     skipped,

@@ -10,6 +10,12 @@ import type {
   StepRecord,
 } from '../domain/model.ts';
 
+/** What of the log a load reads. */
+export interface LoadOptions {
+  /** Only the log window: the entries from `meta.logFold.at` on. */
+  window?: boolean;
+}
+
 /** How an enqueue is deduplicated. */
 export type EnqueueDedupe =
   /** An app request key (R13): same fingerprint replays, another conflicts. */
@@ -119,8 +125,12 @@ export interface SessionStore {
   ): Promise<string>;
   /** The session's meta alone (ownership checks); undefined when absent. */
   getMeta(sessionId: string): Promise<SessionMeta | undefined>;
-  /** Everything a step needs: meta, the whole log, the queue, the calls. */
-  load(sessionId: string): Promise<SessionState | undefined>;
+  /**
+   * Everything a step needs: meta, the log, the queue, the calls. The whole log, or with
+   * `window` the log from `meta.logFold.at` on (`logStart` says where it starts; the whole
+   * log when the meta has no fold): a read whose cost does not grow with the log.
+   */
+  load(sessionId: string, options?: LoadOptions): Promise<SessionState | undefined>;
   /** Sessions of a tenant, newest first, at most `limit`. */
   listSessions(tenant: string, limit: number): Promise<SessionMeta[]>;
   /** Ids of the tenant's sessions made for `agentId` (any order). */

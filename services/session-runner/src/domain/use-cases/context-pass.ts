@@ -7,10 +7,11 @@ import { type PassTrace, untracedPass } from '../../ports/telemetry.ts';
 import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, toolsOf } from '../agent-defaults.ts';
 import { canonical } from '../fingerprint.ts';
 import { type HookOutcome, runHook } from '../hook-batch.ts';
+import { logLengthOf, logStartOf, originOf } from '../log-window.ts';
 import type { AgentRecord, SessionMeta, SessionState, StepRecord } from '../model.ts';
 import { closingResults, lastUserMessage, needsRecall, type PassPlan, planPass, requestFigures } from '../pass-plan.ts';
 import { logView } from '../render-request.ts';
-import { keyOf, type Stepped, type StepResult, stepAnswer, stepRequest } from '../step-answer.ts';
+import { keyOf, type Stepped, type StepResult, stepAnswer, stepRequest, windowAnswers } from '../step-answer.ts';
 import { agentOf, type EngineContext, loadSession } from './context.ts';
 
 /** Attempts of a pass whose commit finds the session changed since it was read. */
@@ -37,27 +38,37 @@ export async function step(
   input: { mode?: StepMode; requestId?: string; format?: StepFormat; since?: number } = {},
 ): Promise<StepResult> {
   const mode = input.mode ?? 'first';
-  const stepped = await ctx.locks.run(sessionId, () => tracedPass(ctx, tenant, sessionId, mode, input.requestId));
+  const stepped = await ctx.locks.run(sessionId, () =>
+    tracedPass(ctx, tenant, sessionId, mode, input.requestId, input.since),
+  );
   return stepAnswer(sessionId, stepped, input.since);
 }
 
-/** The pass inside the telemetry's context-pass span, when the telemetry has one. */
+/**
+ * The pass inside the telemetry's context-pass span, when the telemetry has one. `since`: the
+ * answer is a delta from there (the pass may then run on the session's log window).
+ */
 export function tracedPass(
   ctx: EngineContext,
   tenant: string,
   sessionId: string,
   mode: StepMode,
   requestId: string | undefined,
+  since: number | undefined,
 ): Promise<Stepped> {
   const { telemetry } = ctx;
-  if (!telemetry.contextPass) return pass(ctx, tenant, sessionId, mode, requestId, untracedPass);
-  return telemetry.contextPass({ sessionId, mode }, (trace) => pass(ctx, tenant, sessionId, mode, requestId, trace));
+  if (!telemetry.contextPass) return pass(ctx, tenant, sessionId, mode, requestId, since, untracedPass);
+  return telemetry.contextPass({ sessionId, mode }, (trace) =>
+    pass(ctx, tenant, sessionId, mode, requestId, since, trace),
+  );
 }
 
 /**
  * The pass's I/O around planPass: what it runs on (held or read), the hook, memory, the one
  * commit (again on a fresh read when another write came between), then the stream and the
- * telemetry.
+ * telemetry. A delta answer (`since`) lets the pass run on the session's log window; a plan the
+ * window cannot answer (a rebuilt prefix, messages before the window) is made again on the
+ * whole log.
  */
 async function pass(
   ctx: EngineContext,
@@ -65,25 +76,32 @@ async function pass(
   sessionId: string,
   mode: StepMode,
   requestId: string | undefined,
+  since: number | undefined,
   trace: PassTrace,
 ): Promise<Stepped> {
   const started = performance.now();
   let linked: HookOutcome | undefined;
   let hookMemo: { cursor: Cursor | undefined; outcome: HookOutcome } | undefined;
+  // A whole answer (no `since`, or 0) needs the whole log; a delta may run on the log window.
+  let whole = since === undefined || since === 0;
+  let replanned: { stepId: string; runId: string | undefined } | undefined;
   for (let attempt = 0; attempt < PASS_ATTEMPTS; attempt++) {
-    const input = await passInput(ctx, tenant, sessionId, requestId);
+    const input = await passInput(ctx, tenant, sessionId, requestId, whole);
     if ('done' in input) return replay(ctx, input.state, input.done);
     const { state, agent } = input;
+    const logStart = logStartOf(state);
     const now = ctx.clock.now();
     const at = isoTime(now);
-    const stepId = ctx.ids.newId('stp');
-    trace.step(stepId);
-    const runId = state.meta.run?.open ? undefined : ctx.ids.newId('run');
+    // A plan made again on the whole log keeps its step's ids.
+    const stepId = replanned?.stepId ?? ctx.ids.newId('stp');
+    if (replanned === undefined) trace.step(stepId);
+    const runId = state.meta.run?.open ? undefined : (replanned?.runId ?? ctx.ids.newId('run'));
+    replanned = undefined;
     // Calls still waiting refuse the step before the hook is called.
     const closed = closingResults(state, now, at);
 
     // A held log's view is held with it: a step renders its new entries alone.
-    const baseView = logView(state.log, ctx.store.heldView(sessionId));
+    const baseView = logView(state.log, ctx.store.heldView(sessionId), originOf(state));
     const cursor = baseView.cursor;
     let hookOutcome: HookOutcome | undefined;
     const hook = ctx.stepContextFor(agent);
@@ -125,12 +143,18 @@ async function pass(
       memories,
     });
     const { step, meta, rows, log, tools } = plan;
+    if (!windowAnswers(step, logStart, since)) {
+      // Planned again on the whole log; the hook's answer is kept (the cursor is the same).
+      whole = true;
+      replanned = { stepId, runId };
+      continue;
+    }
     const commit = () =>
       ctx.store.commitStep(sessionId, {
         step,
         rows: closed.length > 0 ? [...closed, ...rows] : rows,
         drain: state.queue.map((q) => q.itemId),
-        expectedLogLength: state.log.length,
+        expectedLogLength: logLengthOf(state),
         expectedVersion: state.version,
         meta,
         // A step that neither starts a run nor rebuilds the prefix changes only the counters.
@@ -175,7 +199,7 @@ async function pass(
       });
     }
     report(ctx, sessionId, plan, started, figures);
-    return { step, log, tools, skipped: plan.skipped, request, ...keyOf(meta) };
+    return { step, log, logStart, tools, skipped: plan.skipped, request, ...keyOf(meta) };
   }
   throw new CtxflowError(
     'state_conflict',
@@ -186,28 +210,31 @@ async function pass(
 /**
  * What a pass runs on. A held session is not read: the commit checks the held
  * state's version. Otherwise (or for a request the held state has committed: a
- * redelivery) ONE round trip reads the session, its agent (a session never changes
- * agent) and a committed request together.
+ * redelivery, or a held window when the pass needs the `whole` log) ONE round trip
+ * reads the session (its log window unless `whole`), its agent (a session never
+ * changes agent) and a committed request together.
  */
 async function passInput(
   ctx: EngineContext,
   tenant: string,
   sessionId: string,
   requestId: string | undefined,
+  whole: boolean,
 ): Promise<{ state: SessionState; agent: AgentRecord | undefined } | { state: SessionState; done: StepRecord }> {
   const held = ctx.store.held(sessionId);
   // A request the held state knows as committed is a redelivery: answered from the store.
   const redelivered = requestId !== undefined && held?.requestIds.includes(requestId);
-  if (held && held.meta.tenant === tenant && !redelivered) {
+  if (held && held.meta.tenant === tenant && !redelivered && !(whole && logStartOf(held) > 0)) {
     return { state: held, agent: await passAgent(ctx, held.meta) };
   }
   const knownAgent = ctx.store.agentIdOf(sessionId);
   const [state, done, prefetched] = await Promise.all([
-    loadSession(ctx, tenant, sessionId),
+    loadSession(ctx, tenant, sessionId, { window: !whole }),
     requestId === undefined ? undefined : ctx.store.getStep(sessionId, { requestId }),
     knownAgent === undefined ? undefined : ctx.store.getAgent(knownAgent),
   ]);
-  if (done) return { state, done };
+  // A redelivery is answered from the whole log its step covered.
+  if (done) return { state: logStartOf(state) > 0 ? await loadSession(ctx, tenant, sessionId) : state, done };
   ctx.store.hold(sessionId, state);
   return { state, agent: await passAgent(ctx, state.meta, prefetched) };
 }

@@ -9,6 +9,7 @@ import type { Ids } from '../../ports/ids.ts';
 import type { MemoryRecall } from '../../ports/memory-recall.ts';
 import type { SessionEvents } from '../../ports/session-events.ts';
 import type { SessionFeedData } from '../../ports/session-feed-data.ts';
+import type { LoadOptions } from '../../ports/session-store.ts';
 import type { StepContextSource } from '../../ports/step-context-source.ts';
 import type { RunnerTelemetry } from '../../ports/telemetry.ts';
 import type { KeyedMutex } from '../keyed-mutex.ts';
@@ -53,9 +54,17 @@ export async function untilSettled<T>(attempt: () => Promise<T | 'conflict'>, wh
   throw new CtxflowError('state_conflict', what);
 }
 
-/** The session's whole state, refused as absent when it is another tenant's. */
-export async function loadSession(ctx: EngineContext, tenant: string, sessionId: string): Promise<SessionState> {
-  const state = await ctx.store.load(sessionId);
+/**
+ * The session's whole state (with `window`: its log window, log-window.ts), refused as absent
+ * when it is another tenant's.
+ */
+export async function loadSession(
+  ctx: EngineContext,
+  tenant: string,
+  sessionId: string,
+  options: LoadOptions = {},
+): Promise<SessionState> {
+  const state = await ctx.store.load(sessionId, options);
   if (!state || state.meta.tenant !== tenant) {
     throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
   }

@@ -59,6 +59,8 @@ async function rewindLocked(
     .slice(target.toLength)
     .flatMap((e) => (e.type === 'row' && e.queued && !goesWithCall(e.queued) ? [e.queued] : []));
   const meta = structuredClone(state.meta);
+  // The fold may cover entries the rewind removes: the session is read whole until its next user message.
+  delete meta.logFold;
   meta.steps = target.keep.length;
   meta.lastRequestEnd = Math.min(meta.lastRequestEnd ?? 0, target.toLength);
   if (meta.run && meta.run.startLength > target.toLength) meta.run.open = false;
@@ -103,7 +105,7 @@ export async function restartRun(
     const steps = await ctx.store.listSteps(sessionId);
     const first = run ? steps.find((s) => s.runId === run.runId) : undefined;
     if (first) await rewindLocked(ctx, tenant, sessionId, { beforeStepId: first.stepId });
-    return tracedPass(ctx, tenant, sessionId, 'retry', input.requestId);
+    return tracedPass(ctx, tenant, sessionId, 'retry', input.requestId, input.since);
   });
   return stepAnswer(sessionId, stepped, input.since);
 }
@@ -143,6 +145,8 @@ export async function branch(
       cacheKey: state.meta.cacheKey ?? cacheKey(sessionId),
       lastRequestEnd: Math.min(state.meta.lastRequestEnd ?? 0, log.length),
     };
+    // A branch at a step may end before the fold: read whole until its next user message.
+    if (meta.logFold !== undefined && meta.logFold.at > log.length) delete meta.logFold;
     if (meta.run && meta.run.startLength > log.length) meta.run.open = false;
     await ctx.store.createSession(meta, structuredClone(log), structuredClone(steps), structuredClone(calls), {
       sites: [...sites],

@@ -3,6 +3,7 @@
  * message with the results ctxflow knows.
  */
 import { CtxflowError } from '@ctxflow/contracts';
+import { foldAt, logStartOf, originOf } from '../log-window.ts';
 import type {
   CallRecord,
   LogEntry,
@@ -12,7 +13,7 @@ import type {
   SessionState,
   ToolCallEntry,
 } from '../model.ts';
-import { openTurn } from '../render-request.ts';
+import { type LogView, logView, openTurn } from '../render-request.ts';
 import { closeTurn, pendingError } from '../turns.ts';
 import { type EngineContext, loadSession, untilSettled } from './context.ts';
 
@@ -73,10 +74,14 @@ async function recordMessages(
   const now = ctx.clock.now();
   const at = new Date(now).toISOString();
   const held = ctx.store.held(sessionId);
-  let state = held?.meta.tenant === tenant ? held : undefined;
-  let prepared = state === undefined ? undefined : preparedOnHeld(state, inputs, now, at);
+  const heldView = ctx.store.heldView(sessionId);
+  let state = held?.meta.tenant === tenant && windowDecides(held, inputs) ? held : undefined;
+  let prepared = state === undefined ? undefined : preparedOnHeld(state, inputs, now, at, heldView);
   if (state === undefined || prepared === undefined) {
-    state = await loadSession(ctx, tenant, sessionId);
+    // The log window, unless the inputs need older entries (windowDecides).
+    const calls = inputs.some((input) => input.toolCalls?.length);
+    state = await loadSession(ctx, tenant, sessionId, { window: !calls });
+    if (!windowDecides(state, inputs)) state = await loadSession(ctx, tenant, sessionId);
     ctx.store.hold(sessionId, state);
     prepared = prepareMessages(state, inputs, now, at);
   }
@@ -105,10 +110,27 @@ interface PreparedMessages {
   answers: (number | MessageEntry)[];
 }
 
+/**
+ * Whether the state's log decides the inputs: the whole log does; a log window (from the last user
+ * message, log-window.ts) holds the open turn, but not every call id ever used (an assistant
+ * message with calls) nor older calls (a tool message for a call outside the open turn).
+ */
+function windowDecides(state: SessionState, inputs: MessageInput[]): boolean {
+  if (logStartOf(state) === 0) return true;
+  const turn = openTurn(state.log);
+  return inputs.every(
+    (input) =>
+      !input.toolCalls?.length &&
+      (input.role !== 'tool' ||
+        input.callId === undefined ||
+        turn.assistant?.toolCalls?.some((c) => c.callId === input.callId) === true),
+  );
+}
+
 /** prepareMessages on a held state when it writes something; undefined when it refuses or writes nothing. */
-function preparedOnHeld(state: SessionState, inputs: MessageInput[], now: number, at: string) {
+function preparedOnHeld(state: SessionState, inputs: MessageInput[], now: number, at: string, view?: LogView) {
   try {
-    const prepared = prepareMessages(state, inputs, now, at);
+    const prepared = prepareMessages(state, inputs, now, at, view);
     return prepared.added.length > 0 ? prepared : undefined;
   } catch (err) {
     if (err instanceof CtxflowError) return undefined;
@@ -118,17 +140,30 @@ function preparedOnHeld(state: SessionState, inputs: MessageInput[], now: number
 
 /**
  * The entries `inputs` add to `state` (closing results ctxflow records first), the meta after
- * them, and per input its entry; throws the refusal of an input the session does not allow.
+ * them, and per input its entry; throws the refusal of an input the session does not allow. A user
+ * message moves the meta's log fold to where the last request ended (log-window.ts); `view`: the view of the state's log
+ * (or of a log it extends), when the caller holds one.
  */
-function prepareMessages(state: SessionState, inputs: MessageInput[], now: number, at: string): PreparedMessages {
+function prepareMessages(
+  state: SessionState,
+  inputs: MessageInput[],
+  now: number,
+  at: string,
+  view?: LogView,
+): PreparedMessages {
   const next = structuredClone(state.meta);
+  const start = logStartOf(state);
   const log: LogEntry[] = state.log.slice();
   const added: Omit<MessageEntry, 'seq'>[] = [];
   /** Per input: the index of its entry in `added`, or an entry already in the log. */
   const answers: (number | MessageEntry)[] = [];
+  /** The seq of the last user message added: the fold moves (log-window.ts). */
+  let userSeq: number | undefined;
   const push = (entry: Omit<MessageEntry, 'seq'>) => {
     added.push(entry);
-    log.push({ ...entry, seq: log.length } as MessageEntry);
+    const seq = start + log.length;
+    log.push({ ...entry, seq } as MessageEntry);
+    if (entry.role === 'user') userSeq = seq;
     return added.length - 1;
   };
   const usedCallIds = new Set<string>();
@@ -175,6 +210,11 @@ function prepareMessages(state: SessionState, inputs: MessageInput[], now: numbe
       message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
     }
     answers.push(push(message));
+  }
+  if (userSeq !== undefined && next.lastRequestEnd !== undefined) {
+    const fold = foldAt(logView(log, view, originOf(state)), next.lastRequestEnd);
+    if (fold === undefined) delete next.logFold;
+    else next.logFold = fold;
   }
   return { next, added, answers };
 }
