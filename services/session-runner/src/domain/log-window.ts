@@ -42,14 +42,19 @@ export function foldAt(view: LogView, at: number): LogFold | undefined {
   return fold;
 }
 
+/** The state's window: its log cut at its meta's fold when the fold is past its start. */
+export function windowOf(state: SessionState): SessionState {
+  const start = logStartOf(state);
+  const at = state.meta.logFold?.at;
+  if (at === undefined || at <= start || at > start + state.log.length) return state;
+  return { ...state, log: state.log.slice(at - start), logStart: at };
+}
+
 /**
  * A window state cut at its meta's fold when the fold moved past its start (a user message was
  * appended): what a runner holds of a session read as a window stays as small as the window. A
- * state of the whole log is kept whole (a whole request needs it).
+ * state of the whole log is kept whole (a whole request needs it; a delta step holds its window).
  */
 export function trimToFold(state: SessionState): SessionState {
-  const start = logStartOf(state);
-  const at = state.meta.logFold?.at;
-  if (start === 0 || at === undefined || at <= start || at > start + state.log.length) return state;
-  return { ...state, log: state.log.slice(at - start), logStart: at };
+  return logStartOf(state) === 0 ? state : windowOf(state);
 }

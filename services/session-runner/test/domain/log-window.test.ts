@@ -14,6 +14,7 @@ import {
   type RunnerTelemetry,
   type SessionStore,
   type StepContextSource,
+  type StepResult,
 } from '@ctxflow/session-runner';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -84,19 +85,25 @@ function engineOn(store: SessionStore, heldSessions?: number) {
 /** A runtime that keeps the messages of its last request and asks for deltas (`since`). */
 class Runtime {
   messages: ModelRequest['messages'] = [];
-  readonly answers: unknown[] = [];
+  readonly answers: StepResult[] = [];
+  /** The whole messages of each step's request, as the runtime has them after its answer. */
+  readonly requests: ModelRequest['messages'][] = [];
   readonly engine: ContextEngine;
   readonly sessionId: string;
-  constructor(engine: ContextEngine, sessionId: string) {
+  /** Whether it asks for deltas (`since`) or whole answers. */
+  readonly delta: boolean;
+  constructor(engine: ContextEngine, sessionId: string, delta = true) {
     this.engine = engine;
     this.sessionId = sessionId;
+    this.delta = delta;
   }
 
   async step(): Promise<void> {
-    const answer = await this.engine.step(TENANT, this.sessionId, { since: this.messages.length });
+    const answer = await this.engine.step(TENANT, this.sessionId, this.delta ? { since: this.messages.length } : {});
     this.answers.push(answer);
     const { request } = answer;
-    this.messages = request.since === 0 ? request.messages : [...this.messages, ...request.messages];
+    this.messages = request.since ? [...this.messages, ...request.messages] : request.messages;
+    this.requests.push(this.messages);
   }
 
   say(role: 'user' | 'assistant', content: string, toolCalls?: { callId: string; name: string }[]) {
@@ -129,32 +136,49 @@ async function converse(runtime: Runtime, turns: number, coldEvery = 0, first = 
 }
 
 describe.each(stores)('the log window on the %s store', (_name, newStore) => {
-  it('a runner that holds nothing answers every delta step and figure as one that holds the whole log', async () => {
-    const whole = engineOn(newStore());
-    const read = reading(newStore());
-    const windowed = engineOn(read.store, 0);
+  it('deltas from the log window add up to the whole requests, held or not, with the same figures and log', async () => {
+    // full: whole answers (no `since`), so it holds and renders whole logs. unheld: deltas, holds
+    // nothing, reads windows. held: deltas, holds what it steps (as windows).
+    const full = engineOn(newStore());
+    const unheldReads = reading(newStore());
+    const unheld = engineOn(unheldReads.store, 0);
+    const heldReads = reading(newStore());
+    const held = engineOn(heldReads.store);
     const runtimes: Runtime[] = [];
-    for (const { engine } of [whole, windowed]) {
+    for (const [{ engine }, delta] of [
+      [full, false],
+      [unheld, true],
+      [held, true],
+    ] as const) {
       const agent = await engine.createAgent(TENANT, { context: 'You answer tickets.', tools: [{ name: 'search' }] });
       const { sessionId } = await engine.createSession(TENANT, { agentId: agent.agentId });
-      runtimes.push(new Runtime(engine, sessionId));
+      runtimes.push(new Runtime(engine, sessionId, delta));
     }
     for (const runtime of runtimes) await converse(runtime, 24, 11);
 
-    const [held, unheld] = runtimes as [Runtime, Runtime];
+    const [whole, fromWindow, fromHeld] = runtimes as [Runtime, Runtime, Runtime];
+    expect(fromWindow.answers).toHaveLength(30);
+    expect(fromHeld.answers).toEqual(fromWindow.answers);
+    // Each delta answer, appended to what the runtime held, is the whole answer.
+    expect(fromWindow.requests).toEqual(whole.requests);
+    const strip = (answer: StepResult) => ({ ...answer, request: { ...answer.request, messages: [], since: 0 } });
+    expect(fromWindow.answers.map(strip)).toEqual(whole.answers.map(strip));
+    expect(unheld.figures).toEqual(full.figures);
+    expect(held.figures).toEqual(full.figures);
     // Read whole: the first step (a whole answer), the 6 assistant messages with calls (call ids are
     // unique in the whole log), and twice per forced refresh (its own read, then the rebuilt step).
-    expect(read.loads.filter((l) => !l.window)).toHaveLength(1 + 6 + 2 * 2);
-    expect(Math.max(...read.loads.filter((l) => l.window).map((l) => l.entries))).toBeLessThanOrEqual(6);
-    expect(unheld.answers).toHaveLength(30);
-    expect(unheld.answers).toEqual(held.answers);
-    expect(windowed.figures).toEqual(whole.figures);
-    // The runtime's messages are the whole request, as a full step answers it.
-    const full = await windowed.engine.step(TENANT, unheld.sessionId);
-    expect(unheld.messages).toEqual(full.request.messages.slice(0, unheld.messages.length));
-    expect((await whole.engine.inspect(TENANT, held.sessionId)).log).toEqual(
-      (await windowed.engine.inspect(TENANT, unheld.sessionId)).log,
-    );
+    expect(unheldReads.loads.filter((l) => !l.window)).toHaveLength(1 + 6 + 2 * 2);
+    const windows = unheldReads.loads.filter((l) => l.window).map((l) => l.entries);
+    expect(windows).toHaveLength(unheldReads.loads.length - 11);
+    expect(Math.max(...windows)).toBeLessThanOrEqual(6);
+    // The runner that holds what it steps (it made the session) reads what a window cannot answer,
+    // and after each forced refresh (a meta write lets the held state go) the next message's window.
+    expect(heldReads.loads.filter((l) => !l.window)).toHaveLength(6 + 2 * 2);
+    expect(heldReads.loads.filter((l) => l.window)).toHaveLength(2);
+
+    const log = (await full.engine.inspect(TENANT, whole.sessionId)).log;
+    expect((await unheld.engine.inspect(TENANT, fromWindow.sessionId)).log).toEqual(log);
+    expect((await held.engine.inspect(TENANT, fromHeld.sessionId)).log).toEqual(log);
   });
 
   it('a step and a message on a session the runner does not hold read as much at turn 70 as at turn 10', async () => {

@@ -7,7 +7,7 @@ import { type PassTrace, untracedPass } from '../../ports/telemetry.ts';
 import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, toolsOf } from '../agent-defaults.ts';
 import { canonical } from '../fingerprint.ts';
 import { type HookOutcome, runHook } from '../hook-batch.ts';
-import { logLengthOf, logStartOf, originOf } from '../log-window.ts';
+import { logLengthOf, logStartOf, originOf, windowOf } from '../log-window.ts';
 import type { AgentRecord, SessionMeta, SessionState, StepRecord } from '../model.ts';
 import { closingResults, lastUserMessage, needsRecall, type PassPlan, planPass, requestFigures } from '../pass-plan.ts';
 import { logView } from '../render-request.ts';
@@ -84,15 +84,15 @@ async function pass(
   let hookMemo: { cursor: Cursor | undefined; outcome: HookOutcome } | undefined;
   // A whole answer (no `since`, or 0) needs the whole log; a delta may run on the log window.
   let whole = since === undefined || since === 0;
-  let replanned: { stepId: string; runId: string | undefined } | undefined;
+  let replanned: { now: number; stepId: string; runId: string | undefined } | undefined;
   for (let attempt = 0; attempt < PASS_ATTEMPTS; attempt++) {
     const input = await passInput(ctx, tenant, sessionId, requestId, whole);
     if ('done' in input) return replay(ctx, input.state, input.done);
     const { state, agent } = input;
     const logStart = logStartOf(state);
-    const now = ctx.clock.now();
+    // A plan made again on the whole log keeps its step's time and ids.
+    const now = replanned?.now ?? ctx.clock.now();
     const at = isoTime(now);
-    // A plan made again on the whole log keeps its step's ids.
     const stepId = replanned?.stepId ?? ctx.ids.newId('stp');
     if (replanned === undefined) trace.step(stepId);
     const runId = state.meta.run?.open ? undefined : (replanned?.runId ?? ctx.ids.newId('run'));
@@ -146,7 +146,7 @@ async function pass(
     if (!windowAnswers(step, logStart, since)) {
       // Planned again on the whole log; the hook's answer is kept (the cursor is the same).
       whole = true;
-      replanned = { stepId, runId };
+      replanned = { now, stepId, runId };
       continue;
     }
     const commit = () =>
@@ -175,18 +175,18 @@ async function pass(
       if (result.outcome === 'duplicate') return replay(ctx, await loadSession(ctx, tenant, sessionId), result.step);
       continue;
     }
-    ctx.store.hold(
-      sessionId,
-      {
-        ...state,
-        meta,
-        log,
-        queue: [],
-        requestIds: requestId === undefined ? state.requestIds : [...state.requestIds, requestId],
-        version: result.version,
-      },
-      plan.view,
-    );
+    const after: SessionState = {
+      ...state,
+      meta,
+      log,
+      queue: [],
+      requestIds: requestId === undefined ? state.requestIds : [...state.requestIds, requestId],
+      version: result.version,
+    };
+    // A runtime that takes deltas never needs the log before the window again: its session is
+    // held as its window (log-window.ts), whatever its length.
+    const held = since !== undefined && since > 0 ? windowOf(after) : after;
+    ctx.store.hold(sessionId, held, held === after ? plan.view : undefined);
 
     // Results ctxflow recorded are messages like any other on the stream (never a row, R4).
     for (const entry of closed) {
