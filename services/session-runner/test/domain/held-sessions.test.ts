@@ -5,10 +5,11 @@
  * conflict, and it runs again on what the store has. On the in-memory store and on Redis.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
+import { createEngine, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
 import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { requireRedis } from '../../../../test/support/services.ts';
+import { engineStores } from './stores.ts';
 
 const TENANT = 'acme';
 const notice = (content: string) => ({ kind: 'notice' as const, content });
@@ -29,19 +30,7 @@ function recording(store: SessionStore): { store: SessionStore; calls: string[] 
   return { store: proxy, calls };
 }
 
-let redis: Redis | undefined;
-afterAll(() => redis?.disconnect());
-
-const stores: [string, () => SessionStore][] = [
-  ['memory', () => new MemorySessionStore()],
-  [
-    'Redis',
-    () => {
-      redis ??= new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
-      return new RedisSessionStore(redis, { prefix: `ctxtest-held-${randomUUID().slice(0, 8)}` });
-    },
-  ],
-];
+const stores = engineStores('held');
 
 describe.each(stores)('held sessions on the %s store', (_name, newStore) => {
   it('a step of a held session reads nothing: one commit, and the agent is read at the run start only', async () => {

@@ -1,40 +1,18 @@
-/**
- * The log window (log-window.ts): a runner that holds nothing reads each session from its last
- * user message on, yet answers every delta step, every message and every figure exactly as a
- * runner that holds the whole log; and what it reads per step does not grow with the log. On the
- * in-memory store and on Redis.
- */
-import { randomUUID } from 'node:crypto';
 import type { ModelRequest } from '@ctxflow/contracts';
 import {
   type ContextEngine,
   createEngine,
-  MemorySessionStore,
-  RedisSessionStore,
   type RunnerTelemetry,
   type SessionStore,
   type StepContextSource,
   type StepResult,
 } from '@ctxflow/session-runner';
-import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireRedis } from '../../../../test/support/services.ts';
+import { describe, expect, it } from 'vitest';
+import { engineStores } from './stores.ts';
 
 const TENANT = 'acme';
 
-let redis: Redis | undefined;
-afterAll(() => redis?.disconnect());
-
-const stores: [string, () => SessionStore][] = [
-  ['memory', () => new MemorySessionStore()],
-  [
-    'Redis',
-    () => {
-      redis ??= new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
-      return new RedisSessionStore(redis, { prefix: `ctxtest-window-${randomUUID().slice(0, 8)}` });
-    },
-  ],
-];
+const stores = engineStores('window');
 
 /** A hook whose every other batch brings one update, each with the next cursor. */
 const ticketHook: StepContextSource = {

@@ -1,31 +1,10 @@
-/**
- * D2: POST /sessions/:id/messages (and a client's on-time answer) validates against a read of
- * the session, then appends only while the session still has that read's version. Two runners
- * writing one session at once: the later append sees a conflict, validates again on what the
- * store has, and never records a second result for a call. On the in-memory store and on Redis,
- * two engines sharing one store.
- */
-import { randomUUID } from 'node:crypto';
-import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
-import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireRedis } from '../../../../test/support/services.ts';
+import { createEngine, type SessionStore } from '@ctxflow/session-runner';
+import { describe, expect, it } from 'vitest';
+import { engineStores } from './stores.ts';
 
 const TENANT = 'acme';
 
-let redis: Redis | undefined;
-afterAll(() => redis?.disconnect());
-
-const stores: [string, () => SessionStore][] = [
-  ['memory', () => new MemorySessionStore()],
-  [
-    'Redis',
-    () => {
-      redis ??= new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
-      return new RedisSessionStore(redis, { prefix: `ctxtest-race-${randomUUID().slice(0, 8)}` });
-    },
-  ],
-];
+const stores = engineStores('race');
 
 /** The store, with `between` run once right before the first append that names a version. */
 function interleaved(store: SessionStore, between: () => Promise<unknown>): SessionStore {

@@ -1,15 +1,7 @@
-/**
- * A request key (R13) this runner saw replayed, sent again with the same raw items, is
- * answered after one store read of the key's fingerprint: no enqueue, no validation, no
- * canonical fingerprint. A key's first replay, other raw items and a store that does not
- * confirm the key take the full path and its answer. On the in-memory store and on Redis.
- */
-import { randomUUID } from 'node:crypto';
 import { CtxflowError } from '@ctxflow/contracts';
-import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
-import { Redis } from 'ioredis';
-import { afterAll, describe, expect, it } from 'vitest';
-import { requireRedis } from '../../../../test/support/services.ts';
+import { createEngine, type SessionStore } from '@ctxflow/session-runner';
+import { describe, expect, it } from 'vitest';
+import { engineStores } from './stores.ts';
 
 const TENANT = 'acme';
 const FRENCH = { kind: 'instruction', content: 'Answer in French.' };
@@ -37,29 +29,7 @@ function recording(
 /** The items as the HTTP route hands them over: parsed from the request's JSON text. */
 const received = (json: string): unknown => JSON.parse(json);
 
-let redis: Redis | undefined;
-const prefixes: string[] = [];
-afterAll(async () => {
-  if (redis === undefined) return;
-  for (const prefix of prefixes) {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-  }
-  redis.disconnect();
-});
-
-const stores: [string, () => SessionStore][] = [
-  ['memory', () => new MemorySessionStore()],
-  [
-    'Redis',
-    () => {
-      redis ??= new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
-      const prefix = `ctxtest-replay-${randomUUID().slice(0, 8)}`;
-      prefixes.push(prefix);
-      return new RedisSessionStore(redis, { prefix });
-    },
-  ],
-];
+const stores = engineStores('replay');
 
 describe.each(stores)('replayed request keys on the %s store', (_name, newStore) => {
   it('the same raw items again: the first replay takes the full path, the next ones one fingerprint read', async () => {
