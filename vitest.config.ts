@@ -2,11 +2,6 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 /** Compares memory, Redis and a Redis Cluster answer by answer itself: run once, on Redis. */
 const REDIS_ONLY = 'test/conformance/engine-on-redis.test.ts';
-/**
- * Two instances of each service on a three-broker Kafka and a Redis Cluster under seeded kills:
- * its own project, run by `npm run test:many` and not by `npm test` (docs/testing.md says why).
- */
-const MANY_INSTANCES = 'test/faults/many-instances.test.ts';
 
 export default defineConfig({
   // Workspace packages built for publishing (clients/*) resolve to their .ts sources in the repository.
@@ -28,7 +23,7 @@ export default defineConfig({
         test: {
           name: 'ctxflow',
           include: ['test/**/*.test.ts', '{services,shared,clients}/*/test/**/*.test.ts'],
-          exclude: [...configDefaults.exclude, REDIS_ONLY, MANY_INSTANCES],
+          exclude: [...configDefaults.exclude, REDIS_ONLY],
         },
       },
       {
@@ -41,7 +36,6 @@ export default defineConfig({
           env: { CTXFLOW_TEST_STORE: 'redis' },
         },
       },
-      { extends: true, test: { name: 'many-instances', include: [MANY_INSTANCES] } },
     ],
   },
 });

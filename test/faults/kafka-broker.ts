@@ -12,7 +12,7 @@
  * went into the proxies, by the proxy mode they met.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { closeSync, copyFileSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import {
   formatKafkaNodeStorage,
@@ -145,6 +145,8 @@ export type PrivateKafkaOptions = {
   extra?: readonly string[];
   /** More arguments of the storage format (e.g. `--add-scram`). */
   formatArgs?: readonly string[];
+  /** How long each node may take to start (default 60 s). */
+  startTimeoutMs?: number;
 };
 
 /** A node's log when it could not bind one of its ports. */
@@ -236,7 +238,7 @@ export class PrivateKafka {
         await formatKafkaNodeStorage(node.propertiesFile, clusterId, options.formatArgs);
       }),
     );
-    const started = await Promise.allSettled(nodes.map((node) => kafka.startNode(node.id)));
+    const started = await Promise.allSettled(nodes.map((node) => kafka.startNode(node.id, options.startTimeoutMs)));
     const failed = started.find((r) => r.status === 'rejected');
     if (failed) {
       await kafka.stop();
@@ -300,7 +302,9 @@ export class PrivateKafka {
       },
       timeoutMs,
       100,
-    );
+    ).catch((err: Error) => {
+      throw new Error(`${err.message}; its log ends:\n${this.tail(id, 10)}`);
+    });
     if (outcome === 'exited') throw new Error(`Kafka node ${id} exited: ${this.tail(id)}`);
   }
 
@@ -330,6 +334,21 @@ export class PrivateKafka {
     } catch {
       return '(no log)';
     }
+  }
+
+  /**
+   * Copies each node's log (since its last start) to `<dir>/kafka-node-<id>.log`, before stop()
+   * removes them: the group coordinator's joins, rebalances and expired members are there.
+   * Returns the paths written.
+   */
+  keepLogs(dir: string): string[] {
+    mkdirSync(dir, { recursive: true });
+    return this.#nodes.flatMap((node) => {
+      if (!existsSync(node.logFile)) return [];
+      const file = join(dir, `kafka-node-${node.id}.log`);
+      copyFileSync(node.logFile, file);
+      return [file];
+    });
   }
 
   /** Closes the proxies, kill -9 of every node, then removes the data. */

@@ -11,7 +11,8 @@
  *
  * Load, all at once: signed webhooks to either feed-ingestor at random (each
  * attempt picks again; retried until 202: a delivery the killed instance had
- * claimed waits out its lease, answered 503 + Retry-After), four sessions
+ * claimed waits out its lease, CTXFLOW_FEED_LEASE_MS, answered 503 +
+ * Retry-After meanwhile), four sessions
  * subscribed at either step-context to the webhooks' tickets, two each, app
  * items over HTTP to either runner, step requests over Kafka, and steps over
  * HTTP to either runner (each with its requestId, sent again until answered).
@@ -27,10 +28,20 @@
  * in each follower's log (a hook row), in order per ticket; every step
  * request, over Kafka or HTTP, committed once, in order per session, and
  * answered with its one step; every app item once in its session's log.
+ *
+ * A failure names the directory holding the run's logs (test-results/faults/:
+ * the test's timeline, each instance's log lines with its starts and kills,
+ * each Kafka node's log with the group coordinator's joins and rebalances);
+ * CTXFLOW_FAULT_KEEP_LOGS=1 keeps them for a passing run too, and
+ * CTXFLOW_FAULT_DEBUG=<namespaces> hands DEBUG to the services (e.g.
+ * `plt:kafka:consumer` logs the Kafka client's group events to their stderr).
  */
 import { randomUUID } from 'node:crypto';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { Cluster } from 'ioredis';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFailed } from 'vitest';
 import { requireRedisCluster } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import { WebhookSenders } from './feed-load.ts';
@@ -63,29 +74,77 @@ const KILL_AFTER_MS = [1_000, 5_000] as const;
 /** Steps over HTTP per session after the load at most, to bring what is left in the batch streams into the logs. */
 const DRAIN_STEPS = 40;
 /**
- * How long the load may take to land after the last kill. An instance killed while it was
- * joining its consumer group (a restart killed again within moments: a crash loop) holds the
- * group's rebalance for up to the rebalance timeout (60 s, the bus default) before the
- * coordinator drops it, and no partition of that group is consumed meanwhile: the wait covers
- * that stall plus the session timeout and the backlog.
+ * The consumer groups' rebalance timeout: how long a rebalance may wait for a member to
+ * rejoin (a member starved of CPU), at least the session timeout. The bus's 60 s would let one
+ * slow rejoin hold every partition of its group for a minute.
  */
+const REBALANCE_TIMEOUT_MS = 20_000;
+/** The feed-ingestors' delivery lease: a delivery the killed one had claimed is published again after it. */
+const FEED_LEASE_MS = 10_000;
+/**
+ * Deadlines sized for a two-core machine busy with other suites (they bound a failure, they
+ * are not what the test measures): each instance's start (six at once took up to 50 s, a
+ * restart up to 25 s), each Kafka node's start (up to 100 s for the three), and how long the
+ * load may take to land after the last restart (2 to 5 s as a rule: a killed member's
+ * partitions wait out the session timeout, then a rebalance, then the backlog).
+ */
+const START_WITHIN_MS = 120_000;
+const KAFKA_NODE_START_WITHIN_MS = 120_000;
 const LAND_WITHIN_MS = 120_000;
 
 const SEED = faultSeed();
+/** Where a failed run leaves its evidence (the directory is named in the failure). */
+const LOGS_DIR = fileURLToPath(new URL('../../test-results/faults/', import.meta.url));
+
+/**
+ * What a run keeps for a failure: the test's own timeline (test.log), each
+ * instance's log lines with its starts and kills (<instance>.log) and each
+ * Kafka node's log (kafka-node-<id>.log: the group coordinator's joins,
+ * rebalances and expired members), written by `write` into `dir`.
+ */
+interface Evidence {
+  dir: string;
+  timeline: string[];
+  write: () => void;
+}
 
 describe('fault: two instances of each service on a three-broker Kafka and a Redis Cluster', () => {
   const cleanups = cleanupsAfterAll();
 
   it(`seed=${SEED}: seeded kill -9 of any instance under load; every update reaches every follower once, every step commits once`, async () => {
     process.stdout.write(`[many-instances] seed=${SEED}\n`);
+    const evidence: Evidence = { dir: '', timeline: [], write: () => {} };
+    let kept: string | undefined;
+    // A failure this test does not see (its time ran out) keeps the logs too, and says where.
+    onTestFailed(() => {
+      kept ??= keep(evidence);
+      process.stdout.write(`[many-instances] seed=${SEED}: ${kept}\n`);
+    });
     try {
-      await scenario(cleanups);
+      await scenario(cleanups, evidence);
+      if (process.env.CTXFLOW_FAULT_KEEP_LOGS === '1') kept = keep(evidence);
     } catch (err) {
-      if (err instanceof Error) err.message = `seed=${SEED} (replay with CTXFLOW_FAULT_SEED=${SEED}): ${err.message}`;
+      kept = keep(evidence);
+      if (err instanceof Error) {
+        err.message = `seed=${SEED} (replay with CTXFLOW_FAULT_SEED=${SEED}; ${kept}): ${err.message}`;
+      }
       throw err;
     }
-  }, 240_000);
+  }, 420_000);
 });
+
+/** Writes a run's evidence; says where, or why not. */
+function keep(evidence: Evidence): string {
+  if (evidence.dir === '') return 'no logs: the run failed before its services started';
+  try {
+    mkdirSync(evidence.dir, { recursive: true });
+    writeFileSync(join(evidence.dir, 'test.log'), `${evidence.timeline.join('\n')}\n`);
+    evidence.write();
+    return `the processes' logs are in ${evidence.dir}`;
+  } catch (err) {
+    return `the logs could not be written to ${evidence.dir}: ${String(err)}`;
+  }
+}
 
 /** Deletes every key under `prefix:` on every master of the Cluster (one key per command: keys of many slots). */
 async function deleteClusterPrefix(cluster: Cluster, prefix: string): Promise<void> {
@@ -125,15 +184,21 @@ function updatesOfNotice(content: string): { ticket: string; ids: string[] } {
   return { ticket, ids };
 }
 
-async function scenario(cleanups: Cleanup[]): Promise<void> {
+async function scenario(cleanups: Cleanup[], evidence: Evidence): Promise<void> {
   const t0 = Date.now();
   const timings: Record<string, number> = {};
   let mark = t0;
+  /** A line of the test's timeline: printed, and kept with the time for test.log. */
+  const note = (text: string) => {
+    const now = Date.now();
+    process.stdout.write(`[many-instances] +${now - t0} ms ${text}\n`);
+    evidence.timeline.push(`${new Date(now).toISOString()} +${now - t0} ms ${text}`);
+  };
   const lap = (name: string) => {
     const now = Date.now();
     timings[name] = now - mark;
     mark = now;
-    process.stdout.write(`[many-instances] +${now - t0} ms ${name}\n`);
+    note(name);
   };
   const random = prng(SEED);
   const between = (min: number, max: number) => min + Math.floor(random() * (max - min + 1));
@@ -144,9 +209,18 @@ async function scenario(cleanups: Cleanup[]): Promise<void> {
   const run = `mi-${randomUUID().slice(0, 8)}`;
   const prefix = `fault:${run}`;
   const clusterNodes = requireRedisCluster();
+  note(`run ${run}`);
 
-  const kafka = await PrivateKafka.start({ name: run, nodes: 3, replicationFactor: 3, minInsyncReplicas: 2 });
+  const kafka = await PrivateKafka.start({
+    name: run,
+    nodes: 3,
+    replicationFactor: 3,
+    minInsyncReplicas: 2,
+    startTimeoutMs: KAFKA_NODE_START_WITHIN_MS,
+  });
   cleanups.push(() => kafka.stop());
+  evidence.dir = join(LOGS_DIR, `many-instances-${SEED}-${run}`);
+  evidence.write = () => kafka.keepLogs(evidence.dir);
   const brokers = kafka.brokers;
   const cluster = new Cluster(clusterNodes);
   cleanups.push(async () => {
@@ -168,9 +242,14 @@ async function scenario(cleanups: Cleanup[]): Promise<void> {
     KAFKA_BROKERS: brokers.join(','),
     REDIS_CLUSTER_NODES: clusterNodes.map((n) => `${n.host}:${n.port}`).join(','),
     CTXFLOW_REDIS_PREFIX: prefix,
-    CTXFLOW_LOG_LEVEL: 'error',
+    CTXFLOW_LOG_LEVEL: 'warn',
+    ...(process.env.CTXFLOW_FAULT_DEBUG ? { DEBUG: process.env.CTXFLOW_FAULT_DEBUG } : {}),
   };
-  const consumer = { ...common, KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS) };
+  const consumer = {
+    ...common,
+    KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
+    KAFKA_REBALANCE_TIMEOUT_MS: String(REBALANCE_TIMEOUT_MS),
+  };
   const runners = runnerPorts.map((port, i) =>
     instance(`session-runner-${i + 1}`, ENTRIES.runner, port, {
       ...consumer,
@@ -192,12 +271,17 @@ async function scenario(cleanups: Cleanup[]): Promise<void> {
       ...common,
       CTXFLOW_FEED_PORT: String(port),
       CTXFLOW_FEED_SECRET_GENERIC: SECRET,
+      CTXFLOW_FEED_LEASE_MS: String(FEED_LEASE_MS),
     }),
   );
   const kinds = [runners, stepContexts, feeds];
   const all = kinds.flat();
   cleanups.push(() => Promise.all(all.map((service) => service.stop())));
-  await Promise.all(all.map((service) => service.start(60_000)));
+  evidence.write = () => {
+    kafka.keepLogs(evidence.dir);
+    for (const service of all) service.writeLog(evidence.dir);
+  };
+  await Promise.all(all.map((service) => service.start(START_WITHIN_MS)));
   lap('services');
 
   const checker = new ExactlyOnce(`two instances of each service, seeded kill -9 (seed=${SEED})`);
@@ -261,8 +345,8 @@ async function scenario(cleanups: Cleanup[]): Promise<void> {
   httpStepping.catch(() => {});
 
   // The plan (kinds: 0 runner, 1 step-context, 2 feed-ingestor), each kill of a seeded instance of its kind.
-  // A delivery the killed feed-ingestor had claimed waits out its lease (30 s) before another instance may
-  // publish it: that kill goes first, so the wait overlaps the others. Then a runner and a step-context in a
+  // A delivery the killed feed-ingestor had claimed waits out its lease (FEED_LEASE_MS) before another instance
+  // may publish it: that kill goes first, so the wait overlaps the others. Then a runner and a step-context in a
   // seeded order, then a seeded one of the two.
   const plan = [2, ...(random() < 0.5 ? [0, 1] : [1, 0])];
   while (plan.length < KILLS) plan.push(Math.floor(random() * 2));
@@ -279,9 +363,10 @@ async function scenario(cleanups: Cleanup[]): Promise<void> {
       await victim.kill9();
       const at = Date.now() - started;
       checker.fault(`kill -9 ${victim.name} at ${at} ms`);
-      process.stdout.write(`[many-instances] +${Date.now() - t0} ms kill -9 ${victim.name}\n`);
+      note(`kill -9 ${victim.name} #${victim.incarnation}`);
       const down = Date.now();
-      const restart = victim.start(60_000).then(() => {
+      const restart = victim.start(START_WITHIN_MS).then(() => {
+        note(`${victim.name} #${victim.incarnation} answers /healthz`);
         kills.push(`${victim.name} at ${at} ms (down ${Date.now() - down} ms)`);
         restarts.delete(victim);
       });
@@ -348,12 +433,22 @@ async function scenario(cleanups: Cleanup[]): Promise<void> {
   // The same updates, now as they reached the sessions' logs through the hook.
   checker.check(new Map([...hookStreams(landed.hookRows), ...landed.streams]));
   const results = steps.checkResults(landed.stepOf);
+  // Rebalances of each group as its coordinator logged them, and how many a leader's rejoin
+  // started while the group was stable (none is needed: each kill and restart brings two).
+  const rebalances = (group: string) => {
+    const lines = kafka.nodeIds.flatMap((id) =>
+      kafka.logLines(id, new RegExp(`Preparing to rebalance group ${group} `)),
+    );
+    return `${lines.length} (${lines.filter((line) => line.includes('re-joining group during Stable')).length} by a leader's rejoin)`;
+  };
   process.stdout.write(
     `[many-instances] seed=${SEED}: ${report.faults} faults injected, ${report.inputs} inputs checked ` +
       `(${senders.accepted} deliveries in ${senders.attempts} attempts, ${steps.requested.length} step requests ` +
       `over Kafka, ${steps.httpRequested.length} over HTTP (${drainSteps} drain rounds), ${results.repeated} ` +
       `repeated answer(s)); balancers: runners ${JSON.stringify(runnerService.counts)}, step-contexts ` +
-      `${JSON.stringify(stepContextService.counts)}; timings ms ${JSON.stringify(timings)}; ${Date.now() - t0} ms\n`,
+      `${JSON.stringify(stepContextService.counts)}; rebalances: runners ${rebalances(`fault-runner-${run}`)}, ` +
+      `step-contexts ${rebalances(`fault-step-context-${run}`)}; timings ms ${JSON.stringify(timings)}; ` +
+      `${Date.now() - t0} ms\n`,
   );
   expect(results.problems.slice(0, 10)).toEqual([]);
   expect(landed.queued).toBe(0); // every item was delivered by some step

@@ -5,7 +5,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -90,6 +90,8 @@ export class ServiceProcess {
   /** Log lines of every incarnation; `incarnation` counts from 1. */
   readonly logs: (LogLine & { incarnation: number })[] = [];
   readonly stderr: string[] = [];
+  /** What the test did to it and when (start, healthy, kill -9, exit), for writeLog. */
+  readonly #events: { time: number; incarnation: number; event: string }[] = [];
   incarnation = 0;
 
   constructor(options: { name: string; entry: string; env: NodeJS.ProcessEnv; port: number }) {
@@ -116,7 +118,11 @@ export class ServiceProcess {
     });
     this.#child = child;
     running.add(child);
-    child.once('exit', () => running.delete(child));
+    this.#event(incarnation, `started (pid ${child.pid})`);
+    child.once('exit', (code, signal) => {
+      running.delete(child);
+      this.#event(incarnation, `exited (${signal ?? `code ${code}`})`);
+    });
     let rest = '';
     child.stdout!.on('data', (chunk: Buffer) => {
       const lines = (rest + chunk.toString('utf8')).split('\n');
@@ -129,22 +135,51 @@ export class ServiceProcess {
         }
       }
     });
-    child.stderr!.on('data', (chunk: Buffer) => this.stderr.push(chunk.toString('utf8')));
-    await waitFor(
+    child.stderr!.on('data', (chunk: Buffer) => {
+      this.stderr.push(chunk.toString('utf8'));
+      this.#event(incarnation, `stderr: ${chunk.toString('utf8').trimEnd()}`);
+    });
+    // A start that failed for good is not a slow start: an exit ends the wait at once.
+    const outcome = await waitFor(
       `${this.name} #${incarnation} to answer /healthz`,
       async () => {
-        if (child.exitCode !== null) {
-          throw new Error(`${this.name} exited with ${child.exitCode}: ${this.stderr.join('').slice(-2000)}`);
-        }
+        if (child.exitCode !== null || child.signalCode !== null) return 'exited';
         return (await fetch(this.#healthUrl)).ok;
       },
       timeoutMs,
       100,
     ).catch((err: Error) => {
-      // A start that failed for good is not a slow start: stop waiting on it.
-      if (/exited with/.test(err.message)) throw err;
       throw new Error(`${err.message}\n${this.stderr.join('').slice(-2000)}`);
     });
+    if (outcome === 'exited') {
+      throw new Error(
+        `${this.name} #${incarnation} exited with ${child.signalCode ?? child.exitCode}: ${this.stderr.join('').slice(-2000)}`,
+      );
+    }
+    this.#event(incarnation, 'answered /healthz');
+  }
+
+  #event(incarnation: number, event: string): void {
+    this.#events.push({ time: Date.now(), incarnation, event });
+  }
+
+  /**
+   * Writes `<dir>/<name>.log`: every incarnation's log lines (pino JSON) and
+   * stderr, with what the test did to it (`"test"` lines: started, answered
+   * /healthz, kill -9, exited), in time order. Returns the file's path.
+   */
+  writeLog(dir: string): string {
+    mkdirSync(dir, { recursive: true });
+    const file = join(dir, `${this.name}.log`);
+    const lines = [
+      ...this.logs.map((line) => ({ time: Number(line.time ?? 0), text: JSON.stringify(line) })),
+      ...this.#events.map((e) => ({
+        time: e.time,
+        text: JSON.stringify({ time: e.time, incarnation: e.incarnation, test: e.event }),
+      })),
+    ].sort((a, b) => a.time - b.time);
+    writeFileSync(file, `${lines.map((l) => l.text).join('\n')}\n`);
+    return file;
   }
 
   /** kill -9: no cleanup, no offset commit, no leave-group. Resolves once the process is gone. */
@@ -152,6 +187,7 @@ export class ServiceProcess {
     const child = this.#child;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
     const gone = new Promise((r) => child.once('exit', r));
+    this.#event(this.incarnation, 'kill -9');
     child.kill('SIGKILL');
     await gone;
   }

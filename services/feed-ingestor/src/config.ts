@@ -14,7 +14,7 @@ import {
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
 import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from './domain/feed-secrets.ts';
-import { DEFAULT_FEED_MAX_BYTES, DEFAULT_RETAIN_MS } from './http/feed-routes.ts';
+import { DEFAULT_FEED_MAX_BYTES, DEFAULT_LEASE_MS, DEFAULT_RETAIN_MS } from './http/feed-routes.ts';
 
 const secret = blank(z.string().min(1).optional());
 
@@ -47,6 +47,11 @@ export const feedConfigSchema = z
         .default(DEFAULT_FEED_MAX_BYTES),
     ),
     CTXFLOW_FEED_DEDUPE_TTL_MS: blank(z.coerce.number().int().min(1000).default(DEFAULT_RETAIN_MS)),
+    /**
+     * How long a delivery being published holds its id (503 + Retry-After to a copy meanwhile);
+     * a delivery whose instance died mid-publish is taken again once it ends.
+     */
+    CTXFLOW_FEED_LEASE_MS: blank(z.coerce.number().int().min(1000).max(600_000).default(DEFAULT_LEASE_MS)),
     CTXFLOW_REDIS_PREFIX: blank(z.string().min(1).default('ctxflow')),
     KAFKA_BROKERS: hostListVar(),
     KAFKA_CLIENT: kafkaClientVar(),
@@ -81,6 +86,7 @@ export const feedConfigSchema = z
       secrets: Object.freeze(secrets),
       maxBodyBytes: env.CTXFLOW_FEED_MAX_BYTES,
       dedupeTtlMs: env.CTXFLOW_FEED_DEDUPE_TTL_MS,
+      leaseMs: env.CTXFLOW_FEED_LEASE_MS,
       redisPrefix: env.CTXFLOW_REDIS_PREFIX,
       kafkaBrokers: env.KAFKA_BROKERS,
       kafkaClient: env.KAFKA_CLIENT,

@@ -65,6 +65,7 @@ async function main() {
     secrets: config.secrets,
     maxBodyBytes: config.maxBodyBytes,
     retainMs: config.dedupeTtlMs,
+    leaseMs: config.leaseMs,
     logger,
     telemetry: createFeedTelemetry(),
     metricsText: () => telemetry.metricsText(),

@@ -11,6 +11,7 @@ describe('feed-ingestor configuration', () => {
       secrets: {},
       maxBodyBytes: 262_144,
       dedupeTtlMs: 259_200_000,
+      leaseMs: 30_000,
       redisPrefix: 'ctxflow',
       kafkaBrokers: undefined,
       kafkaClient: 'platformatic',
@@ -43,6 +44,27 @@ describe('feed-ingestor configuration', () => {
     expect(config.kafkaBrokers).toEqual(['10.0.0.1:9092', '10.0.0.2:9092']);
     expect(config.redisUrl).toBe('redis://10.0.0.3:6379');
     expect(config.maxBodyBytes).toBe(65_536);
+  });
+
+  it('CTXFLOW_FEED_LEASE_MS: 30 s by default, 1 s to 10 min; a value outside names the variable', () => {
+    expect(loadFeedConfig({}).leaseMs).toBe(30_000);
+    expect(loadFeedConfig({ CTXFLOW_FEED_LEASE_MS: '' }).leaseMs).toBe(30_000);
+    expect(loadFeedConfig({ CTXFLOW_FEED_LEASE_MS: '5000' }).leaseMs).toBe(5_000);
+    expect(loadFeedConfig({ CTXFLOW_FEED_LEASE_MS: '1000' }).leaseMs).toBe(1_000);
+    expect(loadFeedConfig({ CTXFLOW_FEED_LEASE_MS: '600000' }).leaseMs).toBe(600_000);
+    for (const bad of ['999', '600001', '2.5s', '1500.5', '-1']) {
+      let error: unknown;
+      try {
+        loadFeedConfig({ CTXFLOW_FEED_LEASE_MS: bad });
+      } catch (err) {
+        error = err;
+      }
+      expect(error, bad).toBeInstanceOf(ConfigError);
+      expect(
+        (error as ConfigError).problems.map((p) => p.split(':')[0]),
+        bad,
+      ).toEqual(['CTXFLOW_FEED_LEASE_MS']);
+    }
   });
 
   it('REDIS_CLUSTER_NODES: the delivery ledger on a Redis Cluster, as the other services take it', () => {

@@ -6,6 +6,7 @@ import {
   parseApiKeys,
   parseConfigWithAuth,
   portVar,
+  refineGroupTimeouts,
   stackVars,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
@@ -47,6 +48,7 @@ export const runnerConfigSchema = z
   // Kept: every other CTXFLOW_FEED_SECRET_<NAME> configures a source (feed-secrets.ts).
   .loose()
   .superRefine(refineFeedSecrets, REFINE_ALWAYS)
+  .superRefine(refineGroupTimeouts, REFINE_ALWAYS)
   .transform((env, ctx) => ({
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_PORT,
@@ -62,6 +64,7 @@ export const runnerConfigSchema = z
     kafkaClient: env.KAFKA_CLIENT,
     kafkaTopicPrefix: env.KAFKA_TOPIC_PREFIX,
     kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
+    kafkaRebalanceTimeoutMs: env.KAFKA_REBALANCE_TIMEOUT_MS,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,
     secrets: readFeedSecrets(env).secrets,

@@ -12,12 +12,12 @@ import {
   configOrExit,
   connectOrExit,
   connectRedis,
+  consumerGroupOptions,
   createAuthenticator,
   createLogger,
   HTTP_GRACE_SHARE,
   handleShutdown,
   kafkaBusSecurity,
-  sessionTimeoutOptions,
   verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
@@ -103,7 +103,10 @@ async function main() {
     topicPrefix: config.kafkaTopicPrefix,
     clientId: 'ctxflow-session-runner',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
-    ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
+    ...consumerGroupOptions({
+      sessionTimeoutMs: config.kafkaSessionTimeoutMs,
+      rebalanceTimeoutMs: config.kafkaRebalanceTimeoutMs,
+    }),
     ...kafkaBusSecurity(config.kafkaSecurity),
   });
   const feeds = config.kafkaBrokers !== undefined && Object.keys(config.secrets).length > 0;

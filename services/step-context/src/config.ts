@@ -5,6 +5,7 @@ import {
   parseApiKeys,
   parseConfigWithAuth,
   portVar,
+  refineGroupTimeouts,
   stackVars,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
@@ -27,6 +28,8 @@ export const stepContextConfigSchema = z
     CTXFLOW_DIRECTORY_CACHE_MS: blank(z.coerce.number().int().min(0).default(600_000)),
     ...stackVars(),
   })
+  // Run whatever else failed: every problem is reported at once.
+  .superRefine(refineGroupTimeouts, { when: () => true })
   .transform((env, ctx) => ({
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_STEP_CONTEXT_PORT,
@@ -41,6 +44,7 @@ export const stepContextConfigSchema = z
     kafkaClient: env.KAFKA_CLIENT,
     kafkaTopicPrefix: env.KAFKA_TOPIC_PREFIX,
     kafkaSessionTimeoutMs: env.KAFKA_SESSION_TIMEOUT_MS,
+    kafkaRebalanceTimeoutMs: env.KAFKA_REBALANCE_TIMEOUT_MS,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.REDIS_CLUSTER_NODES,
     ...connectionSecurity(env, ctx),

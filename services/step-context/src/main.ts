@@ -5,12 +5,12 @@ import {
   configOrExit,
   connectOrExit,
   connectRedis,
+  consumerGroupOptions,
   createAuthenticator,
   createLogger,
   HTTP_GRACE_SHARE,
   handleShutdown,
   kafkaBusSecurity,
-  sessionTimeoutOptions,
   verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
@@ -52,7 +52,10 @@ async function main() {
     topicPrefix: config.kafkaTopicPrefix,
     clientId: 'ctxflow-step-context',
     ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
-    ...sessionTimeoutOptions(config.kafkaSessionTimeoutMs),
+    ...consumerGroupOptions({
+      sessionTimeoutMs: config.kafkaSessionTimeoutMs,
+      rebalanceTimeoutMs: config.kafkaRebalanceTimeoutMs,
+    }),
     ...kafkaBusSecurity(config.kafkaSecurity),
   });
   if (config.kafkaBrokers) {

@@ -46,7 +46,10 @@ export interface KafkaBusOptions {
   sessionTimeoutMs?: number;
   /** Consumer group heartbeat interval. Default 3000. */
   heartbeatIntervalMs?: number;
-  /** How long a rebalance waits for members to rejoin. Default 60000. */
+  /**
+   * How long a rebalance waits for members to rejoin (a member that joined and died is
+   * waited for that long). At least `sessionTimeoutMs`. Default 60000, or `sessionTimeoutMs` if longer.
+   */
   rebalanceTimeoutMs?: number;
   /** Longest a fetch waits on the broker for new records (bounds `close()` latency). Default 500. */
   maxWaitMs?: number;
@@ -67,15 +70,23 @@ const silent: BusLog = {
 
 export function resolveKafkaBusOptions(options: KafkaBusOptions): ResolvedKafkaBusOptions {
   if (options.brokers.length === 0) throw new CtxflowError('internal_error', 'a Kafka bus needs at least one broker');
+  const sessionTimeoutMs = options.sessionTimeoutMs ?? 30_000;
+  const rebalanceTimeoutMs = options.rebalanceTimeoutMs ?? Math.max(60_000, sessionTimeoutMs);
+  if (rebalanceTimeoutMs < sessionTimeoutMs) {
+    throw new CtxflowError(
+      'internal_error',
+      `a rebalance timeout (${rebalanceTimeoutMs} ms) below the session timeout (${sessionTimeoutMs} ms)`,
+    );
+  }
   return {
     brokers: options.brokers,
     clientId: options.clientId,
     connectTimeoutMs: options.connectTimeoutMs ?? 3_000,
     requestTimeoutMs: options.requestTimeoutMs ?? 30_000,
     retries: options.retries ?? 5,
-    sessionTimeoutMs: options.sessionTimeoutMs ?? 30_000,
+    sessionTimeoutMs,
     heartbeatIntervalMs: options.heartbeatIntervalMs ?? 3_000,
-    rebalanceTimeoutMs: options.rebalanceTimeoutMs ?? 60_000,
+    rebalanceTimeoutMs,
     maxWaitMs: options.maxWaitMs ?? 500,
     retryBackoffMs: options.retryBackoffMs ?? 500,
     replicationFactor: options.replicationFactor ?? -1,

@@ -200,8 +200,12 @@ class PlatformaticSubscription implements Subscription {
   });
   #loop: Promise<void> = Promise.resolve();
   #closed: Promise<void> | undefined;
-  /** Per partition, the last offset commit sent: commits of a partition go out in order. */
-  readonly #commits = new Map<number, Promise<void>>();
+  /** The Kafka generation and partitions of the assignment in place; undefined once a rebalance began. */
+  #assigned: string | undefined;
+  /** Per partition, the offset after its last handled records, not committed yet, with their generation. */
+  readonly #uncommitted = new Map<number, { next: bigint; generation: number }>();
+  /** The one offset commit in flight (it sends what was handled meanwhile before it ends). */
+  #committing: Promise<void> | undefined;
 
   static async start(options: ResolvedKafkaBusOptions, subscribe: SubscribeOptions): Promise<Subscription> {
     const subscription = new PlatformaticSubscription(options, subscribe);
@@ -236,11 +240,17 @@ class PlatformaticSubscription implements Subscription {
     // A rebalance started: stop handing records until the next assignment is known.
     this.#consumer.on('consumer:group:rebalance', () => {
       this.#generation++;
+      this.#assigned = undefined;
       this.#positions.clear();
     });
-    this.#consumer.on('consumer:group:join', ({ assignments }) => {
-      const generation = ++this.#generation;
+    this.#consumer.on('consumer:group:join', ({ generationId, assignments }) => {
       const partitions = assignments?.find((a) => a.topic === subscribe.topic)?.partitions ?? [];
+      // A member that joins again within its generation (the coordinator answers a follower's
+      // rejoin with the same generation and assignment) keeps its positions.
+      const assigned = `${generationId}:${[...partitions].sort((a, b) => a - b).join(',')}`;
+      if (assigned === this.#assigned) return;
+      this.#assigned = assigned;
+      const generation = ++this.#generation;
       this.#positions.clear();
       for (const partition of partitions) this.#positions.set(partition, { state: 'pending' });
       this.#joined();
@@ -263,9 +273,10 @@ class PlatformaticSubscription implements Subscription {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       this.#stopping.abort();
-      // The loop ends after the in-flight fetch and handler; then the commits still on their way.
+      // The loop ends after the in-flight fetch and handler; then what they handled is committed.
       await this.#loop;
-      await Promise.all(this.#commits.values());
+      await this.#commit();
+      await this.#committing;
       await this.#consumer.close();
     })();
     return this.#closed;
@@ -433,17 +444,52 @@ class PlatformaticSubscription implements Subscription {
       await pause(this.#options.retryBackoffMs, this.#stopping.signal);
       return;
     }
-    if (generation === this.#generation) this.#positions.set(partition, { state: 'open', next });
-    // Committed even after a rebalance began: the records were handled. The next fetch does
-    // not wait for it (a sink that must not see a record twice keeps its own position, as
-    // step-context does in Redis); a partition's commits are chained, so they land in order.
-    const previous = this.#commits.get(partition) ?? Promise.resolve();
-    const commit = previous.then(() =>
-      this.#consumer.commit({ offsets: [{ topic, partition, offset: next, leaderEpoch: -1 }] }).catch((err) => {
-        this.#options.log.warn({ client: 'platformatic', topic, partition, err }, 'commit failed');
-      }),
-    );
-    this.#commits.set(partition, commit);
+    if (generation !== this.#generation) return; // handled under a past assignment: not committed (see #commit)
+    this.#positions.set(partition, { state: 'open', next });
+    this.#uncommitted.set(partition, { next, generation });
+    // The next fetch does not wait for the commit (a sink that must not see a record twice keeps
+    // its own position, as step-context does in Redis).
+    void this.#commit();
+  }
+
+  /**
+   * Commits the handled offsets, one commit at a time, each with every partition's latest;
+   * resolves once nothing handled is left uncommitted. Only offsets handled in the current
+   * generation are sent, and only while the member is in the group (not rejoining): the
+   * library answers a commit the coordinator refuses for its generation (the group moved on
+   * meanwhile) by joining the group again, and a leader's join makes the coordinator
+   * rebalance the whole group once more. Commits sent on every partition at once left some
+   * refused after each rebalance, so each rebalance brought the next: under CPU starvation a
+   * group rebalanced every 2 s for as long as records kept coming, each rebalance pausing
+   * every member's fetches.
+   * What is not committed is delivered again to the partition's next owner: consumers are
+   * at-least-once and idempotent (the runner by requestId, step-context by its own offsets).
+   */
+  #commit(): Promise<void> {
+    this.#committing ??= this.#commitHandled().finally(() => {
+      this.#committing = undefined;
+      // Handled while the last commit was finishing.
+      if (this.#uncommitted.size > 0) void this.#commit();
+    });
+    return this.#committing;
+  }
+
+  async #commitHandled(): Promise<void> {
+    const { topic } = this.#subscribe;
+    for (;;) {
+      const generation = this.#generation;
+      const offsets = [...this.#uncommitted].flatMap(([partition, handled]) =>
+        handled.generation === generation ? [{ topic, partition, offset: handled.next, leaderEpoch: -1 }] : [],
+      );
+      this.#uncommitted.clear();
+      if (offsets.length === 0 || !this.#consumer.isActive()) return;
+      await this.#consumer.commit({ offsets }).catch((err) => {
+        this.#options.log.warn(
+          { client: 'platformatic', topic, partitions: offsets.map((o) => o.partition), err },
+          'commit failed',
+        );
+      });
+    }
   }
 }
 

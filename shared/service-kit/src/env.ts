@@ -30,8 +30,46 @@ export const logLevelVar = () =>
 
 export const kafkaClientVar = () => blank(z.enum(['kafkajs', 'platformatic']).default('platformatic'));
 
+/** The bus's consumer group session timeout when `KAFKA_SESSION_TIMEOUT_MS` is absent (shared/bus kafka-options.ts). */
+export const DEFAULT_KAFKA_SESSION_TIMEOUT_MS = 30_000;
+
+/** The range of the consumer group timeouts, in ms. */
+const GROUP_TIMEOUT_MS = { min: 1_000, max: 1_800_000 } as const;
+const groupTimeoutVar = () =>
+  blank(z.coerce.number().int().min(GROUP_TIMEOUT_MS.min).max(GROUP_TIMEOUT_MS.max).optional());
+const isGroupTimeout = (ms: unknown): ms is number =>
+  Number.isInteger(ms) && (ms as number) >= GROUP_TIMEOUT_MS.min && (ms as number) <= GROUP_TIMEOUT_MS.max;
+
 /** Consumer group session timeout in ms (the broker allows 6000-1800000 by default); absent: the bus's 30000. */
-export const sessionTimeoutVar = () => blank(z.coerce.number().int().min(1_000).max(1_800_000).optional());
+export const sessionTimeoutVar = groupTimeoutVar;
+
+/**
+ * `KAFKA_REBALANCE_TIMEOUT_MS`: how long the group coordinator holds a
+ * rebalance for its members to rejoin, in ms; a member that joined and then
+ * died can keep the whole group's partitions unconsumed that long. At least the
+ * session timeout (refineGroupTimeouts); absent: the bus's default, 60000 or the
+ * session timeout if longer.
+ */
+export const rebalanceTimeoutVar = groupTimeoutVar;
+
+/**
+ * A schema refinement (run it whatever else failed): `KAFKA_REBALANCE_TIMEOUT_MS`
+ * below the session timeout (`KAFKA_SESSION_TIMEOUT_MS`, else the bus's 30000)
+ * is a problem naming it; both clients need a rebalance at least a session long.
+ */
+export function refineGroupTimeouts(env: Readonly<Record<string, unknown>>, ctx: z.RefinementCtx): void {
+  const rebalance = env.KAFKA_REBALANCE_TIMEOUT_MS;
+  const session = env.KAFKA_SESSION_TIMEOUT_MS ?? DEFAULT_KAFKA_SESSION_TIMEOUT_MS;
+  // A value out of its own range is reported by its own variable, once.
+  if (!isGroupTimeout(rebalance) || !isGroupTimeout(session) || rebalance >= session) return;
+  ctx.addIssue({
+    code: 'custom',
+    path: ['KAFKA_REBALANCE_TIMEOUT_MS'],
+    message: `${rebalance} is below the session timeout (${session} ms${
+      env.KAFKA_SESSION_TIMEOUT_MS === undefined ? ', the default' : ', KAFKA_SESSION_TIMEOUT_MS'
+    }): a rebalance must last at least a session`,
+  });
+}
 
 /**
  * `KAFKA_TOPIC_PREFIX`: prepended to every Kafka topic name (default none), so
@@ -69,7 +107,8 @@ export const sessionTtlVar = () =>
 /**
  * The variables every stack process reads for Kafka and Redis, spread into
  * its schema: `KAFKA_BROKERS` (else the in-memory bus), `KAFKA_CLIENT`,
- * `KAFKA_SESSION_TIMEOUT_MS`, `REDIS_URL` or `REDIS_CLUSTER_NODES` (else memory),
+ * `KAFKA_SESSION_TIMEOUT_MS`, `KAFKA_REBALANCE_TIMEOUT_MS` (check them together
+ * with refineGroupTimeouts), `REDIS_URL` or `REDIS_CLUSTER_NODES` (else memory),
  * `KAFKA_TOPIC_PREFIX`, `CTXFLOW_REDIS_PREFIX`, `CTXFLOW_LOG_LEVEL`, `CTXFLOW_SHUTDOWN_GRACE_MS`,
  * `CTXFLOW_SESSION_TTL_MS`,
  * and the secured-connection variables (`connectionSecurityVars`: `KAFKA_SSL*`,
@@ -85,6 +124,7 @@ export const stackVars = () => ({
   KAFKA_CLIENT: kafkaClientVar(),
   KAFKA_TOPIC_PREFIX: topicPrefixVar(),
   KAFKA_SESSION_TIMEOUT_MS: sessionTimeoutVar(),
+  KAFKA_REBALANCE_TIMEOUT_MS: rebalanceTimeoutVar(),
   REDIS_URL: redisUrlVar(),
   REDIS_CLUSTER_NODES: hostListVar(),
   ...connectionSecurityVars(),

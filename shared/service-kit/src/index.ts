@@ -14,12 +14,15 @@ export {
 } from './connection-security.ts';
 export {
   blank,
+  DEFAULT_KAFKA_SESSION_TIMEOUT_MS,
   DEFAULT_SESSION_TTL_MS,
   hostListVar,
   kafkaClientVar,
   logLevelVar,
   portVar,
+  rebalanceTimeoutVar,
   redisUrlVar,
+  refineGroupTimeouts,
   sessionTimeoutVar,
   sessionTtlVar,
   shutdownGraceVar,
@@ -39,6 +42,6 @@ export {
 } from './lifecycle.ts';
 export type { Logger } from './logger.ts';
 export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
-export { connectRedis, sessionTimeoutOptions, verifyRedis } from './redis.ts';
+export { connectRedis, consumerGroupOptions, verifyRedis } from './redis.ts';
 export type { ServerOptions } from './server.ts';
 export { createServer } from './server.ts';

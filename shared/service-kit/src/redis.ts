@@ -69,7 +69,16 @@ export function verifyRedis(client: Redis | Cluster, timeoutMs = 10_000): Promis
   });
 }
 
-/** Bus options for a consumer group session timeout, with the heartbeat at a third of it (at most 3 s). */
-export function sessionTimeoutOptions(ms: number | undefined) {
-  return ms === undefined ? {} : { sessionTimeoutMs: ms, heartbeatIntervalMs: Math.min(3_000, Math.floor(ms / 3)) };
+/**
+ * Bus options of a consumer group: the session timeout with the heartbeat at a
+ * third of it (at most 3 s), and the rebalance timeout; an absent one is the bus's default.
+ */
+export function consumerGroupOptions(timeouts: { sessionTimeoutMs?: number; rebalanceTimeoutMs?: number }) {
+  const { sessionTimeoutMs: session, rebalanceTimeoutMs: rebalance } = timeouts;
+  return {
+    ...(session === undefined
+      ? {}
+      : { sessionTimeoutMs: session, heartbeatIntervalMs: Math.min(3_000, Math.floor(session / 3)) }),
+    ...(rebalance === undefined ? {} : { rebalanceTimeoutMs: rebalance }),
+  };
 }

@@ -67,6 +67,11 @@ export interface FeedRoutesDeps {
   clock?: () => number;
   /** Body limit in bytes (default 256 KiB); over it is 413 `payload_too_large`. */
   maxBodyBytes?: number;
+  /**
+   * How long a delivery being published holds its id (default 30 s): a copy
+   * meanwhile is answered 503 + Retry-After; once it ends unconfirmed (the
+   * instance died mid-publish), the next copy publishes.
+   */
   leaseMs?: number;
   retainMs?: number;
   retryAfterSeconds?: number;

@@ -402,6 +402,31 @@ describe('delivery to the bus', () => {
     await app.close();
   });
 
+  it('leaseMs: a delivery whose publish never finished is published by the first copy after its lease ends', async () => {
+    let now = NOW;
+    const ledger = new MemoryDeliveryLedger({ clock: () => now });
+    const { app, publisher } = await feedApp({ ledger, leaseMs: 5_000 });
+    publisher.gate = new Promise(() => {}); // the first publish never answers (its instance died)
+    const request = {
+      method: 'POST' as const,
+      url: '/feeds/generic',
+      headers: genericHeaders(generic),
+      payload: generic,
+    };
+    void app.inject(request);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    publisher.gate = undefined;
+    now = NOW + 4_999;
+    const held = await app.inject(request);
+    expect(held.statusCode).toBe(503);
+    expect(held.json().error.code).toBe('bus_unavailable');
+    now = NOW + 5_000;
+    const taken = await app.inject(request);
+    expect(taken.statusCode).toBe(202);
+    expect(publisher.published).toHaveLength(1);
+    await app.close();
+  });
+
   it('a ledger that fails -> 503 store_unavailable, nothing published', async () => {
     const ledger = new MemoryDeliveryLedger();
     ledger.claim = async () => {
