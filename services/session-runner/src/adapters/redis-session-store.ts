@@ -60,10 +60,10 @@ type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
 /** Read-only scripts (each header says its keys). */
 type ReadScripts = {
   ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null>;
-  ctxLoadWindow: (...args: string[]) => Promise<WindowReply | null>;
+  ctxLoadSession: (...args: string[]) => Promise<LoadReply | null>;
 };
-/** load-window.lua's reply: meta, from, log, queue, calls (flat), sites, seq fields, request ids. */
-type WindowReply = [string, number, string[], string[], string[], string[], (string | null)[], string[]];
+/** load-session.lua's reply: meta, from, log, queue, calls (flat), sites, seq fields, request ids. */
+type LoadReply = [string, number, string[], string[], string[], string[], (string | null)[], string[]];
 /** An integer, a string, or an array (see each script's header). */
 type ScriptReply = number | string | (number | string)[];
 type ScriptClient = Record<ScriptName, (...args: (string | number)[]) => Promise<ScriptReply>>;
@@ -161,9 +161,11 @@ function encodeStep(step: StepRecord, promptId: string): string {
   return JSON.stringify({ ...rest, systemRef: promptId });
 }
 
-/** A calls-hash value is `<order> <CallRecord JSON>` (put-call.lua). */
-function parseCalls(hash: Record<string, string>): CallRecord[] {
-  return Object.values(hash)
+/** The calls hash as HGETALL's flat field, value list; a value is `<order> <CallRecord JSON>` (put-call.lua). */
+function parseCalls(flat: readonly string[]): CallRecord[] {
+  const values: string[] = [];
+  for (let i = 1; i < flat.length; i += 2) values.push(flat[i]!);
+  return values
     .map((value) => {
       const space = value.indexOf(' ');
       return { order: Number(value.slice(0, space)), call: parse<CallRecord>(value.slice(space + 1)) };
@@ -260,8 +262,8 @@ export class RedisSessionStore implements SessionStore {
     if (typeof (client as unknown as Partial<ReadScripts>).ctxKeyFingerprint !== 'function') {
       client.defineCommand('ctxKeyFingerprint', { numberOfKeys: 2, lua: lua('key-fingerprint.lua') });
     }
-    if (typeof (client as unknown as Partial<ReadScripts>).ctxLoadWindow !== 'function') {
-      client.defineCommand('ctxLoadWindow', { numberOfKeys: SESSION_KEY_COUNT, lua: lua('load-window.lua') });
+    if (typeof (client as unknown as Partial<ReadScripts>).ctxLoadSession !== 'function') {
+      client.defineCommand('ctxLoadSession', { numberOfKeys: SESSION_KEY_COUNT, lua: lua('load-session.lua') });
     }
     this.#client = client;
     this.#scripts = client as unknown as ScriptClient;
@@ -358,51 +360,21 @@ export class RedisSessionStore implements SessionStore {
     return json === null ? undefined : storedMeta(json, counters);
   }
 
+  /** One read-only script (load-session.lua): a consistent snapshot, the log whole or from the fold on. */
   async load(sessionId: string, options: LoadOptions = {}): Promise<SessionState | undefined> {
-    if (options.window) return this.#loadWindow(sessionId);
-    const keys = this.#keys.session(sessionId);
-    // One slot, one MULTI: a consistent snapshot of the session.
-    const replies = await this.#guard(() =>
-      this.#client
-        .multi()
-        .get(keys.meta)
-        .lrange(keys.log, 0, -1)
-        .lrange(keys.queue, 0, -1)
-        .hgetall(keys.calls)
-        .smembers(keys.sites)
-        .hmget(keys.seq, 'item', 'version', 'prompt', ...COUNTERS)
-        .hkeys(keys.requests)
-        .exec(),
-    );
-    if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
-    for (const [err] of replies) if (err) throw this.#wrap(err);
-    const [meta, log, queue, calls, sites, [itemSeq, version, prompt, ...counters], requestIds] = replies.map(
-      ([, value]) => value,
-    ) as [string | null, string[], string[], Record<string, string>, string[], (string | null)[], string[]];
-    if (meta === null) return undefined;
-    this.#sessionPrompts.set(sessionId, prompt ?? '');
-    return {
-      meta: storedMeta(meta, counters),
-      log: log.map((entry) => parse<LogEntry>(entry)),
-      queue: queue.map((item) => parse<QueuedItem>(item)),
-      calls: parseCalls(calls),
-      sites,
-      itemSeq: Number(itemSeq ?? 0),
-      requestIds,
-      version: version ?? '',
-    };
-  }
-
-  /** load() of the log window: one read-only script (load-window.lua), the log from the fold on. */
-  async #loadWindow(sessionId: string): Promise<SessionState | undefined> {
     const reply = await this.#guard(() =>
-      this.#reads.ctxLoadWindow(...this.#keys.sessionList(sessionId), 'item', 'version', 'prompt', ...COUNTERS),
+      this.#reads.ctxLoadSession(
+        ...this.#keys.sessionList(sessionId),
+        options.window ? 'window' : 'whole',
+        'item',
+        'version',
+        'prompt',
+        ...COUNTERS,
+      ),
     );
     if (reply === null) return undefined;
-    const [meta, from, log, queue, flatCalls, sites, [itemSeq, version, prompt, ...counters], requestIds] = reply;
+    const [meta, from, log, queue, calls, sites, [itemSeq, version, prompt, ...counters], requestIds] = reply;
     this.#sessionPrompts.set(sessionId, prompt ?? '');
-    const calls: Record<string, string> = {};
-    for (let i = 0; i + 1 < flatCalls.length; i += 2) calls[flatCalls[i]!] = flatCalls[i + 1]!;
     return {
       meta: storedMeta(meta, counters),
       log: log.map((entry) => parse<LogEntry>(entry)),

@@ -2,8 +2,8 @@
  * The log window. A session's meta keeps the fold of its log before where the last request
  * ended when the last user message came (SessionMeta.logFold): the cursor, the `tools` rows and
  * the view's size there. A context pass answering a delta and a message append need nothing
- * older, so they read the log from there on (its window) and their cost does not grow with the log. What needs more (a whole request, a rewind,
- * a branch, the history) reads the whole log.
+ * older, so they read the log from there on (its window) and their cost does not grow with the
+ * log. What needs more (a whole request, a rewind, a branch, the history) reads the whole log.
  */
 import type { LogFold, SessionState } from './model.ts';
 import { type LogView, type ViewOrigin, viewBytes } from './render-request.ts';

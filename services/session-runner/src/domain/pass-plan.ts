@@ -247,8 +247,8 @@ export function planPass(input: PassInput): PassPlan {
 
 /**
  * The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix
- * reuse), measured on the messages' roles and contents (the log view). On a log window: the
- * previous request's size is the view's (or its fold's) at `previousEnd`.
+ * reuse), measured on the messages' roles and contents (the log view). On a log window the
+ * previous request ends inside the window (the window starts where a request ended).
  */
 export function requestFigures(plan: PassPlan): { requestBytes: number; prefixReusedBytes: number } {
   const { step, view, previousSystem, previousEnd, tools } = plan;

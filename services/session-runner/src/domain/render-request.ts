@@ -70,8 +70,6 @@ export interface LogView {
   readonly log: readonly LogEntry[];
   /** The seq of `log[0]` (0: the whole log). */
   readonly start: number;
-  /** What the view knows of the log before `start` (a window's fold). */
-  readonly fold: LogFold | undefined;
   /** One message per log entry. */
   readonly messages: readonly ModelMessage[];
   /**
@@ -108,8 +106,8 @@ export function logView(log: readonly LogEntry[], base?: LogView, origin?: ViewO
     (base.log.length === 0 || log[base.log.length - 1] === base.log[base.log.length - 1])
       ? base
       : undefined;
-  const fold = from ? from.fold : origin?.fold;
-  if (start > 0 && fold?.at !== start) throw new Error(`the view of a log window at ${start} needs its fold`);
+  const fold = origin?.fold;
+  if (!from && start > 0 && fold?.at !== start) throw new Error(`the view of a log window at ${start} needs its fold`);
   const messages = from ? from.messages.slice() : [];
   const bytes = from ? from.bytes.slice() : [fold?.bytes ?? 0];
   let toolRows = from ? from.toolRows : (fold?.toolRows ?? []);
@@ -126,7 +124,7 @@ export function logView(log: readonly LogEntry[], base?: LogView, origin?: ViewO
       if (entry.row.cursor !== undefined) cursor = entry.row.cursor;
     }
   }
-  return { log, start, fold, messages, bytes, toolRows, cursor };
+  return { log, start, messages, bytes, toolRows, cursor };
 }
 
 /**

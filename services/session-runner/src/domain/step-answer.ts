@@ -57,9 +57,10 @@ export function keyOf(meta: SessionMeta): { key?: string } {
  * survive rewinds, never more than this request has): every request is a prefix of the next (R3).
  * Otherwise the whole request with `since: 0`: the runtime replaces what it holds.
  */
-export function deltaRequest(request: NeutralRequest, cache: CacheHints, since: number): NeutralRequest {
+export function deltaRequest(request: NeutralRequest, cache: CacheHints, since: number, logStart = 0): NeutralRequest {
   if (cache.rebuilt || since > cache.previousEnd) return { ...request, since: 0 };
-  return { ...request, messages: request.messages.slice(since), since };
+  // On a log window from `logStart`, `request` holds the system message, then the window's messages.
+  return { ...request, messages: request.messages.slice(since - logStart), since };
 }
 
 /**
@@ -110,18 +111,12 @@ export function stepAnswer(
     prefixEnd: step.system.length > 0 ? 0 : -1,
     previousEnd: step.previousEnd ?? 0,
   };
-  // On a window, `full` has the system message (if any), then the window's messages.
   const full = request ?? stepRequest(step, log, tools);
   return {
     stepId: step.stepId,
     mode: step.mode,
     rows,
-    request:
-      since === undefined
-        ? full
-        : logStart === 0
-          ? deltaRequest(full, cache, since)
-          : { ...full, messages: full.messages.slice(since - logStart), since },
+    request: since === undefined ? full : deltaRequest(full, cache, since, logStart),
     cursor: step.cursor ?? null,
     cache,
     skipped,

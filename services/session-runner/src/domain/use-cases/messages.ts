@@ -111,9 +111,9 @@ interface PreparedMessages {
 }
 
 /**
- * Whether the state's log decides the inputs: the whole log does; a log window (from the last user
- * message, log-window.ts) holds the open turn, but not every call id ever used (an assistant
- * message with calls) nor older calls (a tool message for a call outside the open turn).
+ * Whether the state's log decides the inputs: the whole log does; a log window (from where the
+ * last request ended, log-window.ts) holds the open turn, but not every call id ever used (an
+ * assistant message with calls) nor older calls (a tool message for a call outside the open turn).
  */
 function windowDecides(state: SessionState, inputs: MessageInput[]): boolean {
   if (logStartOf(state) === 0) return true;
@@ -141,8 +141,8 @@ function preparedOnHeld(state: SessionState, inputs: MessageInput[], now: number
 /**
  * The entries `inputs` add to `state` (closing results ctxflow records first), the meta after
  * them, and per input its entry; throws the refusal of an input the session does not allow. A user
- * message moves the meta's log fold to where the last request ended (log-window.ts); `view`: the view of the state's log
- * (or of a log it extends), when the caller holds one.
+ * message moves the meta's log fold to where the last request ended (log-window.ts); `view`: the
+ * view of the state's log (or of a log it extends), when the caller holds one.
  */
 function prepareMessages(
   state: SessionState,
@@ -157,13 +157,9 @@ function prepareMessages(
   const added: Omit<MessageEntry, 'seq'>[] = [];
   /** Per input: the index of its entry in `added`, or an entry already in the log. */
   const answers: (number | MessageEntry)[] = [];
-  /** The seq of the last user message added: the fold moves (log-window.ts). */
-  let userSeq: number | undefined;
   const push = (entry: Omit<MessageEntry, 'seq'>) => {
     added.push(entry);
-    const seq = start + log.length;
-    log.push({ ...entry, seq } as MessageEntry);
-    if (entry.role === 'user') userSeq = seq;
+    log.push({ ...entry, seq: start + log.length } as MessageEntry);
     return added.length - 1;
   };
   const usedCallIds = new Set<string>();
@@ -211,7 +207,7 @@ function prepareMessages(
     }
     answers.push(push(message));
   }
-  if (userSeq !== undefined && next.lastRequestEnd !== undefined) {
+  if (next.lastRequestEnd !== undefined && added.some((e) => e.role === 'user')) {
     const fold = foldAt(logView(log, view, originOf(state)), next.lastRequestEnd);
     if (fold === undefined) delete next.logFold;
     else next.logFold = fold;

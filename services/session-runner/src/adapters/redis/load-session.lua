@@ -1,0 +1,40 @@
+--[[
+  Reads a session: its whole log, or its log window (the log from the meta's logFold.at on;
+  the whole log when the meta has no fold, or one past the log's end). One script: a
+  consistent snapshot of the session. Writes nothing.
+
+  KEYS (keys.ts SESSION_KEY_ORDER):
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
+  ARGV:
+    1 'window' for the log window, 'whole' for the whole log
+    2.. the fields of seq to read
+  Returns:
+    {meta, from, log, queue, calls, sites, seq, requests}: the meta JSON, the seq of the first
+    log element returned, the log from it, the queue, the calls hash as a flat list of fields and
+    values, the sites, the values of the seq fields asked for (nil when absent), the request ids
+    nil  the session does not exist
+]]
+local meta = redis.call('GET', KEYS[1])
+if not meta then
+  return false
+end
+local from = 0
+if ARGV[1] == 'window' then
+  local ok, decoded = pcall(cjson.decode, meta)
+  if ok and type(decoded) == 'table' and type(decoded.logFold) == 'table' then
+    local at = tonumber(decoded.logFold.at)
+    if at and at > 0 and at <= redis.call('LLEN', KEYS[2]) then
+      from = at
+    end
+  end
+end
+return {
+  meta,
+  from,
+  redis.call('LRANGE', KEYS[2], from, -1),
+  redis.call('LRANGE', KEYS[3], 0, -1),
+  redis.call('HGETALL', KEYS[6]),
+  redis.call('SMEMBERS', KEYS[5]),
+  redis.call('HMGET', KEYS[9], unpack(ARGV, 2)),
+  redis.call('HKEYS', KEYS[8]),
+}
