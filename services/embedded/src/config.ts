@@ -1,4 +1,4 @@
-import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from '@ctxflow/feed-ingestor';
+import { readFeedSecrets, refineFeedSecrets } from '@ctxflow/feed-ingestor';
 import {
   blank,
   isLoopback,
@@ -6,6 +6,7 @@ import {
   parseApiKeys,
   parseConfigWithAuth,
   portVar,
+  REFINE_ALWAYS,
   sessionTtlVar,
   shutdownGraceVar,
 } from '@ctxflow/service-kit';

@@ -8,12 +8,13 @@ import {
   parseApiKeys,
   parseConfig,
   portVar,
+  REFINE_ALWAYS,
   redisUrlVar,
   shutdownGraceVar,
   topicPrefixVar,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
-import { REFINE_ALWAYS, readFeedSecrets, refineFeedSecrets } from './domain/feed-secrets.ts';
+import { readFeedSecrets, refineFeedSecrets } from './domain/feed-secrets.ts';
 import { DEFAULT_FEED_MAX_BYTES, DEFAULT_LEASE_MS, DEFAULT_RETAIN_MS } from './http/feed-routes.ts';
 
 const secret = blank(z.string().min(1).optional());

@@ -17,7 +17,6 @@ export {
   FEED_SECRET_PREFIX,
   feedSecretVar,
   feedSourceOfVar,
-  REFINE_ALWAYS,
   readFeedSecrets,
   refineFeedSecrets,
   tenantSecrets,

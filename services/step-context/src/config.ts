@@ -5,6 +5,7 @@ import {
   parseApiKeys,
   parseConfigWithAuth,
   portVar,
+  REFINE_ALWAYS,
   refineGroupTimeouts,
   stackVars,
 } from '@ctxflow/service-kit';
@@ -28,8 +29,7 @@ export const stepContextConfigSchema = z
     CTXFLOW_DIRECTORY_CACHE_MS: blank(z.coerce.number().int().min(0).default(600_000)),
     ...stackVars(),
   })
-  // Run whatever else failed: every problem is reported at once.
-  .superRefine(refineGroupTimeouts, { when: () => true })
+  .superRefine(refineGroupTimeouts, REFINE_ALWAYS)
   .transform((env, ctx) => ({
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_STEP_CONTEXT_PORT,

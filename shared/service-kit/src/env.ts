@@ -30,6 +30,9 @@ export const logLevelVar = () =>
 
 export const kafkaClientVar = () => blank(z.enum(['kafkajs', 'platformatic']).default('platformatic'));
 
+/** A schema refinement's options: run it whatever else failed, so every problem is reported at once. */
+export const REFINE_ALWAYS = { when: () => true } as const;
+
 /** The bus's consumer group session timeout when `KAFKA_SESSION_TIMEOUT_MS` is absent (shared/bus kafka-options.ts). */
 export const DEFAULT_KAFKA_SESSION_TIMEOUT_MS = 30_000;
 

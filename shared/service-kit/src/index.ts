@@ -20,6 +20,7 @@ export {
   kafkaClientVar,
   logLevelVar,
   portVar,
+  REFINE_ALWAYS,
   rebalanceTimeoutVar,
   redisUrlVar,
   refineGroupTimeouts,

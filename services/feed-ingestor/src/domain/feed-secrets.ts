@@ -141,7 +141,7 @@ export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
 
 /**
  * A config schema's refinement: every problem of the feed secrets as an issue
- * naming its variable. Add it with `{ when: () => true }` so it runs even when
+ * naming its variable. Add it with `REFINE_ALWAYS` (service-kit) so it runs even when
  * other variables failed: every problem is reported at once.
  */
 export function refineFeedSecrets(env: Readonly<Record<string, unknown>>, ctx: z.RefinementCtx): void {
@@ -149,6 +149,3 @@ export function refineFeedSecrets(env: Readonly<Record<string, unknown>>, ctx: z
     ctx.addIssue({ code: 'custom', path: [variable], message });
   }
 }
-
-/** The refinement's options: run whatever else failed. */
-export const REFINE_ALWAYS = { when: () => true } as const;
