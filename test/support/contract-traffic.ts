@@ -1,6 +1,6 @@
 /**
  * Traffic over the whole public HTTP API, as users send it: the walkthrough, the Contract v2 flows,
- * `@ctxflow/client`, the examples, and typical refusals. Every call states the status it must get,
+ * `@ctxflow/client` and the examples (typical refusals: contract-refusals.ts). Every call states the status it must get,
  * so the traffic is what it says it is. Run against a base URL (a validating proxy's recorder).
  */
 import { execFile } from 'node:child_process';
@@ -35,7 +35,8 @@ interface CallOptions {
 
 type Answer = { status: number; body: any; headers: Headers };
 
-function caller(target: TrafficTarget) {
+/** A JSON request helper that checks the status each call states. */
+export function caller(target: TrafficTarget) {
   return async (method: string, path: string, body: unknown, options: CallOptions): Promise<Answer> => {
     const headers: Record<string, string> = { ...options.headers };
     const key = options.key === undefined ? target.apiKey : options.key;
@@ -89,7 +90,7 @@ const turn = (calls: [string, string][]) => ({
 });
 
 /** A signed generic-feed delivery (docs/walkthrough.md step 6). */
-function signed(secret: string, body: string, at = Math.floor(Date.now() / 1000)) {
+export function signed(secret: string, body: string, at = Math.floor(Date.now() / 1000)) {
   const signature = createHmac('sha256', secret).update(`${at}.${body}`).digest('hex');
   return {
     'content-type': 'application/json',
@@ -284,91 +285,6 @@ export async function contractFlows(target: TrafficTarget): Promise<void> {
   ]) {
     await call('GET', path, undefined, { status: 200, key: null });
   }
-}
-
-/** Typical refusals, each with the status the contract gives it. */
-export async function refusals(target: TrafficTarget): Promise<void> {
-  const call = caller(target);
-  const { sessionId: s } = (await call('POST', '/sessions', {}, { status: 201 })).body;
-  const { agentId } = (await call('POST', '/agents', {}, { status: 201 })).body;
-  // 401: no key (the document's security says so too), a wrong key.
-  await call('POST', '/sessions', {}, { status: 401, key: null, expect: 'request-violation' });
-  await call('GET', `/sessions/${s}`, undefined, { status: 401, key: null, expect: 'request-violation' });
-  await call('GET', '/sessions', undefined, { status: 401, key: 'not-a-key' });
-  // 404: unknown session, agent, step, call, route; a feed without a secret.
-  await call('GET', '/sessions/ses_unknown', undefined, { status: 404 });
-  await call('POST', '/sessions/ses_unknown/steps', {}, { status: 404 });
-  await call(
-    'POST',
-    '/context',
-    { sessionId: 'ses_unknown', items: [{ kind: 'notice', content: 'x' }] },
-    { status: 404 },
-  );
-  await call('GET', '/agents/agt_unknown', undefined, { status: 404 });
-  await call('POST', '/sessions', { agentId: 'agt_unknown' }, { status: 404 });
-  await call('POST', `/sessions/${s}/rewind`, { toStepId: 'stp_unknown' }, { status: 404 });
-  await call('POST', `/sessions/${s}/branches`, { atStepId: 'stp_unknown' }, { status: 404 });
-  await call('POST', `/sessions/${s}/tool-calls/nope/approval`, { approved: true }, { status: 404 });
-  await call('POST', `/sessions/${s}/tool-calls/nope/answer`, { content: 'x' }, { status: 404 });
-  await call('GET', '/nope', undefined, { status: 404, expect: 'unknown-route' });
-  const event = JSON.stringify({ eventId: 'evt-jira', ticket: 'T-1', summary: 'x' });
-  await call('POST', '/feeds/jira', undefined, { status: 404, key: null, raw: event, headers: signed('other', event) });
-  // 409: the same idempotency key with other items.
-  await call(
-    'POST',
-    '/context',
-    { sessionId: s, items: [{ kind: 'notice', content: 'a' }], key: 'same' },
-    { status: 200 },
-  );
-  await call(
-    'POST',
-    '/context',
-    { sessionId: s, items: [{ kind: 'notice', content: 'b' }], key: 'same' },
-    { status: 409 },
-  );
-  // 400: bodies the document refuses too.
-  await call('POST', '/agents', { tools: [{ name: 'files.read' }] }, { status: 400, expect: 'request-violation' });
-  await call('POST', '/sessions', { agentId: 7 }, { status: 400, expect: 'request-violation' });
-  await call('POST', '/context', { sessionId: s }, { status: 400, expect: 'request-violation' });
-  await call('POST', `/sessions/${s}/steps`, { mode: 'sideways' }, { status: 400, expect: 'request-violation' });
-  await call(
-    'POST',
-    `/sessions/${s}/messages`,
-    { role: 'robot', content: 'x' },
-    { status: 400, expect: 'request-violation' },
-  );
-  await call('POST', `/sessions/${s}/tool-calls`, { callId: 'x' }, { status: 400, expect: 'request-violation' });
-  await call('DELETE', `/agents/${agentId}?cascade=maybe`, undefined, { status: 400, expect: 'request-violation' });
-  // 400: refusals only the server can judge (a delta in a provider format, a result for no call,
-  // a rewind naming no step).
-  await call('POST', `/sessions/${s}/rewind`, {}, { status: 400 });
-  await call('POST', `/sessions/${s}/steps`, { since: 0, format: 'anthropic' }, { status: 400 });
-  await call('POST', `/sessions/${s}/messages`, { role: 'tool', callId: 'nope', content: 'x' }, { status: 400 });
-  // 400: a malformed %-escape, an id over 256 characters.
-  await call('GET', '/sessions/%ZZ', undefined, { status: 400 });
-  await call('POST', '/sessions/%E0%A4%A/steps', {}, { status: 400 });
-  await call('GET', `/sessions/${'s'.repeat(300)}`, undefined, { status: 400 });
-  // 413: bodies over the limits (4 MiB; 2 MiB for context blocks).
-  await call(
-    'POST',
-    `/agents/${agentId}/memories`,
-    { content: 'm'.repeat(4.5 * 1024 * 1024) },
-    { status: 413, expect: 'request-violation' },
-  );
-  await call('POST', '/sessions', { context: 'c'.repeat(2.5 * 1024 * 1024) }, { status: 413 });
-  // A body that is not JSON: text is parsed as a string, other media types are refused.
-  await call('POST', '/sessions', undefined, {
-    status: 400,
-    raw: 'hello',
-    headers: { 'content-type': 'text/plain' },
-    expect: 'request-violation',
-  });
-  await call('POST', '/sessions', undefined, {
-    status: 400,
-    raw: '<a/>',
-    headers: { 'content-type': 'application/xml' },
-    expect: 'request-violation',
-  });
 }
 
 /** `@ctxflow/client` against the target: every method once (no retries, so nothing is hidden). */
