@@ -3,9 +3,11 @@
  * proxy over real traffic reports nothing"): Stoplight Prism, in proxy mode over the document the
  * embedded app serves, in front of that app, sees the walkthrough, the Contract v2 flows,
  * `@ctxflow/client`, the examples and typical refusals. Every violation Prism reports, every status
- * an operation does not document, fails the test, listed. A second test plants wrong answers in a
- * copy of the document and runs the same traffic: Prism must report exactly those (it skips a
- * schema it cannot compile without a word, so a silent validator would pass the first test).
+ * an operation does not document, fails the test, listed. Then the validator must be able to fail:
+ * copies of the document with one planted wrong answer each, over the same traffic, must be
+ * reported with exactly that; and a copy with every schema made unsatisfiable must be reported on
+ * every body (Prism skips a schema it cannot compile without a word: a silent validator would pass
+ * the first test).
  */
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -67,26 +69,27 @@ describe('the served /openapi.json and the server agree (Prism in proxy mode)', 
     expect(findings(served, baseline)).toEqual([]);
   }, 90_000);
 
-  it('a document with planted wrong answers: Prism reports exactly those on the same traffic', async () => {
+  it('a copy whose POST /sessions 201 says sessionId is an integer: Prism reports exactly that, on the same traffic', async () => {
     const planted = structuredClone(served) as any;
-    // 1. POST /sessions answers 201 with a sessionId said to be an integer.
+    // A copy of the answer's schema: the shared component would plant it in other answers too.
     const created = planted.paths['/sessions'].post.responses['201'].content['application/json'];
-    const schema = created.schema.$ref
-      ? planted.components.schemas[created.schema.$ref.split('/').at(-1)]
-      : created.schema;
-    schema.properties.sessionId = { type: 'integer' };
-    // 2. GET /agents/{agentId} no longer documents its 404.
+    const ref = created.schema.$ref as string | undefined;
+    created.schema = structuredClone(ref ? planted.components.schemas[ref.split('/').at(-1)!] : created.schema);
+    created.schema.properties.sessionId = { type: 'integer' };
+    expect(await plantedFindings(planted)).toEqual([
+      'POST /sessions -> 201: Error response.body.sessionId: Response body property sessionId must be integer',
+    ]);
+  }, 90_000);
+
+  it('a copy where GET /agents/{agentId} no longer documents its 404: Prism and the status check report exactly that', async () => {
+    const planted = structuredClone(served) as any;
     delete planted.paths['/agents/{agentId}'].get.responses['404'];
-    const before = new Set(findings(served, await baselineTraffic()).map(stripCount));
-    const after = new Set(findings(planted, await traffic(planted)).map(stripCount));
-    expect([...after].filter((line) => !before.has(line))).toEqual([
+    expect(await plantedFindings(planted)).toEqual([
       expect.stringMatching(
         /^GET \/agents\/\{agentId\} -> 404: Warning response: Unable to match the returned status code with those defined in the document: [0-9,]+$/,
       ),
       expect.stringMatching(/^GET \/agents\/\{agentId\} -> 404: status 404 not documented \(documented: [0-9, ]+\)$/),
-      'POST /sessions -> 201: Error response.body.sessionId: Response body property sessionId must be integer',
     ]);
-    expect([...before].filter((line) => !after.has(line))).toEqual([]);
   }, 90_000);
 
   it('every schema the traffic meets is one Prism compiled: made unsatisfiable, each request body and answer is reported', async () => {
@@ -124,6 +127,14 @@ describe('the served /openapi.json and the server agree (Prism in proxy mode)', 
     expect([...new Set(silent)].sort()).toEqual([]);
   }, 90_000);
 });
+
+/** What the same traffic shows over `planted` and not over the served document (nothing may vanish). */
+async function plantedFindings(planted: OpenApiDocument): Promise<string[]> {
+  const before = new Set(findings(served, await baselineTraffic()).map(stripCount));
+  const after = new Set(findings(planted, await traffic(planted)).map(stripCount));
+  expect([...before].filter((line) => !after.has(line))).toEqual([]);
+  return [...after].filter((line) => !before.has(line));
+}
 
 async function baselineTraffic(): Promise<Exchange[]> {
   if (baseline.length === 0) baseline = await traffic(served);

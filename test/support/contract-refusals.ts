@@ -81,7 +81,7 @@ export async function refusals(target: TrafficTarget): Promise<void> {
   // 400: a malformed %-escape, an id over 256 characters.
   await call('GET', '/sessions/%ZZ', undefined, { status: 400 });
   await call('POST', '/sessions/%E0%A4%A/steps', {}, { status: 400 });
-  await call('GET', `/sessions/${'s'.repeat(300)}`, undefined, { status: 400 });
+  await call('GET', `/sessions/${'s'.repeat(300)}`, undefined, { status: 400, expect: 'request-violation' });
   // 413: bodies over the limits (4 MiB; 2 MiB for context blocks).
   await call(
     'POST',
@@ -90,7 +90,7 @@ export async function refusals(target: TrafficTarget): Promise<void> {
     { status: 413, expect: 'request-violation' },
   );
   await call('POST', '/sessions', { context: 'c'.repeat(2.5 * 1024 * 1024) }, { status: 413 });
-  // A body that is not JSON: text is parsed as a string, other media types are refused.
+  // A body that is not JSON: text is parsed as a string (400), other media types are 415.
   await call('POST', '/sessions', undefined, {
     status: 400,
     raw: 'hello',
@@ -98,7 +98,7 @@ export async function refusals(target: TrafficTarget): Promise<void> {
     expect: 'request-violation',
   });
   await call('POST', '/sessions', undefined, {
-    status: 400,
+    status: 415,
     raw: '<a/>',
     headers: { 'content-type': 'application/xml' },
     expect: 'request-violation',
