@@ -25,6 +25,11 @@ export interface ServerOptions {
  * Node's HTTP parser refuses before fastify sees a request (headers over the
  * size limit, a malformed request, a request that did not arrive in time)
  * through `clientErrorHandler`.
+ *
+ * A JSON request with an empty body is a request without a body (`request.body` is
+ * undefined): what curl scripts, axios and generated clients send with
+ * `content-type: application/json` on a DELETE or a body-less POST. Fastify's own JSON
+ * parser reads every other body (its prototype-poisoning protection included).
  */
 export function createServer(options: ServerOptions = {}): FastifyInstance {
   const app = Fastify({
@@ -38,6 +43,13 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
   if (options.onRoute) app.addHook('onRoute', options.onRoute);
   app.decorateRequest('tenant', '');
   installErrorHandler(app);
+
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') done(null, undefined);
+    else parseJson(request, body as string, done);
+  });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
