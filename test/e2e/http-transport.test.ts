@@ -10,17 +10,28 @@
  *   client reads that answer: the server reads the rest of the upload before it closes
  *   the connection, so no client sees EPIPE or ECONNRESET instead.
  */
-import { mkdtemp, rm } from 'node:fs/promises';
+import { execFile, spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { request as httpRequest } from 'node:http';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { parseApiKeys } from '@ctxflow/service-kit';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { TryResult, Upload } from '../support/upload-client.ts';
 
 const KEY = 'transport-key';
 const AUTH = { authorization: `Bearer ${KEY}` };
 const JSON_TYPE = { 'content-type': 'application/json' };
+const BODY_LIMIT = 4 * 1024 * 1024;
+const FEED_LIMIT = 256 * 1024;
+const UPLOAD_CLIENT = join(import.meta.dirname, '../support/upload-client.ts');
+
+const TOO_LARGE = {
+  error: { code: 'payload_too_large', message: 'request body is over the size limit', retryable: false },
+};
 
 let embedded: EmbeddedApp;
 let base = '';
@@ -58,6 +69,30 @@ function nodeRequest(
   });
 }
 
+/** curl, spawned: status, headers and body of its answer. */
+function curl(args: string[]): Promise<{ code: number | null; status: number; headers: string; text: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('curl', ['-sS', '--max-time', '20', '-D', '-', ...args]);
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString('utf8');
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      err += c.toString('utf8');
+    });
+    child.on('error', reject);
+    child.on('close', (code) => {
+      // -D - writes every header block (a 100 Continue first) before the body.
+      const blocks = out.split('\r\n\r\n');
+      const text = blocks.pop() ?? '';
+      const headers = blocks.filter((b) => !b.startsWith('HTTP/1.1 100')).join('\r\n');
+      const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(headers)?.[1] ?? 0);
+      resolve({ code, status, headers: `${headers}\n${err}`, text });
+    });
+  });
+}
+
 async function createSession(): Promise<string> {
   const answer = await fetch(`${base}/sessions`, { method: 'POST', headers: { ...AUTH, ...JSON_TYPE }, body: '{}' });
   expect(answer.status).toBe(201);
@@ -68,6 +103,12 @@ async function createAgent(): Promise<string> {
   const answer = await fetch(`${base}/agents`, { method: 'POST', headers: { ...AUTH, ...JSON_TYPE }, body: '{}' });
   expect(answer.status).toBe(201);
   return ((await answer.json()) as { agentId: string }).agentId;
+}
+
+/** A JSON body of `bytes` bytes: one string field. */
+function bodyOf(bytes: number, field = 'content'): Buffer {
+  const prefix = `{"${field}":"`;
+  return Buffer.from(`${prefix}${'x'.repeat(bytes - prefix.length - 2)}"}`);
 }
 
 beforeAll(async () => {
@@ -192,4 +233,166 @@ describe('a JSON request with an empty body', () => {
       expect(JSON.parse(messages.text)).toEqual({ messages: [] });
     },
   );
+});
+
+describe('a body over the limit is answered 413 on every client', () => {
+  /** What every 413 answer is: the error form, and the connection closed after it. */
+  function tooLarge(message = TOO_LARGE.error.message): TryResult {
+    return { status: 413, connection: 'close', text: JSON.stringify({ error: { ...TOO_LARGE.error, message } }) };
+  }
+
+  /** Every try answered 413: the list shows which try got what. */
+  function expectAllTooLarge(what: string, results: TryResult[], tries: number, message?: string) {
+    expect(results, what).toEqual(Array.from({ length: tries }, () => tooLarge(message)));
+  }
+
+  /** `tries` uploads of `bytes` bytes from a client in its own process; every answer it read, or its error. */
+  function upload(options: Omit<Upload, 'url' | 'headers'> & { path: string; headers?: Record<string, string> }) {
+    const { path, headers = { ...AUTH, ...JSON_TYPE }, ...rest } = options;
+    const spec: Upload = { ...rest, url: `${base}${path}`, headers };
+    return new Promise<TryResult[]>((resolve, reject) => {
+      execFile(
+        process.execPath,
+        [UPLOAD_CLIENT, JSON.stringify(spec)],
+        { maxBuffer: 16 * 1024 * 1024, timeout: 120_000 },
+        (err, stdout, stderr) => {
+          if (err) reject(new Error(`${err.message}\n${stderr}`));
+          else
+            resolve(
+              stdout
+                .trim()
+                .split('\n')
+                .map((line) => JSON.parse(line) as TryResult),
+            );
+        },
+      );
+    });
+  }
+
+  it('fetch: 10 tries of 8 MiB to a 4 MiB route and 10 of 4 MiB to a 2 MiB route, each a 413', async () => {
+    const agentId = await createAgent();
+    const sessionId = await createSession();
+    for (const [method, path, bytes, field] of [
+      ['POST', `/agents/${agentId}/memories`, 2 * BODY_LIMIT, 'content'],
+      ['PATCH', `/sessions/${sessionId}`, 2 * MAX_CONTEXT_BODY_BYTES, 'context'],
+    ] as const) {
+      const results = await upload({ client: 'fetch', method, path, bytes, field, tries: 10 });
+      expectAllTooLarge(`${method} ${path}`, results, 10);
+    }
+    const memory = await fetch(`${base}/agents/${agentId}/memories`, {
+      method: 'POST',
+      headers: { ...AUTH, ...JSON_TYPE },
+      body: JSON.stringify({ content: 'still served' }),
+    });
+    expect(memory.status).toBe(201);
+    expect(
+      ((await (await fetch(`${base}/sessions/${sessionId}`, { headers: AUTH })).json()) as { steps: number }).steps,
+    ).toBe(0);
+  });
+
+  it('fetch: 10 tries of 64 MiB to a 4 MiB route, each a 413', async () => {
+    const agentId = await createAgent();
+    const results = await upload({
+      client: 'fetch',
+      method: 'POST',
+      path: `/agents/${agentId}/memories`,
+      bytes: 16 * BODY_LIMIT,
+      field: 'content',
+      tries: 10,
+    });
+    expectAllTooLarge('64 MiB', results, 10);
+  });
+
+  it('fetch: 10 tries of 4 MiB to a feed (its limit 256 KiB), each its 413', async () => {
+    const results = await upload({
+      client: 'fetch',
+      method: 'POST',
+      path: '/feeds/generic',
+      headers: JSON_TYPE,
+      bytes: 16 * FEED_LIMIT,
+      field: 'summary',
+      tries: 10,
+    });
+    expectAllTooLarge('/feeds/generic', results, 10, `body is over the ${FEED_LIMIT}-byte limit`);
+  });
+
+  it('node:http: 8 MiB to a 4 MiB route, 4 MiB to each 2 MiB context route, sized and chunked, 3 tries each', async () => {
+    const agentId = await createAgent();
+    const sessionId = await createSession();
+    for (const [method, path, bytes, field] of [
+      ['POST', `/agents/${agentId}/memories`, 2 * BODY_LIMIT, 'content'],
+      ['POST', '/sessions', 2 * MAX_CONTEXT_BODY_BYTES, 'context'],
+      ['PATCH', `/sessions/${sessionId}`, 2 * MAX_CONTEXT_BODY_BYTES, 'context'],
+      ['PATCH', `/agents/${agentId}`, 2 * MAX_CONTEXT_BODY_BYTES, 'context'],
+    ] as const) {
+      for (const chunked of [false, true]) {
+        const results = await upload({ client: 'node:http', method, path, bytes, field, tries: 3, chunked });
+        expectAllTooLarge(`${method} ${path} chunked=${chunked}`, results, 3);
+      }
+    }
+    const agent = (await (await fetch(`${base}/agents/${agentId}`, { headers: AUTH })).json()) as { version: number };
+    expect(agent.version).toBe(1);
+  });
+
+  it('curl: 8 MiB to a 4 MiB route and 4 MiB to a 2 MiB route, with and without Expect: 100-continue', async () => {
+    const agentId = await createAgent();
+    const large = join(dir, 'large.json');
+    const context = join(dir, 'context.json');
+    await writeFile(large, bodyOf(2 * BODY_LIMIT));
+    await writeFile(context, bodyOf(2 * MAX_CONTEXT_BODY_BYTES, 'context'));
+    for (const [method, path, file] of [
+      ['POST', `/agents/${agentId}/memories`, large],
+      ['POST', '/sessions', context],
+    ] as const) {
+      for (const expect100 of [[], ['-H', 'expect:']]) {
+        for (let i = 0; i < 3; i++) {
+          const answer = await curl([
+            '-X',
+            method,
+            '-H',
+            `authorization: Bearer ${KEY}`,
+            '-H',
+            'content-type: application/json',
+            ...expect100,
+            '--data-binary',
+            `@${file}`,
+            `${base}${path}`,
+          ]);
+          expect(answer.code, answer.headers).toBe(0);
+          const connection = /^connection: (.*)$/im.exec(answer.headers)?.[1]?.trim();
+          expect({ status: answer.status, connection, text: answer.text }, `curl ${method} ${path} try ${i}`).toEqual(
+            tooLarge(),
+          );
+        }
+      }
+    }
+  });
+
+  it('an upload that goes on far past the limit is cut off within its bounds, after its 413', async () => {
+    // Declares 1 GiB and writes 64 KiB every millisecond: the server answers, reads on only
+    // within its bounds, then closes the connection; the client has its answer before that.
+    const socket = connect(port, '127.0.0.1');
+    await new Promise<void>((resolve) => socket.once('connect', resolve));
+    socket.write(
+      `POST /agents/none/memories HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${KEY}\r\n` +
+        `content-type: application/json\r\ncontent-length: ${1024 ** 3}\r\n\r\n`,
+    );
+    let received = '';
+    socket.on('data', (c: Buffer) => {
+      received += c.toString('utf8');
+    });
+    socket.on('error', () => {});
+    const started = performance.now();
+    const chunk = Buffer.alloc(64 * 1024, 'x');
+    const writer = setInterval(() => {
+      if (socket.writable) socket.write(chunk);
+    }, 1);
+    await new Promise<void>((resolve) => socket.once('close', () => resolve()));
+    clearInterval(writer);
+    const elapsed = performance.now() - started;
+    expect(received).toMatch(/^HTTP\/1\.1 413 /);
+    expect(received).toMatch(/\r\nconnection: close\r\n/i);
+    expect(received.slice(received.indexOf('\r\n\r\n') + 4)).toBe(JSON.stringify(TOO_LARGE));
+    expect(elapsed).toBeLessThan(15_000);
+  });
 });
