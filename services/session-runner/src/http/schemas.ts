@@ -172,9 +172,13 @@ export const rewindBody = z
 
 export const branchBody = z.strictObject({ atStepId: idSchema.optional() }).default({});
 
-/** Parses a body, or refuses it with one message naming every problem. */
+/**
+ * Parses a body, or refuses it with one message naming every problem. No body (undefined,
+ * also an empty JSON body) takes the schema's default where it has one; a JSON `null` is a
+ * value like any other, refused where an object is expected.
+ */
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
-  const parsed = schema.safeParse(body ?? undefined);
+  const parsed = schema.safeParse(body);
   if (parsed.success) return parsed.data;
   // At most MAX_ERROR_DETAILS issues are described: a body of 100,000 bad keys gets a short answer.
   const issues = parsed.error.issues.slice(0, MAX_ERROR_DETAILS);
