@@ -2,6 +2,9 @@ import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import { MAX_ID_LENGTH } from '@ctxflow/contracts';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type RouteOptions } from 'fastify';
+import { serializerCompiler } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { type ApiInfo, registerApiDocument, validatorCompiler } from './api-document.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.ts';
 
 export interface ServerOptions {
@@ -14,6 +17,8 @@ export interface ServerOptions {
   bodyLimit?: number;
   /** Called with every route the server registers, its own included (the OpenAPI test lists them). */
   onRoute?: (route: RouteOptions) => void;
+  /** The title, version and description of the server's OpenAPI document. */
+  api?: ApiInfo;
 }
 
 /** How much of a request body still arriving after its answer is read (and dropped) before the connection closes. */
@@ -64,6 +69,19 @@ function endAfterUpload(raw: IncomingMessage, answer: string | Buffer): Readable
   return out;
 }
 
+const DEFAULT_API: ApiInfo = {
+  title: 'ctxflow',
+  version: '3.0.0',
+  description: 'Ticket updates into running AI-agent sessions as context rows, exactly once, prompt cache intact.',
+};
+
+const readiness = z
+  .object({
+    status: z.enum(['ready', 'not_ready']),
+    checks: z.record(z.string(), z.string()).describe('Each check by name: `ok`, or why it is not ready'),
+  })
+  .meta({ id: 'Readiness', title: 'Readiness' });
+
 /**
  * A fastify instance with the shared error format and the operational routes
  * (`/healthz`, `/readyz`, `/metrics`, never behind credentials). It never
@@ -75,6 +93,10 @@ function endAfterUpload(raw: IncomingMessage, answer: string | Buffer): Readable
  * Node's HTTP parser refuses before fastify sees a request (headers over the
  * size limit, a malformed request, a request that did not arrive in time)
  * through `clientErrorHandler`.
+ *
+ * Routes declare their params, query, body and answers as zod schemas (fastify's zod type
+ * provider): requests are validated by them, answers serialized by them (nothing undeclared
+ * leaves the server), and `GET /openapi.json` is generated from them.
  *
  * A JSON request with an empty body is a request without a body (`request.body` is
  * undefined): what curl scripts, axios and generated clients send with
@@ -96,6 +118,9 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
     frameworkErrors,
     clientErrorHandler,
   }) as unknown as FastifyInstance;
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  registerApiDocument(app, options.api ?? DEFAULT_API);
   if (options.onRoute) app.addHook('onRoute', options.onRoute);
   app.decorateRequest('tenant', '');
   installErrorHandler(app);
@@ -114,9 +139,33 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
     return endAfterUpload(request.raw, payload);
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  app.register(async (scope) => operationalRoutes(scope, options));
+  return app;
+}
 
-  app.get('/readyz', async (_request, reply) => {
+const operations = { tags: ['operations'] };
+
+async function operationalRoutes(app: FastifyInstance, options: ServerOptions): Promise<void> {
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        ...operations,
+        operationId: 'getHealth',
+        summary: 'Liveness',
+        response: { 200: z.object({ status: z.literal('ok') }).meta({ id: 'Health', title: 'Health' }) },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+
+  const readyzSchema = {
+    ...operations,
+    operationId: 'getReadiness',
+    summary: 'Readiness: 503 while a check fails',
+    response: { 200: readiness, 503: readiness },
+  };
+  app.get('/readyz', { schema: readyzSchema }, async (_request, reply) => {
     const checks: Record<string, string> = {};
     let ready = true;
     for (const [name, probe] of Object.entries(options.readiness ?? {})) {
@@ -131,10 +180,15 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
     return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
   });
 
-  app.get('/metrics', async (_request, reply) => {
+  const metricsSchema = {
+    ...operations,
+    operationId: 'getMetrics',
+    summary: 'Prometheus metrics (text exposition format)',
+    produces: ['text/plain'],
+    response: { 200: z.string().describe('Prometheus text exposition format 0.0.4') },
+  };
+  app.get('/metrics', { schema: metricsSchema }, async (_request, reply) => {
     const text = options.metricsText ? await options.metricsText() : '';
-    return reply.type('text/plain; version=0.0.4; charset=utf-8').send(text);
+    return reply.type('text/plain; version=0.0.4; charset=utf-8').serializer(String).send(text);
   });
-
-  return app;
 }

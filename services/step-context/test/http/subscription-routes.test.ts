@@ -84,7 +84,7 @@ describe('subscription routes', () => {
   it('an unknown session or one of another tenant is 404 state_session_not_found, nothing written', async () => {
     const notFound = {
       status: 404,
-      body: { error: { code: 'state_session_not_found', message: 'session s-globex not found', retryable: false } },
+      body: { error: { code: 'state_session_not_found', message: 'session not found', retryable: false } },
     };
     expect(await call('POST', '/sessions/s-globex/subscriptions', { source: 'generic', ticket: 'T' })).toEqual(
       notFound,
