@@ -51,7 +51,6 @@ function endAfterUpload(raw: IncomingMessage, answer: string | Buffer): Readable
     raw.off('data', onData);
     raw.off('end', finish);
     raw.off('close', finish);
-    raw.off('error', finish);
     if (!out.destroyed) out.end();
   };
   const onData = (chunk: Buffer) => {
@@ -62,7 +61,8 @@ function endAfterUpload(raw: IncomingMessage, answer: string | Buffer): Readable
   raw.on('data', onData);
   raw.once('end', finish);
   raw.once('close', finish);
-  raw.once('error', finish);
+  // The upload ends in an error when the connection closes before it arrived (`aborted`): expected here.
+  raw.on('error', finish);
   // The response was cut off (the client left): nothing more to wait for.
   out.once('close', finish);
   raw.resume();
