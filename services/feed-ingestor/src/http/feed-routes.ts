@@ -44,12 +44,15 @@ import { type FeedTelemetry, noopFeedTelemetry } from '../ports/feed-telemetry.t
 /** A feed's answer when it took a delivery (published, a duplicate, or a verified event it does not take). */
 const feedAccepted = z
   .object({
-    accepted: z.literal(true).optional(),
+    accepted: z.boolean().optional().describe('The delivery was taken (true when present)'),
     id: z.string().optional().describe('The delivery id (the TicketUpdate id)'),
-    duplicate: z.literal(true).optional().describe('Published before: not published again'),
-    ignored: z.literal(true).optional().describe('Verified, but an event this feed does not take: nothing published'),
+    duplicate: z.boolean().optional().describe('Published before: not published again (true when present)'),
+    ignored: z
+      .boolean()
+      .optional()
+      .describe('Verified, but an event this feed does not take: nothing published (true when present)'),
     results: z
-      .array(z.object({ id: z.string(), duplicate: z.literal(true).optional() }))
+      .array(z.object({ id: z.string(), duplicate: z.boolean().optional() }))
       .optional()
       .describe('A CloudEvents batch: each event, in order'),
   })

@@ -70,7 +70,7 @@ const neutralMessage = named(
 );
 
 const toolChoice = named(
-  z.union([z.literal('auto'), named(z.object({ type: z.literal('tool'), name: z.string() }), 'ToolChoiceTool')]),
+  z.xor([z.literal('auto'), named(z.object({ type: z.literal('tool'), name: z.string() }), 'ToolChoiceTool')]),
   'ToolChoice',
   '`auto`, or in forced completion the completion tool',
 );
@@ -219,7 +219,7 @@ export const agentUpdated = named(
   z.object({ agentId: z.string(), version: int, appliesFrom: z.literal('next_run') }),
   'AgentUpdated',
 );
-export const memoryAdded = named(z.object({ remembered: z.literal(true) }), 'MemoryAdded');
+export const memoryAdded = named(z.object({ remembered: z.boolean().describe('Always true') }), 'MemoryAdded');
 
 export const agent = named(
   z.object({

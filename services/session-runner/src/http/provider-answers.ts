@@ -57,7 +57,7 @@ export const openAIChatRequest = named(
       )
       .optional(),
     tool_choice: z
-      .union([
+      .xor([
         z.literal('none'),
         named(
           z.object({
@@ -113,7 +113,7 @@ export const openAIResponsesRequest = named(
       )
       .optional(),
     tool_choice: z
-      .union([
+      .xor([
         z.literal('none'),
         named(
           z.object({
