@@ -56,10 +56,11 @@ export function toBlocks(input: ContextInput | undefined): ContextBlock[] {
       : input.map((b) => (b.id === undefined ? { content: b.content } : { id: b.id, content: b.content }));
   checkBlockLimits(blocks);
   const seen = new Set<string>();
-  for (const block of blocks) {
+  for (const [i, block] of blocks.entries()) {
     if (block.id === undefined) continue;
-    if (seen.has(block.id))
-      throw new CtxflowError('validation_error', `context: block id ${JSON.stringify(block.id)} appears twice`);
+    if (seen.has(block.id)) {
+      throw new CtxflowError('validation_error', `context.${i}.id: the id of an earlier block; an id appears once`);
+    }
     seen.add(block.id);
   }
   return blocks;
