@@ -83,6 +83,7 @@ function sent<F extends ProviderFormat>(format: F, request: ProviderRequests[F])
 }
 
 interface NeutralAnswer {
+  format: string;
   stepId: string;
   rows: { id: string }[];
   request: ModelRequest;
@@ -151,8 +152,9 @@ describe('Contract v2 provider formats: POST /sessions/:id/steps { format }', ()
     const neutral: NeutralAnswer = await json(h, 'POST', url, { format: 'neutral', requestId: 'r1' });
     for (const format of PROVIDER_FORMATS) {
       // The same requestId answers the same committed step again, here in each provider format.
-      const { request, ...rest } = await json(h, 'POST', url, { format, requestId: 'r1' });
-      const { request: neutralRequest, ...neutralRest } = neutral;
+      const { request, format: answered, ...rest } = await json(h, 'POST', url, { format, requestId: 'r1' });
+      const { request: neutralRequest, format: neutralFormat, ...neutralRest } = neutral;
+      expect([answered, neutralFormat]).toEqual([format, 'neutral']);
       expect(rest).toEqual(neutralRest);
       expect(request).toEqual(toProviderRequest(format, neutralRequest, neutral.cache));
     }

@@ -23,6 +23,7 @@ export type ErrorCode =
   | 'state_conflict'
   | 'state_calls_pending'
   | 'payload_too_large'
+  | 'unsupported_media_type'
   | 'header_too_large'
   | 'bus_unavailable'
   | 'store_unavailable'

@@ -1,7 +1,6 @@
-import { createServer, type ServerOptions, tenantHook } from '@ctxflow/service-kit';
+import { createServer, type ServerOptions, securedRoute, tenantHook } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import type { ContextEngine } from './domain/context-engine.ts';
-import { openApiRoutes } from './http/openapi.ts';
 import { sessionRoutes } from './http/session-routes.ts';
 import type { StreamFollowers } from './http/stream-followers.ts';
 
@@ -20,11 +19,11 @@ export interface RunnerAppDeps extends ServerOptions {
 export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
   const app = createServer(deps);
   app.register(async (scope) => {
+    scope.addHook('onRoute', securedRoute);
     scope.addHook('onRequest', tenantHook(deps.authenticate));
     await sessionRoutes(scope, { engine: deps.engine, ...(deps.streams ? { streams: deps.streams } : {}) });
     for (const routes of deps.protectedRoutes ?? []) await routes(scope);
   });
-  app.register(openApiRoutes);
   for (const routes of deps.openRoutes ?? []) app.register(routes);
   return app;
 }

@@ -51,7 +51,6 @@ export {
 } from './domain/provider-formats/index.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
-export { OPERATIONS, openApiDocument, openApiPath } from './http/openapi.ts';
 /** The zod schemas of the request bodies (the OpenAPI document and the client's types follow them). */
 export * as bodySchemas from './http/schemas.ts';
 export {

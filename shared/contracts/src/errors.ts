@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import { capText, MAX_ERROR_DETAIL_LENGTH, MAX_ERROR_DETAILS, MAX_ERROR_MESSAGE_LENGTH } from './limits.ts';
 
 /**
@@ -40,6 +41,11 @@ export const errorCodes = {
     summary: 'a step or a user or assistant message while a call of the last assistant message has no result yet',
   },
   payload_too_large: { status: 413, retryable: false, summary: 'request body over the limit' },
+  unsupported_media_type: {
+    status: 415,
+    retryable: false,
+    summary: 'a body in a media type the route does not take (JSON routes take application/json)',
+  },
   header_too_large: {
     status: 431,
     retryable: false,
@@ -117,6 +123,19 @@ export function isCtxflowError(err: unknown): err is CtxflowError {
 /** The wire shape of every error answer. */
 export interface ErrorBody {
   error: { code: ErrorCode; message: string; retryable: boolean; details?: unknown };
+}
+
+/**
+ * A refusal naming every problem zod found (at most MAX_ERROR_DETAILS of them, so a body of
+ * 100,000 bad keys gets a short answer): `path: message; path: message`, `where` for an
+ * issue at the root (`body`, `querystring`, `params`).
+ */
+export function validationRefusal(error: z.ZodError, where = 'body'): CtxflowError {
+  const issues = error.issues.slice(0, MAX_ERROR_DETAILS);
+  const message = issues.map((i) => `${i.path.length ? i.path.join('.') : where}: ${i.message}`).join('; ');
+  return new CtxflowError('validation_error', message, {
+    details: issues.map((i) => ({ path: i.path, message: i.message })),
+  });
 }
 
 export function errorBody(err: CtxflowError): ErrorBody {

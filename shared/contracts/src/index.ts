@@ -39,7 +39,7 @@ export {
   replayMarkerHeadersSchema,
 } from './dead-letters.ts';
 export type { ErrorBody, ErrorCode } from './errors.ts';
-export { CtxflowError, errorBody, errorCodes, isCtxflowError } from './errors.ts';
+export { CtxflowError, errorBody, errorCodes, isCtxflowError, validationRefusal } from './errors.ts';
 export {
   capText,
   idSchema,

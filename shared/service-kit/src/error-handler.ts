@@ -8,9 +8,10 @@ function fromFastify(err: FastifyError): CtxflowError | undefined {
   switch (err.code) {
     case 'FST_ERR_CTP_BODY_TOO_LARGE':
       return new CtxflowError('payload_too_large', 'request body is over the size limit');
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new CtxflowError('unsupported_media_type', 'content-type: this route takes application/json');
     case 'FST_ERR_CTP_INVALID_JSON_BODY':
     case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
     case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
       return new CtxflowError('validation_error', `body: ${err.message}`);
     case 'FST_ERR_VALIDATION':
@@ -87,7 +88,13 @@ export function installErrorHandler(app: FastifyInstance): void {
   app.setErrorHandler((err: FastifyError, request, reply) => {
     const known = isCtxflowError(err) ? err : fromFastify(err);
     if (known) return send(reply, known);
-    request.log.error({ err }, 'unhandled error');
+    if (err.code === 'FST_ERR_RESPONSE_SERIALIZATION') {
+      // An answer its route does not declare: a defect of the server, never sent.
+      const issues = (err.cause as { issues?: unknown } | undefined)?.issues;
+      request.log.error({ route: request.routeOptions.url, issues }, 'answer does not match its declared schema');
+    } else {
+      request.log.error({ err }, 'unhandled error');
+    }
     return send(reply, new CtxflowError('internal_error', 'internal error'));
   });
   // The path is never echoed: it may be long, or carry what the caller did not mean to log.

@@ -1,3 +1,5 @@
+export { serializerCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
+export { type ApiInfo, securedRoute, validatorCompiler } from './api-document.ts';
 export { createAuthenticator, DEFAULT_TENANT, isLoopback, parseApiKeys, tenantHook } from './auth.ts';
 export { ConfigError, configOrExit, parseConfig, parseConfigWithAuth } from './config.ts';
 export {
@@ -30,6 +32,7 @@ export {
   stackVars,
   topicPrefixVar,
 } from './env.ts';
+export { ERROR_ANSWERS, type ErrorStatus, errorAnswers } from './error-answers.ts';
 export { installErrorHandler } from './error-handler.ts';
 export {
   closeHttp,

@@ -1,5 +1,10 @@
+import type { IncomingMessage } from 'node:http';
+import { PassThrough, type Readable } from 'node:stream';
 import { MAX_ID_LENGTH } from '@ctxflow/contracts';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type RouteOptions } from 'fastify';
+import { serializerCompiler } from 'fastify-type-provider-zod';
+import { z } from 'zod';
+import { type ApiInfo, registerApiDocument, validatorCompiler } from './api-document.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.ts';
 
 export interface ServerOptions {
@@ -12,7 +17,70 @@ export interface ServerOptions {
   bodyLimit?: number;
   /** Called with every route the server registers, its own included (the OpenAPI test lists them). */
   onRoute?: (route: RouteOptions) => void;
+  /** The title, version and description of the server's OpenAPI document. */
+  api?: ApiInfo;
 }
+
+/** How much of a request body still arriving after its answer is read (and dropped) before the connection closes. */
+export const UNREAD_BODY_MAX_BYTES = 16 * 1024 * 1024;
+/** How long a request body still arriving after its answer is read before the connection closes, in ms. */
+export const UNREAD_BODY_MAX_MS = 5_000;
+
+/** Whether the request has a body that has not arrived completely (`complete` is Node's, absent on injected requests). */
+function bodyStillArriving(raw: IncomingMessage): boolean {
+  const { headers } = raw;
+  const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+  return hasBody && raw.complete === false;
+}
+
+/**
+ * The answer as a stream that ends once the rest of the request body has arrived, at most
+ * UNREAD_BODY_MAX_BYTES or UNREAD_BODY_MAX_MS later. The answer goes out at once; the
+ * response ends (and, with `connection: close`, the connection closes) only after the
+ * upload, so the client is not reset while it still writes and reads its answer.
+ */
+function endAfterUpload(raw: IncomingMessage, answer: string | Buffer): Readable {
+  const out = new PassThrough();
+  out.write(answer);
+  let dropped = 0;
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(timer);
+    raw.off('data', onData);
+    raw.off('end', finish);
+    raw.off('close', finish);
+    if (!out.destroyed) out.end();
+  };
+  const onData = (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > UNREAD_BODY_MAX_BYTES) finish();
+  };
+  const timer = setTimeout(finish, UNREAD_BODY_MAX_MS);
+  raw.on('data', onData);
+  raw.once('end', finish);
+  raw.once('close', finish);
+  // The upload ends in an error when the connection closes before it arrived (`aborted`): expected here.
+  raw.on('error', finish);
+  // The response was cut off (the client left): nothing more to wait for.
+  out.once('close', finish);
+  raw.resume();
+  return out;
+}
+
+const DEFAULT_API: ApiInfo = {
+  title: 'ctxflow',
+  version: '3.0.0',
+  description: 'Ticket updates into running AI-agent sessions as context rows, exactly once, prompt cache intact.',
+};
+
+const readiness = z
+  .object({
+    status: z.enum(['ready', 'not_ready']),
+    checks: z.record(z.string(), z.string()).describe('Each check by name: `ok`, or why it is not ready'),
+  })
+  .meta({ id: 'Readiness', title: 'Readiness' });
 
 /**
  * A fastify instance with the shared error format and the operational routes
@@ -25,6 +93,21 @@ export interface ServerOptions {
  * Node's HTTP parser refuses before fastify sees a request (headers over the
  * size limit, a malformed request, a request that did not arrive in time)
  * through `clientErrorHandler`.
+ *
+ * Routes declare their params, query, body and answers as zod schemas (fastify's zod type
+ * provider): requests are validated by them, answers serialized by them (nothing undeclared
+ * leaves the server), and `GET /openapi.json` is generated from them.
+ *
+ * A JSON request with an empty body is a request without a body (`request.body` is
+ * undefined): what curl scripts, axios and generated clients send with
+ * `content-type: application/json` on a DELETE or a body-less POST. Fastify's own JSON
+ * parser reads every other body (its prototype-poisoning protection included).
+ *
+ * An answer sent before the request body arrived completely (413 `payload_too_large`, a
+ * refusal before the body was read) carries `connection: close`, and the connection
+ * closes only once the rest of the body has been read and dropped (bounded by
+ * UNREAD_BODY_MAX_BYTES and UNREAD_BODY_MAX_MS): closing while the client still writes
+ * would reset the connection, and the client would see EPIPE or ECONNRESET, not its answer.
  */
 export function createServer(options: ServerOptions = {}): FastifyInstance {
   const app = Fastify({
@@ -35,13 +118,54 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
     frameworkErrors,
     clientErrorHandler,
   }) as unknown as FastifyInstance;
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
+  registerApiDocument(app, options.api ?? DEFAULT_API);
   if (options.onRoute) app.addHook('onRoute', options.onRoute);
   app.decorateRequest('tenant', '');
   installErrorHandler(app);
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') done(null, undefined);
+    else parseJson(request, body as string, done);
+  });
 
-  app.get('/readyz', async (_request, reply) => {
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (!bodyStillArriving(request.raw) || (typeof payload !== 'string' && !Buffer.isBuffer(payload))) return payload;
+    reply.header('connection', 'close');
+    reply.header('content-length', Buffer.byteLength(payload));
+    return endAfterUpload(request.raw, payload);
+  });
+
+  app.register(async (scope) => operationalRoutes(scope, options));
+  return app;
+}
+
+const operations = { tags: ['operations'] };
+
+async function operationalRoutes(app: FastifyInstance, options: ServerOptions): Promise<void> {
+  app.get(
+    '/healthz',
+    {
+      schema: {
+        ...operations,
+        operationId: 'getHealth',
+        summary: 'Liveness',
+        response: { 200: z.object({ status: z.literal('ok') }).meta({ id: 'Health', title: 'Health' }) },
+      },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
+
+  const readyzSchema = {
+    ...operations,
+    operationId: 'getReadiness',
+    summary: 'Readiness: 503 while a check fails',
+    response: { 200: readiness, 503: readiness },
+  };
+  app.get('/readyz', { schema: readyzSchema }, async (_request, reply) => {
     const checks: Record<string, string> = {};
     let ready = true;
     for (const [name, probe] of Object.entries(options.readiness ?? {})) {
@@ -56,10 +180,15 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
     return reply.status(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
   });
 
-  app.get('/metrics', async (_request, reply) => {
+  const metricsSchema = {
+    ...operations,
+    operationId: 'getMetrics',
+    summary: 'Prometheus metrics (text exposition format)',
+    produces: ['text/plain'],
+    response: { 200: z.string().describe('Prometheus text exposition format 0.0.4') },
+  };
+  app.get('/metrics', { schema: metricsSchema }, async (_request, reply) => {
     const text = options.metricsText ? await options.metricsText() : '';
-    return reply.type('text/plain; version=0.0.4; charset=utf-8').send(text);
+    return reply.type('text/plain; version=0.0.4; charset=utf-8').serializer(String).send(text);
   });
-
-  return app;
 }

@@ -13,6 +13,7 @@ import {
   ticketKey,
   updateTenant,
 } from '@ctxflow/contracts';
+import { errorAnswers, serializerCompiler, validatorCompiler } from '@ctxflow/service-kit';
 import {
   ATTR_FEED_EVENT_ID,
   ATTR_FEED_SOURCE,
@@ -25,6 +26,7 @@ import {
   type SpanOptions,
 } from '@ctxflow/telemetry';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { z } from 'zod';
 import {
   CE_BATCH,
   CE_STRUCTURED,
@@ -38,6 +40,38 @@ import { verifyGeneric } from '../domain/verifiers/generic.ts';
 import { secretKey } from '../domain/verifiers/verifier.ts';
 import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
 import { type FeedTelemetry, noopFeedTelemetry } from '../ports/feed-telemetry.ts';
+
+/** A feed's answer when it took a delivery (published, a duplicate, or a verified event it does not take). */
+const feedAccepted = z
+  .object({
+    accepted: z.boolean().optional().describe('The delivery was taken (true when present)'),
+    id: z.string().optional().describe('The delivery id (the TicketUpdate id)'),
+    duplicate: z.boolean().optional().describe('Published before: not published again (true when present)'),
+    ignored: z
+      .boolean()
+      .optional()
+      .describe('Verified, but an event this feed does not take: nothing published (true when present)'),
+    results: z
+      .array(z.object({ id: z.string(), duplicate: z.boolean().optional() }))
+      .optional()
+      .describe('A CloudEvents batch: each event, in order'),
+  })
+  .meta({ id: 'FeedAccepted', title: 'FeedAccepted' });
+
+const pascal = (name: string) => name.replace(/(^|-)([a-z0-9])/g, (_m, _dash, c: string) => c.toUpperCase());
+
+/** A feed route's declaration: the raw body is the vendor's (verified on its bytes), any JSON. */
+function feedSchema(source: string) {
+  return {
+    tags: ['feeds'],
+    operationId: `receive${pascal(source)}Feed`,
+    summary: `A signed ${source} webhook delivery (the raw JSON body, the source's signature headers)`,
+    security: [],
+    consumes: source === CLOUDEVENTS_SOURCE ? [...CLOUDEVENTS_MEDIA_TYPES] : ['application/json'],
+    body: z.unknown().describe("The sender's JSON payload, verified on its raw bytes"),
+    response: { 202: feedAccepted, ...errorAnswers(401, 404, 503) },
+  };
+}
 
 /** Whether a request came as CloudEvents structured or batch mode (only the cloudevents feed takes those). */
 function mediaTypeIsCloudEvents(request: FastifyRequest): boolean {
@@ -172,6 +206,9 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     }
   }
 
+  // The routes' zod schemas work in any fastify app this plugin is registered in.
+  app.setValidatorCompiler(validatorCompiler);
+  app.setSerializerCompiler(serializerCompiler);
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'buffer', bodyLimit: maxBodyBytes }, (_request, body, done) =>
     done(null, body),
@@ -211,7 +248,7 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     }
     if (claim === 'done') return 'duplicate';
     if (claim === 'in_flight') {
-      throw new CtxflowError('bus_unavailable', `delivery ${update.id} is being published by another request; retry`);
+      throw new CtxflowError('bus_unavailable', 'this delivery is being published by another request; retry');
     }
     try {
       // The record carries the publish span's context: step-context continues the trace from it.
@@ -330,7 +367,7 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     const attributes = { [ATTR_FEED_SOURCE]: source };
     app.post(
       `/feeds/${source}`,
-      { bodyLimit: maxBodyBytes, config: { source } },
+      { bodyLimit: maxBodyBytes, config: { source } as object, schema: feedSchema(source) },
       traced
         ? (request: FastifyRequest, reply: FastifyReply) =>
             telemetry.withSpan(SPAN_WEBHOOK_INGEST, attributes, (span) => ingest(source, request, reply, span), {

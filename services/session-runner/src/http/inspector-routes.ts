@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { FastifyInstance, FastifyReply } from 'fastify';
+import { z } from 'zod';
 
 /** The page's three files, read once when this module loads (no build step). */
 const asset = (name: string) => readFileSync(new URL(`./inspector/${name}`, import.meta.url), 'utf8');
@@ -39,7 +40,24 @@ export async function inspectorRoutes(app: FastifyInstance): Promise<void> {
       .header('cache-control', 'no-cache')
       .type(type)
       .send(body);
-  app.get('/inspector', async (_request, reply) => send(reply, 'text/html; charset=utf-8', PAGE));
-  app.get('/inspector/app.js', async (_request, reply) => send(reply, 'text/javascript; charset=utf-8', SCRIPT));
-  app.get('/inspector/app.css', async (_request, reply) => send(reply, 'text/css; charset=utf-8', STYLE));
+  const page = (operationId: string, summary: string, type: string) => ({
+    schema: {
+      tags: ['operations'],
+      operationId,
+      summary,
+      produces: [type],
+      response: { 200: z.string().describe(summary) },
+    },
+  });
+  app.get('/inspector', page('getInspector', 'The inspector page', 'text/html'), async (_request, reply) =>
+    send(reply, 'text/html; charset=utf-8', PAGE),
+  );
+  app.get(
+    '/inspector/app.js',
+    page('getInspectorScript', "The inspector's script", 'text/javascript'),
+    async (_r, reply) => send(reply, 'text/javascript; charset=utf-8', SCRIPT),
+  );
+  app.get('/inspector/app.css', page('getInspectorStyle', "The inspector's style", 'text/css'), async (_r, reply) =>
+    send(reply, 'text/css; charset=utf-8', STYLE),
+  );
 }

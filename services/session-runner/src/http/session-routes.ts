@@ -1,10 +1,31 @@
-import { MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { idSchema, MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
+import { ERROR_ANSWERS, type ZodTypeProvider } from '@ctxflow/service-kit';
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
 import type { ContextEngine, NeutralStepResult } from '../domain/context-engine.ts';
 import type { AgentRecord } from '../domain/model.ts';
 import { type ProviderFormat, toProviderRequest } from '../domain/provider-formats/index.ts';
 import {
+  agent,
+  agentCreated,
+  agentUpdated,
+  clientAnswerRecorded,
+  contextRecorded,
+  memoryAdded,
+  messageList,
+  messagesAppended,
+  rewindResult,
+  sessionCreated,
+  sessionInspection,
+  sessionList,
+  sessionSnapshot,
+  sessionUpdated,
+  stepAnswer,
+  toolDecision,
+} from './answers.ts';
+import {
   answerBody,
+  appendMessagesBody,
   approvalBody,
   branchBody,
   callContextBody,
@@ -12,14 +33,13 @@ import {
   createSessionBody,
   deleteAgentQuery,
   memoryBody,
-  parseBody,
-  parseMessageBody,
   patchAgentBody,
   patchSessionBody,
   postContextBody,
   restartBody,
   rewindBody,
   stepBody,
+  streamQuery,
   toolCallBody,
 } from './schemas.ts';
 import { boundedReplay, StreamFollowers } from './stream-followers.ts';
@@ -30,8 +50,10 @@ export interface SessionRoutesDeps {
   streams?: StreamFollowers;
 }
 
-type SessionParams = { Params: { sessionId: string } };
-type CallParams = { Params: { sessionId: string; callId: string } };
+const agentParams = z.object({ agentId: idSchema });
+const sessionParams = z.object({ sessionId: idSchema });
+const callParams = z.object({ sessionId: idSchema, callId: idSchema });
+const { 404: notFound, 409: conflict } = ERROR_ANSWERS;
 
 function publicAgent(agent: AgentRecord) {
   return {
@@ -47,11 +69,23 @@ function publicAgent(agent: AgentRecord) {
 }
 
 /**
- * A neutral step answer with its `request` in a provider's format: that API's body without
- * `model` (and `max_tokens`). Rows, cursor and cache hints are the neutral answer's.
+ * A step answer with its `format`: the neutral request (the default), or its `request` in a
+ * provider's format, that API's body without `model` (and `max_tokens`). Rows, cursor and
+ * cache hints are the neutral answer's.
  */
-function inProviderFormat(format: ProviderFormat, answer: NeutralStepResult) {
-  return { ...answer, request: toProviderRequest(format, answer.request, answer.cache) };
+function inFormat(format: ProviderFormat | 'neutral' | undefined, answer: NeutralStepResult) {
+  const { request, cache } = answer;
+  switch (format) {
+    case undefined:
+    case 'neutral':
+      return { format: 'neutral' as const, ...answer };
+    case 'openai-chat':
+      return { ...answer, format, request: toProviderRequest(format, request, cache) };
+    case 'openai-responses':
+      return { ...answer, format, request: toProviderRequest(format, request, cache) };
+    case 'anthropic':
+      return { ...answer, format, request: toProviderRequest(format, request, cache) };
+  }
 }
 
 /**
@@ -64,144 +98,395 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   // Before the server stops listening: open streams end (a `shutdown` event, then the response ends),
   // so closing waits for no follower.
   app.addHook('preClose', async () => streams.endAll());
-
-  app.post('/agents', async (request, reply) => {
-    const body = parseBody(createAgentBody, request.body);
-    const agent = await engine.createAgent(request.tenant, body);
-    return reply.status(201).send({ agentId: agent.agentId });
-  });
-
-  app.get<{ Params: { agentId: string } }>('/agents/:agentId', async (request) =>
-    publicAgent(await engine.getAgent(request.tenant, request.params.agentId)),
-  );
-
+  const api = app.withTypeProvider<ZodTypeProvider>();
+  const agents = { tags: ['agents'] };
+  const sessions = { tags: ['sessions'] };
   // Routes whose body is context blocks: a body far past the context limit is refused before it is
-  // parsed, so no request holds the event loop parsing megabytes it would refuse anyway (D2).
+  // parsed, so no request holds the event loop parsing megabytes it would refuse anyway.
   const contextBody = { bodyLimit: MAX_CONTEXT_BODY_BYTES };
 
-  app.patch<{ Params: { agentId: string } }>('/agents/:agentId', contextBody, async (request) => {
-    const body = parseBody(patchAgentBody, request.body);
-    const agent = await engine.updateAgent(request.tenant, request.params.agentId, body);
-    return { agentId: agent.agentId, version: agent.version, appliesFrom: 'next_run' };
-  });
+  api.post(
+    '/agents',
+    {
+      schema: {
+        ...agents,
+        operationId: 'createAgent',
+        summary: 'Create an agent',
+        body: createAgentBody,
+        response: { 201: agentCreated },
+      },
+    },
+    async (request, reply) => {
+      const created = await engine.createAgent(request.tenant, request.body);
+      return reply.status(201).send({ agentId: created.agentId });
+    },
+  );
+
+  api.get(
+    '/agents/:agentId',
+    {
+      schema: {
+        ...agents,
+        operationId: 'getAgent',
+        summary: 'Read an agent',
+        params: agentParams,
+        response: { 200: agent, 404: notFound },
+      },
+    },
+    async (request) => publicAgent(await engine.getAgent(request.tenant, request.params.agentId)),
+  );
+
+  api.patch(
+    '/agents/:agentId',
+    {
+      ...contextBody,
+      schema: {
+        ...agents,
+        operationId: 'updateAgent',
+        summary: 'Change the agent context or model (from the next run)',
+        params: agentParams,
+        body: patchAgentBody,
+        response: { 200: agentUpdated, 404: notFound },
+      },
+    },
+    async (request) => {
+      const updated = await engine.updateAgent(request.tenant, request.params.agentId, request.body);
+      return { agentId: updated.agentId, version: updated.version, appliesFrom: 'next_run' as const };
+    },
+  );
 
   /**
    * Erases the agent and its memories: 204, also when there is nothing (again) or the
    * agent is another tenant's (left alone: nothing tells the cases apart). 409
    * `state_agent_in_use` while it has sessions, unless `?cascade=true` erases them too.
    */
-  app.delete<{ Params: { agentId: string }; Querystring: { cascade?: string } }>(
+  api.delete(
     '/agents/:agentId',
+    {
+      schema: {
+        ...agents,
+        operationId: 'deleteAgent',
+        summary: 'Erase an agent and its memories (idempotent); with cascade=true its sessions too',
+        params: agentParams,
+        querystring: deleteAgentQuery,
+        response: { 204: z.null().describe('Erased, or there was nothing to erase'), 409: conflict },
+      },
+    },
     async (request, reply) => {
-      const cascade = parseBody(deleteAgentQuery, request.query ?? {}).cascade === 'true';
+      const cascade = request.query.cascade === 'true';
       await engine.deleteAgent(request.tenant, request.params.agentId, { cascade });
-      return reply.status(204).send();
+      return reply.status(204).send(null);
     },
   );
 
-  app.post<{ Params: { agentId: string } }>('/agents/:agentId/memories', async (request, reply) => {
-    const body = parseBody(memoryBody, request.body);
-    await engine.remember(request.tenant, request.params.agentId, body.content);
-    return reply.status(201).send({ remembered: true });
-  });
+  api.post(
+    '/agents/:agentId/memories',
+    {
+      schema: {
+        ...agents,
+        operationId: 'addMemory',
+        summary: 'Remember a memory',
+        params: agentParams,
+        body: memoryBody,
+        response: { 201: memoryAdded, 404: notFound },
+      },
+    },
+    async (request, reply) => {
+      await engine.remember(request.tenant, request.params.agentId, request.body.content);
+      return reply.status(201).send({ remembered: true });
+    },
+  );
 
-  app.post('/sessions', contextBody, async (request, reply) => {
-    const body = parseBody(createSessionBody, request.body);
-    const meta = await engine.createSession(request.tenant, body);
-    return reply.status(201).send({ sessionId: meta.sessionId });
-  });
+  api.post(
+    '/sessions',
+    {
+      ...contextBody,
+      schema: {
+        ...sessions,
+        operationId: 'createSession',
+        summary: 'Create a session',
+        body: createSessionBody,
+        response: { 201: sessionCreated, 404: notFound },
+      },
+    },
+    async (request, reply) => {
+      const meta = await engine.createSession(request.tenant, request.body);
+      return reply.status(201).send({ sessionId: meta.sessionId });
+    },
+  );
 
-  app.get('/sessions', async (request) => ({
-    sessions: (await engine.listSessions(request.tenant)).map((m) => ({
-      sessionId: m.sessionId,
-      agentId: m.agentId ?? null,
-      createdAt: m.createdAt,
-      steps: m.steps,
-      branchOf: m.branchOf ?? null,
-    })),
-  }));
+  api.get(
+    '/sessions',
+    {
+      schema: {
+        ...sessions,
+        operationId: 'listSessions',
+        summary: "The tenant's sessions",
+        response: { 200: sessionList },
+      },
+    },
+    async (request) => ({
+      sessions: (await engine.listSessions(request.tenant)).map((m) => ({
+        sessionId: m.sessionId,
+        agentId: m.agentId ?? null,
+        createdAt: m.createdAt,
+        steps: m.steps,
+        branchOf: m.branchOf ?? null,
+      })),
+    }),
+  );
 
-  app.get<SessionParams>('/sessions/:sessionId', async (request) =>
-    engine.snapshot(request.tenant, request.params.sessionId),
+  api.get(
+    '/sessions/:sessionId',
+    {
+      schema: {
+        ...sessions,
+        operationId: 'getSession',
+        summary: 'A snapshot a user may see (no context row)',
+        params: sessionParams,
+        response: { 200: sessionSnapshot, 404: notFound },
+      },
+    },
+    async (request) => engine.snapshot(request.tenant, request.params.sessionId),
   );
 
   /**
-   * Erases the session in every store (log, queue, steps, calls, dedupe ids, feed batches,
+   * Erases the session in every store (log, queue, steps, calls, dedupe ids, feed streams,
    * cursor, marks, subscriptions): 204, also when there is nothing (again) or the session
    * is another tenant's (left alone: nothing tells the cases apart). Branches stay.
    */
-  app.delete<SessionParams>('/sessions/:sessionId', async (request, reply) => {
-    await engine.deleteSession(request.tenant, request.params.sessionId);
-    return reply.status(204).send();
-  });
-
-  app.get<SessionParams>('/sessions/:sessionId/inspect', async (request) =>
-    engine.inspect(request.tenant, request.params.sessionId),
+  api.delete(
+    '/sessions/:sessionId',
+    {
+      schema: {
+        ...sessions,
+        operationId: 'deleteSession',
+        summary: 'Erase a session in every store (idempotent)',
+        params: sessionParams,
+        response: { 204: z.null().describe('Erased, or there was nothing to erase') },
+      },
+    },
+    async (request, reply) => {
+      await engine.deleteSession(request.tenant, request.params.sessionId);
+      return reply.status(204).send(null);
+    },
   );
 
-  app.patch<SessionParams>('/sessions/:sessionId', contextBody, async (request) => {
-    const body = parseBody(patchSessionBody, request.body);
-    return engine.updateSession(request.tenant, request.params.sessionId, body);
-  });
+  api.get(
+    '/sessions/:sessionId/inspect',
+    {
+      schema: {
+        ...sessions,
+        operationId: 'inspectSession',
+        summary: "The operator's view, rows included",
+        params: sessionParams,
+        response: { 200: sessionInspection, 404: notFound },
+      },
+    },
+    async (request) => engine.inspect(request.tenant, request.params.sessionId),
+  );
 
-  app.post('/context', async (request) => engine.addContext(request.tenant, parseBody(postContextBody, request.body)));
+  api.patch(
+    '/sessions/:sessionId',
+    {
+      ...contextBody,
+      schema: {
+        ...sessions,
+        operationId: 'updateSession',
+        summary: 'Thread context (staged until the next rebuild) or forceRefresh',
+        params: sessionParams,
+        body: patchSessionBody,
+        response: { 200: sessionUpdated, 404: notFound },
+      },
+    },
+    async (request) => engine.updateSession(request.tenant, request.params.sessionId, request.body),
+  );
 
-  app.post<SessionParams>('/sessions/:sessionId/steps', async (request) => {
-    const { format, ...body } = parseBody(stepBody, request.body);
-    const { tenant } = request;
-    if (format === undefined) return engine.step(tenant, request.params.sessionId, body);
-    const answer = await engine.step(tenant, request.params.sessionId, { ...body, format: 'neutral' });
-    return format === 'neutral' ? answer : inProviderFormat(format, answer);
-  });
+  api.post(
+    '/context',
+    {
+      schema: {
+        tags: ['context'],
+        operationId: 'addContext',
+        summary: 'Add context items (idempotent with `key`)',
+        body: postContextBody,
+        response: { 200: contextRecorded, 404: notFound, 409: conflict },
+      },
+    },
+    async (request) => engine.addContext(request.tenant, request.body),
+  );
 
-  app.post<SessionParams>('/sessions/:sessionId/runs/restart', async (request) => {
-    const { format, ...body } = parseBody(restartBody, request.body);
-    const { tenant } = request;
-    if (format === undefined) return engine.restartRun(tenant, request.params.sessionId, body);
-    const answer = await engine.restartRun(tenant, request.params.sessionId, { ...body, format: 'neutral' });
-    return format === 'neutral' ? answer : inProviderFormat(format, answer);
-  });
+  const steps = { tags: ['steps'] };
+  api.post(
+    '/sessions/:sessionId/steps',
+    {
+      schema: {
+        ...steps,
+        operationId: 'runStep',
+        summary: 'The context pass before one model call (idempotent with `requestId`)',
+        params: sessionParams,
+        body: stepBody,
+        response: { 200: stepAnswer, 404: notFound, 409: conflict },
+      },
+    },
+    async (request) => {
+      const { format, ...body } = request.body;
+      return inFormat(format, await engine.step(request.tenant, request.params.sessionId, body));
+    },
+  );
 
-  app.post<SessionParams>('/sessions/:sessionId/messages', async (request, reply) => {
-    const body = parseMessageBody(request.body);
-    const entries = await engine.appendMessages(request.tenant, request.params.sessionId, body.messages);
-    return reply.status(201).send(body.batch ? { seqs: entries.map((e) => e.seq) } : { seq: entries[0]!.seq });
-  });
+  api.post(
+    '/sessions/:sessionId/runs/restart',
+    {
+      schema: {
+        ...steps,
+        operationId: 'restartRun',
+        summary: 'Restart a failed run from its start',
+        params: sessionParams,
+        body: restartBody,
+        response: { 200: stepAnswer, 404: notFound, 409: conflict },
+      },
+    },
+    async (request) => {
+      const { format, ...body } = request.body;
+      return inFormat(format, await engine.restartRun(request.tenant, request.params.sessionId, body));
+    },
+  );
 
-  app.get<SessionParams>('/sessions/:sessionId/messages', async (request) => ({
-    messages: await engine.listMessages(request.tenant, request.params.sessionId),
-  }));
+  const messages = { tags: ['messages'] };
+  api.post(
+    '/sessions/:sessionId/messages',
+    {
+      schema: {
+        ...messages,
+        operationId: 'appendMessages',
+        summary: 'Record a message, or `{ messages }` in one write',
+        params: sessionParams,
+        body: appendMessagesBody,
+        response: { 201: messagesAppended, 404: notFound, 409: conflict },
+      },
+    },
+    async (request, reply) => {
+      const { messages: batch, ...single } = request.body;
+      const input = batch ?? [single as (typeof batch & object)[number]];
+      const entries = await engine.appendMessages(request.tenant, request.params.sessionId, input);
+      return reply.status(201).send(batch ? { seqs: entries.map((e) => e.seq) } : { seq: entries[0]!.seq });
+    },
+  );
 
-  app.post<SessionParams>('/sessions/:sessionId/tool-calls', async (request) => {
-    const body = parseBody(toolCallBody, request.body);
-    return engine.gateToolCall(request.tenant, request.params.sessionId, body);
-  });
+  api.get(
+    '/sessions/:sessionId/messages',
+    {
+      schema: {
+        ...messages,
+        operationId: 'listMessages',
+        summary: 'Messages a user may see',
+        params: sessionParams,
+        response: { 200: messageList, 404: notFound },
+      },
+    },
+    async (request) => ({ messages: await engine.listMessages(request.tenant, request.params.sessionId) }),
+  );
 
-  app.post<CallParams>('/sessions/:sessionId/tool-calls/:callId/context', async (request) => {
-    const body = parseBody(callContextBody, request.body);
-    return engine.addCallContext(request.tenant, request.params.sessionId, { ...body, callId: request.params.callId });
-  });
+  const calls = { tags: ['tool-calls'] };
+  api.post(
+    '/sessions/:sessionId/tool-calls',
+    {
+      schema: {
+        ...calls,
+        operationId: 'gateToolCall',
+        summary: 'The tool gate',
+        params: sessionParams,
+        body: toolCallBody,
+        response: { 200: toolDecision, 404: notFound },
+      },
+    },
+    async (request) => engine.gateToolCall(request.tenant, request.params.sessionId, request.body),
+  );
 
-  app.post<CallParams>('/sessions/:sessionId/tool-calls/:callId/approval', async (request) => {
-    const body = parseBody(approvalBody, request.body);
-    return engine.answerApproval(request.tenant, request.params.sessionId, request.params.callId, body.approved);
-  });
+  api.post(
+    '/sessions/:sessionId/tool-calls/:callId/context',
+    {
+      schema: {
+        ...calls,
+        operationId: 'addCallContext',
+        summary: "A tool's or hook's addContext (first wins)",
+        params: callParams,
+        body: callContextBody,
+        response: { 200: contextRecorded, 404: notFound },
+      },
+    },
+    async (request) =>
+      engine.addCallContext(request.tenant, request.params.sessionId, {
+        ...request.body,
+        callId: request.params.callId,
+      }),
+  );
 
-  app.post<CallParams>('/sessions/:sessionId/tool-calls/:callId/answer', async (request) => {
-    const body = parseBody(answerBody, request.body);
-    return engine.answerClientCall(request.tenant, request.params.sessionId, request.params.callId, body.content);
-  });
+  api.post(
+    '/sessions/:sessionId/tool-calls/:callId/approval',
+    {
+      schema: {
+        ...calls,
+        operationId: 'answerApproval',
+        summary: 'Approve or deny a call',
+        params: callParams,
+        body: approvalBody,
+        response: { 200: toolDecision, 404: notFound },
+      },
+    },
+    async (request) =>
+      engine.answerApproval(request.tenant, request.params.sessionId, request.params.callId, request.body.approved),
+  );
 
-  app.post<SessionParams>('/sessions/:sessionId/rewind', async (request) => {
-    const body = parseBody(rewindBody, request.body);
-    return engine.rewind(request.tenant, request.params.sessionId, body);
-  });
+  api.post(
+    '/sessions/:sessionId/tool-calls/:callId/answer',
+    {
+      schema: {
+        ...calls,
+        operationId: 'answerClientCall',
+        summary: "A client tool's answer",
+        params: callParams,
+        body: answerBody,
+        response: { 200: clientAnswerRecorded, 404: notFound },
+      },
+    },
+    async (request) =>
+      engine.answerClientCall(request.tenant, request.params.sessionId, request.params.callId, request.body.content),
+  );
 
-  app.post<SessionParams>('/sessions/:sessionId/branches', async (request, reply) => {
-    const body = parseBody(branchBody, request.body);
-    const meta = await engine.branch(request.tenant, request.params.sessionId, body);
-    return reply.status(201).send({ sessionId: meta.sessionId });
-  });
+  api.post(
+    '/sessions/:sessionId/rewind',
+    {
+      schema: {
+        ...sessions,
+        operationId: 'rewindSession',
+        summary: 'Truncate the log to a step',
+        params: sessionParams,
+        body: rewindBody,
+        response: { 200: rewindResult, 404: notFound },
+      },
+    },
+    async (request) => engine.rewind(request.tenant, request.params.sessionId, request.body),
+  );
+
+  api.post(
+    '/sessions/:sessionId/branches',
+    {
+      schema: {
+        ...sessions,
+        operationId: 'branchSession',
+        summary: 'Branch a session',
+        params: sessionParams,
+        body: branchBody,
+        response: { 201: sessionCreated, 404: notFound },
+      },
+    },
+    async (request, reply) => {
+      const meta = await engine.branch(request.tenant, request.params.sessionId, request.body);
+      return reply.status(201).send({ sessionId: meta.sessionId });
+    },
+  );
 
   /**
    * Server-sent events: `message`, `step`, `rewind` and `context_skipped`
@@ -212,9 +497,20 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
    * `STREAM_BUFFER_BYTES` unread is dropped; at shutdown every follower gets a
    * `shutdown` event and its response ends.
    */
-  app.get<SessionParams & { Querystring: { follow?: string } }>(
+  api.get(
     '/sessions/:sessionId/stream',
-    async (request: FastifyRequest<SessionParams & { Querystring: { follow?: string } }>, reply) => {
+    {
+      schema: {
+        ...sessions,
+        operationId: 'streamSession',
+        summary: 'Server-sent events (`?follow=false` replays and ends)',
+        params: sessionParams,
+        querystring: streamQuery,
+        produces: ['text/event-stream'],
+        response: { 200: z.string().describe('Server-sent events'), 404: notFound },
+      },
+    },
+    async (request, reply) => {
       await engine.snapshot(request.tenant, request.params.sessionId);
       reply.hijack();
       reply.raw.writeHead(200, {

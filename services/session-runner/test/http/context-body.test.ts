@@ -5,8 +5,25 @@
  * other property.
  */
 import { CtxflowError } from '@ctxflow/contracts';
+import { validatorCompiler } from '@ctxflow/service-kit';
+import type { FastifyRouteSchemaDef } from 'fastify/types/schema.js';
 import { describe, expect, it } from 'vitest';
-import { parseBody, postContextBody } from '../../src/http/schemas.ts';
+import type { z } from 'zod';
+import { postContextBody } from '../../src/http/schemas.ts';
+
+/** The body as the route's validator takes it: its value, or the refusal it answers with. */
+const validate = validatorCompiler({
+  schema: postContextBody,
+  method: 'POST',
+  url: '/context',
+  httpPart: 'body',
+} as FastifyRouteSchemaDef<z.ZodType>);
+
+function parseBody(_schema: typeof postContextBody, body: unknown): unknown {
+  const result = validate(body) as { value?: unknown; error?: Error };
+  if (result.error) throw result.error;
+  return result.value;
+}
 
 const item = { kind: 'notice', content: 'Ticket 42 was closed.' };
 const items = (n: number) => Array.from({ length: n }, () => item);

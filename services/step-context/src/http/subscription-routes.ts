@@ -1,5 +1,6 @@
-import { CtxflowError, feedSourceSchema } from '@ctxflow/contracts';
-import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { CtxflowError, feedSourceSchema, idSchema, validationRefusal } from '@ctxflow/contracts';
+import { ERROR_ANSWERS, type ZodTypeProvider } from '@ctxflow/service-kit';
+import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { SessionDirectory } from '../ports/session-directory.ts';
 import { ANY_TICKET, type Subscription, type SubscriptionStore } from '../ports/subscription-store.ts';
@@ -23,12 +24,17 @@ export interface SubscriptionRoutesDeps {
 /** Sources whose unscoped wildcard would span a whole ticket system: refused without a scope. */
 const SCOPED_SOURCES: ReadonlySet<string> = new Set(['github', 'jira', 'zendesk']);
 
+const subscriptionFields = {
+  source: feedSourceSchema,
+  ticket: z.string().min(1).max(256),
+  scope: z.string().min(1).max(256).optional(),
+};
+
+/** A subscription as answers carry it. */
+const subscription = z.object(subscriptionFields).meta({ id: 'Subscription', title: 'Subscription' });
+
 export const subscriptionBodySchema = z
-  .strictObject({
-    source: feedSourceSchema,
-    ticket: z.string().min(1).max(256),
-    scope: z.string().min(1).max(256).optional(),
-  })
+  .strictObject(subscriptionFields)
   .superRefine((body, ctx) => {
     if (body.ticket !== ANY_TICKET && body.scope !== undefined) {
       ctx.addIssue({ code: 'custom', path: ['scope'], message: `scope is only allowed with ticket "${ANY_TICKET}"` });
@@ -40,17 +46,26 @@ export const subscriptionBodySchema = z
         message: `ticket "${ANY_TICKET}" of ${body.source} needs a scope (a GitHub owner/repo, a Jira project key, a Zendesk account id)`,
       });
     }
-  });
+  })
+  .meta({ id: 'SubscriptionRequest', title: 'SubscriptionRequest' });
 
-function parseSubscription(raw: unknown): Subscription {
-  const parsed = subscriptionBodySchema.safeParse(raw ?? {});
-  if (!parsed.success) {
-    const message = parsed.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; ');
-    throw new CtxflowError('validation_error', message);
-  }
+/** `DELETE` names the subscription in its body or in its query (`?source=&ticket=&scope=`). */
+const subscriptionQuery = z.object({
+  source: z.string().optional(),
+  ticket: z.string().optional(),
+  scope: z.string().optional(),
+});
+
+function parseSubscription(raw: unknown, where: string): Subscription {
+  const parsed = subscriptionBodySchema.safeParse(raw);
+  if (!parsed.success) throw validationRefusal(parsed.error, where);
   const { source, ticket, scope } = parsed.data;
   return scope === undefined ? { source, ticket } : { source, ticket, scope };
 }
+
+const sessionParams = z.object({ sessionId: idSchema });
+const tags = ['subscriptions'];
+const notFound = ERROR_ANSWERS[404];
 
 /**
  * `POST|DELETE|GET /sessions/:sessionId/subscriptions`. Expects `request.tenant`
@@ -65,32 +80,89 @@ function parseSubscription(raw: unknown): Subscription {
  * - GET -> 200 `{ sessionId, subscriptions }`, sorted by source, ticket, scope.
  */
 export async function subscriptionRoutes(app: FastifyInstance, deps: SubscriptionRoutesDeps): Promise<void> {
-  const ownedSession = async (request: FastifyRequest): Promise<string> => {
-    const { sessionId } = request.params as { sessionId: string };
+  const ownedSession = async (request: { params: { sessionId: string }; tenant: string }): Promise<string> => {
+    const { sessionId } = request.params;
     const tenant = await deps.directory.tenantOf(sessionId);
     if (tenant === undefined || tenant !== request.tenant) {
-      throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+      throw new CtxflowError('state_session_not_found', 'session not found');
     }
     return sessionId;
   };
+  const api = app.withTypeProvider<ZodTypeProvider>();
 
-  app.post('/sessions/:sessionId/subscriptions', async (request, reply) => {
-    const sessionId = await ownedSession(request);
-    const subscription = parseSubscription(request.body);
-    const created = await deps.subscriptions.subscribe(request.tenant, sessionId, subscription);
-    return reply.status(201).send({ sessionId, subscription, created });
-  });
+  api.post(
+    '/sessions/:sessionId/subscriptions',
+    {
+      schema: {
+        tags,
+        operationId: 'subscribe',
+        summary: 'Subscribe a session to a ticket, or to every ticket of a scope',
+        params: sessionParams,
+        body: subscriptionBodySchema,
+        response: {
+          201: z
+            .object({ sessionId: z.string(), subscription, created: z.boolean() })
+            .meta({ id: 'SubscriptionCreated', title: 'SubscriptionCreated' }),
+          404: notFound,
+        },
+      },
+    },
+    async (request, reply) => {
+      const sessionId = await ownedSession(request);
+      const subscription = parseSubscription(request.body, 'body');
+      const created = await deps.subscriptions.subscribe(request.tenant, sessionId, subscription);
+      return reply.status(201).send({ sessionId, subscription, created });
+    },
+  );
 
-  app.delete('/sessions/:sessionId/subscriptions', async (request, reply) => {
-    const sessionId = await ownedSession(request);
-    const hasBody = request.body !== undefined && request.body !== null && request.body !== '';
-    const subscription = parseSubscription(hasBody ? request.body : request.query);
-    const removed = await deps.subscriptions.unsubscribe(request.tenant, sessionId, subscription);
-    return reply.status(200).send({ sessionId, subscription, removed });
-  });
+  api.delete(
+    '/sessions/:sessionId/subscriptions',
+    {
+      schema: {
+        tags,
+        operationId: 'unsubscribe',
+        summary: 'Unsubscribe (the subscription in the body or the query)',
+        params: sessionParams,
+        querystring: subscriptionQuery,
+        body: subscriptionBodySchema.optional(),
+        response: {
+          200: z
+            .object({ sessionId: z.string(), subscription, removed: z.boolean() })
+            .meta({ id: 'SubscriptionRemoved', title: 'SubscriptionRemoved' }),
+          404: notFound,
+        },
+      },
+    },
+    async (request, reply) => {
+      const sessionId = await ownedSession(request);
+      const subscription =
+        request.body === undefined
+          ? parseSubscription(request.query, 'querystring')
+          : parseSubscription(request.body, 'body');
+      const removed = await deps.subscriptions.unsubscribe(request.tenant, sessionId, subscription);
+      return reply.status(200).send({ sessionId, subscription, removed });
+    },
+  );
 
-  app.get('/sessions/:sessionId/subscriptions', async (request, reply) => {
-    const sessionId = await ownedSession(request);
-    return reply.status(200).send({ sessionId, subscriptions: await deps.subscriptions.list(sessionId) });
-  });
+  api.get(
+    '/sessions/:sessionId/subscriptions',
+    {
+      schema: {
+        tags,
+        operationId: 'listSubscriptions',
+        summary: "A session's subscriptions",
+        params: sessionParams,
+        response: {
+          200: z
+            .object({ sessionId: z.string(), subscriptions: z.array(subscription) })
+            .meta({ id: 'SubscriptionList', title: 'SubscriptionList' }),
+          404: notFound,
+        },
+      },
+    },
+    async (request, reply) => {
+      const sessionId = await ownedSession(request);
+      return reply.status(200).send({ sessionId, subscriptions: await deps.subscriptions.list(sessionId) });
+    },
+  );
 }
