@@ -418,8 +418,8 @@ export async function freezeOnCommit(
 
 /**
  * A session-runner and a step-context process wired to each other on free
- * ports (the runner's feed hook is the step-context service, step-context asks
- * the runner who owns a session), in their own consumer groups. `common` is the
+ * ports (the runner's feed hook is the step-context service; step-context reads a
+ * session's owner from the runner's records in Redis), in their own consumer groups. `common` is the
  * environment both share (Kafka, Redis, prefix, timeouts); `runnerEnv` and
  * `stepContextEnv` add to one side.
  */

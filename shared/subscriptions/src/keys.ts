@@ -22,11 +22,11 @@ export function keyDigest(text: string): string {
  * `<prefix>:step-context`, the namespace of the feed streams.
  *
  * Two services write them: the session-runner (its subscription routes, and a
- * session's erasure) and step-context (its subscription routes, and the prune
- * of gone followers). step-context's feed streams
- * (services/step-context/src/adapters/redis/keys.ts) live under the same
- * source tag, so that the script storing an update reads the stream's
- * followers in its own slot on Redis Cluster:
+ * session's erasure) and step-context (its subscription routes, and the
+ * refresh of a session's followers when a step reads its feed).
+ * step-context's feed streams (services/step-context/src/adapters/redis/keys.ts)
+ * live under the same source tag, so that the script storing an update reads
+ * the stream's followers in its own slot on Redis Cluster:
  * - `{<sessionId>}`: the session's own key (its subscriptions);
  * - `{feed:<source>:<tenant digest>}`: one tenant's source: its sequence, and
  *   per subscription (a stream) its followers, beside the streams themselves.
