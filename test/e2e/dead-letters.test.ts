@@ -211,7 +211,7 @@ describe('dead letters: session-runner (step requests)', () => {
       [JSON.stringify({ sessionId: 'ses_missing', requestId: 'r2' }), 'failed', '2'],
     ]);
     expect(out.records[0]!.headers.traceparent).toBe('tp');
-    expect(out.records[2]!.headers[DLQ_HEADERS.error]).toBe('state_session_not_found: session ses_missing not found');
+    expect(out.records[2]!.headers[DLQ_HEADERS.error]).toBe('state_session_not_found: session not found');
     expect(dead).toEqual([
       { topic: TOPICS.stepRequests, reason: 'not_json' },
       { topic: TOPICS.stepRequests, reason: 'invalid' },

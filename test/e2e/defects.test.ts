@@ -316,7 +316,7 @@ describe('D8: late answers, echoed input and id limits', () => {
     expectError(answer, 400, 'validation_error');
     expect(answer.body.error.message.length).toBeLessThanOrEqual(MAX_ERROR_MESSAGE_LENGTH);
     expect(JSON.stringify(answer.body).length).toBeLessThan(16 * 1024);
-    // An unknown kind of 1 MiB is not echoed whole either.
+    // An unknown kind of 1 MiB is not echoed either.
     const s = await openSession();
     const kind = await s.call('POST', '/context', {
       sessionId: s.sessionId,

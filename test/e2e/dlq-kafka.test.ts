@@ -135,7 +135,7 @@ describe('dead-letter topics on Kafka', () => {
     );
     expect(failed).toMatchObject({
       source: { topic: `${prefix}${TOPICS.stepRequests}`, offset: '0' },
-      error: `state_session_not_found: session ${sessionId} not found`,
+      error: 'state_session_not_found: session not found',
       key: sessionId,
     });
     const listed = await dlq('list');

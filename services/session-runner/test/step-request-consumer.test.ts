@@ -63,7 +63,7 @@ describe('step requests over the bus', () => {
       requestId: 'r2',
       sessionId: 'ses_missing',
       ok: false,
-      error: { code: 'state_session_not_found', message: 'session ses_missing not found', retryable: false },
+      error: { code: 'state_session_not_found', message: 'session not found', retryable: false },
     });
     await sub.close();
   });

@@ -42,9 +42,8 @@ describe('step requests while a call waits for its result', () => {
       ok: false,
       error: {
         code: 'state_calls_pending',
-        message: expect.stringMatching(
-          /^step: calls of the last assistant message have no result yet: c1 \(search, no_result\); /,
-        ),
+        message:
+          "step: 1 call of the last assistant message has no result yet (details.pending); record their results (POST /sessions/:sessionId/messages), or wait for the client's answer, its deadline or the approval, then send it again",
         retryable: false,
       },
     });

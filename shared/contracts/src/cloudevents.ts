@@ -60,6 +60,17 @@ export function requireCloudEventAttributes(attributes: Readonly<Record<string, 
 
 const timeSchema = z.iso.datetime({ offset: true });
 
+/** The attributes the CloudEvents 1.0 specification defines. */
+const SPEC_ATTRIBUTES = [
+  ...REQUIRED_CLOUDEVENT_ATTRIBUTES,
+  'datacontenttype',
+  'dataschema',
+  'subject',
+  'time',
+  'data',
+  'data_base64',
+] as const;
+
 interface SdkValidationIssue {
   instancePath?: string;
   message?: string;
@@ -77,7 +88,9 @@ export function validateCloudEvent(event: CloudEventLike, where = ''): void {
     const issues = (err as { errors?: unknown[] }).errors ?? [];
     const first = issues.find((i): i is SdkValidationIssue => typeof i === 'object' && i !== null);
     const attribute = first?.params?.missingProperty ?? first?.instancePath?.replace(/^\//, '').split('/')[0] ?? '';
-    throw refuse(where, attribute || 'event', first?.message ?? (err as Error).message.split('\n')[0] ?? 'invalid');
+    // An extension's name is the sender's text: the refusal names only the specification's attributes.
+    const named = (SPEC_ATTRIBUTES as readonly string[]).includes(attribute) ? attribute : 'event';
+    throw refuse(where, named, first?.message ?? 'not a valid CloudEvent');
   }
   throw refuse(where, 'specversion', 'expected "1.0"');
 }
@@ -126,7 +139,7 @@ export function ticketUpdateFromCloudEvent(
     throw refuse(
       where,
       'type',
-      `"${event.type.slice(0, 100)}" is not accepted (expected ${CLOUDEVENT_TYPE_PREFIX}<kind>, e.g. ${CLOUDEVENT_TYPE_PREFIX}updated)`,
+      `not accepted (expected ${CLOUDEVENT_TYPE_PREFIX}<kind>, e.g. ${CLOUDEVENT_TYPE_PREFIX}updated)`,
     );
   }
   if (typeof event.subject !== 'string' || event.subject === '') {

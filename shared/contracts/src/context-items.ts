@@ -1,6 +1,5 @@
 import { z } from 'zod';
 import { CtxflowError } from './errors.ts';
-import { capText } from './limits.ts';
 
 /** What a context row carries (seed "Context rows"). */
 export const CONTEXT_KINDS = ['instruction', 'notice', 'tools', 'memory'] as const;
@@ -64,15 +63,14 @@ export function byteLength(value: unknown): number {
 export type ItemOrigin = 'app' | 'tool' | 'hook' | 'step-context';
 
 /**
- * A kind as a refusal names it: a string quoted (and cut to 64 characters), any
- * other value by its type. Never the value itself: it may be megabytes, or
- * nested deeper than JSON.stringify can go.
+ * A kind as a refusal names it: by its type, never its value (text the caller chose, which
+ * may be megabytes, or nested deeper than JSON.stringify can go).
  */
 function describeKind(kind: unknown): string {
-  if (typeof kind === 'string') return JSON.stringify(capText(kind, 64));
+  if (typeof kind === 'string') return 'a string that is no kind';
   if (kind === null || kind === undefined) return String(kind);
-  if (Array.isArray(kind)) return '(an array)';
-  return `(a ${typeof kind})`;
+  if (Array.isArray(kind)) return 'an array';
+  return `a ${typeof kind}`;
 }
 
 function describeIssue(issue: z.core.$ZodIssue, raw: unknown): string {
@@ -80,7 +78,7 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): string {
   if (raw && typeof raw === 'object' && !Array.isArray(raw)) {
     const kind = (raw as { kind?: unknown }).kind;
     if (!CONTEXT_KINDS.includes(kind as ContextKind)) {
-      return `unknown kind ${describeKind(kind)}: expected one of ${CONTEXT_KINDS.join(', ')}`;
+      return `kind: ${describeKind(kind)}; expected one of ${CONTEXT_KINDS.join(', ')}`;
     }
   }
   return `${where}: ${issue.message}`;

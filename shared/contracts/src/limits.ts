@@ -6,6 +6,19 @@ import { z } from 'zod';
  */
 
 /**
+ * zod's message for properties an object does not declare quotes their names: text the
+ * caller chose, which a refusal never echoes. Every schema of the process counts them instead
+ * (zod's global error customization; the other messages are zod's own).
+ */
+z.config({
+  customError: (issue) => {
+    if (issue.code !== 'unrecognized_keys') return undefined;
+    const n = issue.keys.length;
+    return `${n === 1 ? '1 unknown property' : `${n} unknown properties`} (this object takes only the properties it declares)`;
+  },
+});
+
+/**
  * Every id a client names (sessionId, agentId, callId, stepId, requestId,
  * idempotency key, block id), in a body or in a path: 1 to 256 characters
  * (UTF-16 units, as JavaScript and zod count them). The router's

@@ -68,7 +68,8 @@ const REF = /"#\/components\/schemas\/([^"]+)"/g;
 /**
  * The components the operations use, each under its schema's id: the type provider documents
  * every registered schema twice (as request, `<id>Input`, and as answer, `<id>`); only what the
- * paths reach (transitively) is kept, and a schema used only in requests keeps its own name.
+ * paths reach (transitively) is kept, a schema used only in requests keeps its own name, and one
+ * used in both is `<id>` and `<id>Input`, each titled so.
  */
 function usedComponents(doc: OpenAPIV3_1.Document): OpenAPIV3_1.Document {
   const schemas = (doc.components?.schemas ?? {}) as Record<string, unknown>;
@@ -87,7 +88,14 @@ function usedComponents(doc: OpenAPIV3_1.Document): OpenAPIV3_1.Document {
     if (base && !used.has(base)) rename.set(name, base);
   }
   const kept: Record<string, unknown> = {};
-  for (const name of [...used].sort()) kept[rename.get(name) ?? name] = schemas[name];
+  for (const name of [...used].sort()) {
+    const schema = schemas[name] as Record<string, unknown> | undefined;
+    // A schema both a request and an answer use is two components: the request's is titled `<id>Input`.
+    kept[rename.get(name) ?? name] =
+      schema?.title !== undefined && rename.get(name) === undefined && name.endsWith('Input') && name !== schema.title
+        ? { ...schema, title: name }
+        : schema;
+  }
   const text = JSON.stringify({ ...doc, components: { ...doc.components, schemas: kept } }).replace(
     REF,
     (whole, name: string) => (rename.has(name) ? `"#/components/schemas/${rename.get(name)}"` : whole),
@@ -106,12 +114,25 @@ function describeAnswers(responses: Record<string, OpenAPIV3_1.ResponseObject>):
   }
 }
 
+/**
+ * Error answers are JSON on every route: a route's `produces` (text/event-stream, text/html, ...)
+ * is the media type of its success answers only, but fastify-swagger documents every answer with it.
+ */
+function jsonErrorAnswers(responses: Record<string, OpenAPIV3_1.ResponseObject>): void {
+  for (const [status, response] of Object.entries(responses ?? {})) {
+    const media = Object.values(response.content ?? {});
+    if (Number(status) < 400 || media.length === 0 || response.content?.['application/json']) continue;
+    response.content = { 'application/json': media[0]! };
+  }
+}
+
 function transformObject(input: Parameters<typeof objectTransform>[0]) {
   const doc = usedComponents(objectTransform(input) as OpenAPIV3_1.Document);
   for (const item of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(item ?? {}) as Record<string, unknown>[]) {
       if (typeof operation !== 'object' || operation === null) continue;
       describeAnswers(operation.responses as Record<string, OpenAPIV3_1.ResponseObject>);
+      jsonErrorAnswers(operation.responses as Record<string, OpenAPIV3_1.ResponseObject>);
       if (!(OPTIONAL_BODY in operation)) continue;
       delete operation[OPTIONAL_BODY];
       const requestBody = operation.requestBody as OpenAPIV3_1.RequestBodyObject | undefined;

@@ -1,3 +1,5 @@
+import type { IncomingMessage } from 'node:http';
+import { PassThrough, type Readable } from 'node:stream';
 import { MAX_ID_LENGTH } from '@ctxflow/contracts';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type RouteOptions } from 'fastify';
 import { serializerCompiler } from 'fastify-type-provider-zod';
@@ -17,6 +19,54 @@ export interface ServerOptions {
   onRoute?: (route: RouteOptions) => void;
   /** The title, version and description of the server's OpenAPI document. */
   api?: ApiInfo;
+}
+
+/** How much of a request body still arriving after its answer is read (and dropped) before the connection closes. */
+export const UNREAD_BODY_MAX_BYTES = 16 * 1024 * 1024;
+/** How long a request body still arriving after its answer is read before the connection closes, in ms. */
+export const UNREAD_BODY_MAX_MS = 5_000;
+
+/** Whether the request has a body that has not arrived completely (`complete` is Node's, absent on injected requests). */
+function bodyStillArriving(raw: IncomingMessage): boolean {
+  const { headers } = raw;
+  const hasBody = headers['transfer-encoding'] !== undefined || Number(headers['content-length'] ?? 0) > 0;
+  return hasBody && raw.complete === false;
+}
+
+/**
+ * The answer as a stream that ends once the rest of the request body has arrived, at most
+ * UNREAD_BODY_MAX_BYTES or UNREAD_BODY_MAX_MS later. The answer goes out at once; the
+ * response ends (and, with `connection: close`, the connection closes) only after the
+ * upload, so the client is not reset while it still writes and reads its answer.
+ */
+function endAfterUpload(raw: IncomingMessage, answer: string | Buffer): Readable {
+  const out = new PassThrough();
+  out.write(answer);
+  let dropped = 0;
+  let finished = false;
+  const finish = () => {
+    if (finished) return;
+    finished = true;
+    clearTimeout(timer);
+    raw.off('data', onData);
+    raw.off('end', finish);
+    raw.off('close', finish);
+    if (!out.destroyed) out.end();
+  };
+  const onData = (chunk: Buffer) => {
+    dropped += chunk.length;
+    if (dropped > UNREAD_BODY_MAX_BYTES) finish();
+  };
+  const timer = setTimeout(finish, UNREAD_BODY_MAX_MS);
+  raw.on('data', onData);
+  raw.once('end', finish);
+  raw.once('close', finish);
+  // The upload ends in an error when the connection closes before it arrived (`aborted`): expected here.
+  raw.on('error', finish);
+  // The response was cut off (the client left): nothing more to wait for.
+  out.once('close', finish);
+  raw.resume();
+  return out;
 }
 
 const DEFAULT_API: ApiInfo = {
@@ -47,6 +97,17 @@ const readiness = z
  * Routes declare their params, query, body and answers as zod schemas (fastify's zod type
  * provider): requests are validated by them, answers serialized by them (nothing undeclared
  * leaves the server), and `GET /openapi.json` is generated from them.
+ *
+ * A JSON request with an empty body is a request without a body (`request.body` is
+ * undefined): what curl scripts, axios and generated clients send with
+ * `content-type: application/json` on a DELETE or a body-less POST. Fastify's own JSON
+ * parser reads every other body (its prototype-poisoning protection included).
+ *
+ * An answer sent before the request body arrived completely (413 `payload_too_large`, a
+ * refusal before the body was read) carries `connection: close`, and the connection
+ * closes only once the rest of the body has been read and dropped (bounded by
+ * UNREAD_BODY_MAX_BYTES and UNREAD_BODY_MAX_MS): closing while the client still writes
+ * would reset the connection, and the client would see EPIPE or ECONNRESET, not its answer.
  */
 export function createServer(options: ServerOptions = {}): FastifyInstance {
   const app = Fastify({
@@ -63,6 +124,21 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
   if (options.onRoute) app.addHook('onRoute', options.onRoute);
   app.decorateRequest('tenant', '');
   installErrorHandler(app);
+
+  const parseJson = app.getDefaultJsonParser('error', 'error');
+  app.removeContentTypeParser('application/json');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
+    if (body === '') done(null, undefined);
+    else parseJson(request, body as string, done);
+  });
+
+  app.addHook('onSend', async (request, reply, payload) => {
+    if (!bodyStillArriving(request.raw) || (typeof payload !== 'string' && !Buffer.isBuffer(payload))) return payload;
+    reply.header('connection', 'close');
+    reply.header('content-length', Buffer.byteLength(payload));
+    return endAfterUpload(request.raw, payload);
+  });
+
   app.register(async (scope) => operationalRoutes(scope, options));
   return app;
 }

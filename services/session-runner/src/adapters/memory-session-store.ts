@@ -240,7 +240,7 @@ export class MemorySessionStore implements SessionStore {
     expectedVersion?: string,
   ): Promise<Appended | 'conflict'> {
     const slot = this.#forWrite(sessionId);
-    if (!slot) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    if (!slot) throw new CtxflowError('state_session_not_found', 'session not found');
     if (expectedVersion !== undefined && String(slot.writes) !== expectedVersion) return 'conflict';
     const entries = messages.map((m, i) => ({ ...copy(m), seq: slot.log.length + i }) as MessageEntry);
     slot.log.push(...entries);

@@ -504,7 +504,7 @@ export class RedisSessionStore implements SessionStore {
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) {
       if (outcome.refusal === 'version_changed') return 'conflict';
-      throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+      throw new CtxflowError('state_session_not_found', 'session not found');
     }
     const [start, version, previous] = outcome.ok as [number, string, string];
     return {

@@ -3,16 +3,22 @@ import { z } from 'zod';
 import type { ContextBlock } from './model.ts';
 
 /**
+ * One block `{ id?, content }`, as a request gives it and an agent answers it: one schema, so the
+ * OpenAPI document names it ContextBlock (answers) and ContextBlockInput (requests).
+ */
+export const contextBlockSchema = z
+  .strictObject({ id: idSchema.optional(), content: z.string() })
+  .meta({ id: 'ContextBlock', title: 'ContextBlock' });
+
+/**
  * N1: a string is one unkeyed block; a list is blocks `{ id?, content }`.
  * At most MAX_CONTEXT_BLOCKS blocks; their bytes are checked by `toBlocks`.
  */
-export const contextInputSchema = z.union([
+export const contextInputSchema = z.xor([
   z.string(),
-  // The count is checked before any block is: a list far over the limit is refused without walking it.
-  z
-    .array(z.unknown())
-    .max(MAX_CONTEXT_BLOCKS)
-    .pipe(z.array(z.strictObject({ id: idSchema.optional(), content: z.string() }))),
+  // zod checks the count before any block: a list far over the limit is refused without walking it
+  // (200,000 blocks: one issue, under a millisecond). No pipe: the OpenAPI document would lose the list.
+  z.array(contextBlockSchema).max(MAX_CONTEXT_BLOCKS),
 ]);
 
 export type ContextInput = z.infer<typeof contextInputSchema>;
@@ -50,10 +56,11 @@ export function toBlocks(input: ContextInput | undefined): ContextBlock[] {
       : input.map((b) => (b.id === undefined ? { content: b.content } : { id: b.id, content: b.content }));
   checkBlockLimits(blocks);
   const seen = new Set<string>();
-  for (const block of blocks) {
+  for (const [i, block] of blocks.entries()) {
     if (block.id === undefined) continue;
-    if (seen.has(block.id))
-      throw new CtxflowError('validation_error', `context: block id ${JSON.stringify(block.id)} appears twice`);
+    if (seen.has(block.id)) {
+      throw new CtxflowError('validation_error', `context.${i}.id: the id of an earlier block; an id appears once`);
+    }
     seen.add(block.id);
   }
   return blocks;

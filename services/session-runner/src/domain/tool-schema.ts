@@ -22,14 +22,37 @@ export const FINISH_PARAMETERS: Readonly<Record<string, unknown>> = Object.freez
 /** Only the meta-schemas are used: `validateSchema` checks a schema, nothing is compiled. */
 const ajv = new Ajv2020({ strict: false, validateFormats: false });
 
+/** The JSON Schema (draft 2020-12) keywords: the parts of a path into `parameters` a refusal names. */
+const KEYWORDS: ReadonlySet<string> = new Set(
+  [
+    '$anchor $comment $defs $dynamicAnchor $dynamicRef $id $ref $schema $vocabulary additionalProperties allOf anyOf',
+    'const contains contentEncoding contentMediaType contentSchema default definitions dependentRequired',
+    'dependentSchemas deprecated description else enum examples exclusiveMaximum exclusiveMinimum format if items',
+    'maxContains maxItems maxLength maxProperties maximum minContains minItems minLength minProperties minimum',
+    'multipleOf not oneOf pattern patternProperties prefixItems properties propertyNames readOnly required then',
+    'title type unevaluatedItems unevaluatedProperties uniqueItems writeOnly',
+  ]
+    .join(' ')
+    .split(' '),
+);
+
+/**
+ * Where in `parameters` a problem is: keywords and indexes as they are, every other part (a
+ * property name the caller chose) as `*`, so the refusal never echoes the caller's text.
+ */
+function where(instancePath: string): string {
+  const parts = instancePath.split('/').slice(1);
+  return ['parameters', ...parts.map((p) => (KEYWORDS.has(p) || /^\d+$/.test(p) ? p : '*'))].join('/');
+}
+
 /**
  * Checks a tool's `parameters` as a JSON Schema (draft 2020-12 meta-schema, by ajv) whose
  * `type` is `object` (providers take tool arguments as an object), at most 64 KiB of JSON.
- * Refuses with validation_error naming the tool.
+ * Refuses with validation_error naming the tool by its index in `tools`.
  */
-export function checkToolParameters(tool: string, parameters: Record<string, unknown>): void {
+export function checkToolParameters(index: number, parameters: Record<string, unknown>): void {
   const refuse = (why: string): never => {
-    throw new CtxflowError('validation_error', `tools: ${tool}: parameters ${why}`);
+    throw new CtxflowError('validation_error', `tools.${index}.parameters: ${why}`);
   };
   const bytes = Buffer.byteLength(JSON.stringify(parameters));
   if (bytes > MAX_PARAMETERS_BYTES) refuse(`is ${bytes} bytes of JSON, over the ${MAX_PARAMETERS_BYTES}-byte limit`);
@@ -37,11 +60,14 @@ export function checkToolParameters(tool: string, parameters: Record<string, unk
   let valid = false;
   try {
     valid = ajv.validateSchema(parameters) as boolean;
-  } catch (err) {
-    // An unknown `$schema` (only draft 2020-12 is known).
-    refuse(`is not a JSON Schema: ${(err as Error).message}`);
+  } catch {
+    // An unknown `$schema` (only draft 2020-12 is known); ajv's message quotes it.
+    refuse('is not a JSON Schema: its $schema is not draft 2020-12');
   }
-  if (!valid) refuse(`is not a JSON Schema: ${ajv.errorsText(ajv.errors, { dataVar: 'parameters' })}`);
+  if (!valid) {
+    const problems = (ajv.errors ?? []).map((e) => `${where(e.instancePath)} ${e.message ?? 'is invalid'}`);
+    refuse(`is not a JSON Schema: ${problems.join(', ')}`);
+  }
 }
 
 /** What the model is offered for a tool: `__finish__` always has its parameters. */

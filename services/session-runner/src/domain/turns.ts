@@ -86,10 +86,11 @@ export function closeTurn(
  * step request on the bus is answered with the refusal, not redelivered).
  */
 export function pendingError(pending: PendingCall[], what: string): CtxflowError {
-  const list = pending.map((p) => `${p.callId} (${p.name}, ${p.status})`).join(', ');
+  // details.pending names the calls: the message never quotes the caller's ids or tool names.
+  const count = pending.length === 1 ? '1 call' : `${pending.length} calls`;
   return new CtxflowError(
     'state_calls_pending',
-    `${what}: calls of the last assistant message have no result yet: ${list}; record their results (POST /sessions/:sessionId/messages), or wait for the client's answer, its deadline or the approval, then send it again`,
+    `${what}: ${count} of the last assistant message ${pending.length === 1 ? 'has' : 'have'} no result yet (details.pending); record their results (POST /sessions/:sessionId/messages), or wait for the client's answer, its deadline or the approval, then send it again`,
     { details: { pending } },
   );
 }

@@ -1,5 +1,6 @@
 import { STEP_MODES } from '@ctxflow/contracts';
 import { z } from 'zod';
+import { contextBlockSchema } from '../domain/context-blocks.ts';
 import { anthropicRequest, openAIChatRequest, openAIResponsesRequest } from './provider-answers.ts';
 
 /**
@@ -224,7 +225,7 @@ export const memoryAdded = named(z.object({ remembered: z.boolean().describe('Al
 export const agent = named(
   z.object({
     agentId: z.string(),
-    context: z.array(named(z.object({ id: z.string().optional(), content: z.string() }), 'ContextBlock')),
+    context: z.array(contextBlockSchema),
     model: z.string().nullable(),
     tools: z.array(
       named(

@@ -48,7 +48,7 @@ describe.each(stores)('appends on the %s store with two runners', (_name, newSto
       engine.appendMessages(TENANT, sessionId, [{ role: 'tool', callId: 'c1', content: 'mine' }]),
     ).rejects.toMatchObject({
       code: 'validation_error',
-      message: 'message: call c1 already has a result (seq 1); a second result is refused',
+      message: 'message: the call of callId already has a result (seq 1); a second result is refused',
     });
     expect(await toolMessages(other, sessionId)).toEqual(['theirs']);
   });

@@ -261,7 +261,7 @@ describe('closingResults', () => {
     const state = session({}, { log: [assistant] });
     expect(() => closingResults(state, NOW, AT)).toThrow(CtxflowError);
     expect(() => closingResults(state, NOW, AT)).toThrow(
-      /^step: calls of the last assistant message have no result yet: c1 \(search, no_result\)/,
+      "step: 1 call of the last assistant message has no result yet (details.pending); record their results (POST /sessions/:sessionId/messages), or wait for the client's answer, its deadline or the approval, then send it again",
     );
   });
 });

@@ -90,7 +90,10 @@ describe('records of the ticket-updates topic', () => {
     const { source: _source, ...noSource } = ATTRIBUTES;
     const cases: [IncomingRecord, string][] = [
       [binaryRecord(noSource, DATA), 'source: required (a non-empty string)'],
-      [binaryRecord({ ...ATTRIBUTES, type: 'com.example.x' }, DATA), 'type: "com.example.x" is not accepted'],
+      [
+        binaryRecord({ ...ATTRIBUTES, type: 'com.example.x' }, DATA),
+        'type: not accepted (expected dev.ctxflow.ticket.<kind>, e.g. dev.ctxflow.ticket.updated)',
+      ],
       [binaryRecord({ ...ATTRIBUTES, ctxflowtenant: '' }, DATA), 'ctxflowtenant: expected a tenant name'],
       [binaryRecord(ATTRIBUTES, 'text'), 'data: expected a JSON object'],
       [

@@ -43,6 +43,21 @@ function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
+/** The SDK's messages that go on to quote the sender's text (a name, a value, a content type). */
+const SDK_QUOTING = [
+  'invalid extension name',
+  'invalid extension value',
+  'invalid attribute name',
+  'invalid content type',
+  'Unsupported event encoding',
+];
+
+/** The SDK's refusal of an event, without the sender's text it quotes. */
+function sdkProblem(err: unknown): string {
+  const line = (err instanceof Error ? err.message : '').split('\n')[0] ?? '';
+  return SDK_QUOTING.find((start) => line.startsWith(start)) ?? (line || 'not a valid CloudEvent');
+}
+
 /** The SDK's event of one structured event (already JSON-parsed), validated. */
 function structuredEvent(attributes: unknown, where: string): CloudEventLike {
   if (!isObject(attributes)) throw new CtxflowError('validation_error', `${where || 'body: '}expected a JSON object`);
@@ -51,7 +66,7 @@ function structuredEvent(attributes: unknown, where: string): CloudEventLike {
   try {
     event = HTTP.toEvent({ headers: { 'content-type': CE_STRUCTURED }, body: attributes }) as CloudEventLike;
   } catch (err) {
-    throw new CtxflowError('validation_error', `${where}event: ${(err as Error).message.split('\n')[0]}`);
+    throw new CtxflowError('validation_error', `${where}event: ${sdkProblem(err)}`);
   }
   validateCloudEvent(event, where);
   return event;
@@ -72,7 +87,7 @@ function binaryEvent(headers: Headers, rawBody: Buffer, type: string): CloudEven
     event = HTTP.toEvent({ headers: ceHeaders, body: rawBody.toString('utf8') }) as CloudEventLike;
   } catch (err) {
     if (err instanceof SyntaxError) throw new CtxflowError('validation_error', 'data: not valid JSON');
-    throw new CtxflowError('validation_error', `event: ${(err as Error).message.split('\n')[0]}`);
+    throw new CtxflowError('validation_error', `event: ${sdkProblem(err)}`);
   }
   validateCloudEvent(event);
   return event;

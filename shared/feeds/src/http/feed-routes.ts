@@ -248,7 +248,7 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     }
     if (claim === 'done') return 'duplicate';
     if (claim === 'in_flight') {
-      throw new CtxflowError('bus_unavailable', `delivery ${update.id} is being published by another request; retry`);
+      throw new CtxflowError('bus_unavailable', 'this delivery is being published by another request; retry');
     }
     try {
       // The record carries the publish span's context: step-context continues the trace from it.

@@ -142,8 +142,8 @@ describe('POST /feeds/cloudevents', () => {
     const response = await batch([attributes(), attributes({ id: 'evt-2', type: 'com.example.build.finished' })]);
     expect(response.statusCode).toBe(400);
     expect(response.json().error).toMatchObject({ code: 'validation_error', retryable: false });
-    expect(response.json().error.message).toMatch(
-      /^events\[1\]\.type: "com\.example\.build\.finished" is not accepted/,
+    expect(response.json().error.message).toBe(
+      'events[1].type: not accepted (expected dev.ctxflow.ticket.<kind>, e.g. dev.ctxflow.ticket.updated)',
     );
     expect((await batch([])).json().error.message).toBe('body: the batch has no events');
     expect((await batch([attributes(), 'x'])).json().error.message).toBe('events[1].expected a JSON object');
@@ -180,8 +180,8 @@ describe('POST /feeds/cloudevents', () => {
       expect(await message(binary(event))).toBe(`${name}: required (a non-empty string)`);
     }
     expect(await message(structured(attributes({ specversion: '0.3' })))).toBe('specversion: expected "1.0"');
-    expect(await message(structured(attributes({ type: 'com.example.other' })))).toMatch(
-      /^type: "com\.example\.other" is not accepted \(expected dev\.ctxflow\.ticket\.<kind>/,
+    expect(await message(structured(attributes({ type: 'com.example.other' })))).toBe(
+      'type: not accepted (expected dev.ctxflow.ticket.<kind>, e.g. dev.ctxflow.ticket.updated)',
     );
     expect(await message(structured(attributes({ subject: undefined })))).toBe(
       'subject: required: the ticket the event is about',

@@ -79,7 +79,7 @@ export async function deleteAgent(
   if (sessions.length > 0 && options.cascade !== true) {
     throw new CtxflowError(
       'state_agent_in_use',
-      `agent ${agentId} has ${sessions.length} session(s); delete them, or the agent with ?cascade=true`,
+      `the agent has ${sessions.length} session(s); delete them, or the agent with ?cascade=true`,
     );
   }
   for (const sessionId of sessions) await deleteSession(ctx, tenant, sessionId);
@@ -95,10 +95,15 @@ export async function remember(ctx: EngineContext, tenant: string, agentId: stri
 
 function declareTools(tools: ToolDeclaration[]): ToolDeclaration[] {
   const seen = new Set<string>();
-  for (const tool of tools) {
-    if (seen.has(tool.name)) throw new CtxflowError('validation_error', `tools: ${tool.name} is declared twice`);
+  for (const [i, tool] of tools.entries()) {
+    if (seen.has(tool.name)) {
+      throw new CtxflowError(
+        'validation_error',
+        `tools.${i}.name: the name of an earlier tool; a name is declared once`,
+      );
+    }
     seen.add(tool.name);
-    if (tool.parameters !== undefined) checkToolParameters(tool.name, tool.parameters);
+    if (tool.parameters !== undefined) checkToolParameters(i, tool.parameters);
   }
   // `__finish__` is always declared, whatever `tools` says.
   return seen.has(FINISH_TOOL) ? tools : [...tools, FINISH_DECLARATION];

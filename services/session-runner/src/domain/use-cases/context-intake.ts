@@ -49,10 +49,10 @@ export async function addContext(
     case 'conflict':
       throw new CtxflowError(
         'state_context_key_conflict',
-        `key ${JSON.stringify(input.key)} was used with other items; send new items under a new key`,
+        'key: used before with other items; send new items under a new key',
       );
     default:
-      throw new CtxflowError('state_session_not_found', `session ${input.sessionId} not found`);
+      throw new CtxflowError('state_session_not_found', 'session not found');
   }
 }
 
@@ -75,7 +75,6 @@ export async function addCallContext(
     items.map((item) => ({ item, at, ...tied })),
     { type: 'site', callId: input.callId, site },
   );
-  if (result.outcome === 'not_found')
-    throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+  if (result.outcome === 'not_found') throw new CtxflowError('state_session_not_found', 'session not found');
   return { recorded: result.outcome === 'recorded' ? result.items.length : 0 };
 }

@@ -201,10 +201,7 @@ async function pass(
     report(ctx, sessionId, plan, started, figures);
     return { step, log, logStart, tools, skipped: plan.skipped, request, ...keyOf(meta) };
   }
-  throw new CtxflowError(
-    'state_conflict',
-    `session ${sessionId} kept changing during the context pass; send the step again`,
-  );
+  throw new CtxflowError('state_conflict', 'the session kept changing during the context pass; send the step again');
 }
 
 /**

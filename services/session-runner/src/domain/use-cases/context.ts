@@ -66,7 +66,7 @@ export async function loadSession(
 ): Promise<SessionState> {
   const state = await ctx.store.load(sessionId, options);
   if (!state || state.meta.tenant !== tenant) {
-    throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+    throw new CtxflowError('state_session_not_found', 'session not found');
   }
   return state;
 }
@@ -79,13 +79,13 @@ export async function agentOf(ctx: EngineContext, meta: SessionMeta): Promise<Ag
 /** The tenant's agent; another tenant's or none is refused as absent. */
 export async function ownAgent(ctx: EngineContext, tenant: string, agentId: string): Promise<AgentRecord> {
   const agent = await ctx.store.getAgent(agentId);
-  if (!agent || agent.tenant !== tenant) throw new CtxflowError('state_agent_not_found', `agent ${agentId} not found`);
+  if (!agent || agent.tenant !== tenant) throw new CtxflowError('state_agent_not_found', 'agent not found');
   return agent;
 }
 
 /** Refuses a session of another tenant (or none: `owner` undefined) as absent. */
-function ownedBy(owner: string | undefined, tenant: string, sessionId: string): void {
-  if (owner !== tenant) throw new CtxflowError('state_session_not_found', `session ${sessionId} not found`);
+function ownedBy(owner: string | undefined, tenant: string): void {
+  if (owner !== tenant) throw new CtxflowError('state_session_not_found', 'session not found');
 }
 
 /**
@@ -96,7 +96,7 @@ function ownedBy(owner: string | undefined, tenant: string, sessionId: string): 
  */
 export function checkOwner(ctx: EngineContext, tenant: string, sessionId: string): Promise<void> | undefined {
   const owner = ctx.store.tenantOf(sessionId);
-  if (typeof owner !== 'string') return owner.then((read) => ownedBy(read, tenant, sessionId));
-  ownedBy(owner, tenant, sessionId);
+  if (typeof owner !== 'string') return owner.then((read) => ownedBy(read, tenant));
+  ownedBy(owner, tenant);
   return undefined;
 }

@@ -16,7 +16,7 @@ async function rewindTarget(ctx: EngineContext, sessionId: string, ref: { toStep
   const id = ref.toStepId ?? ref.beforeStepId;
   if (id === undefined) throw new CtxflowError('validation_error', 'give toStepId or beforeStepId');
   const step = steps.find((s) => s.stepId === id);
-  if (!step) throw new CtxflowError('state_step_not_found', `step ${id} not found in session ${sessionId}`);
+  if (!step) throw new CtxflowError('state_step_not_found', 'no such step in this session');
   const before = ref.toStepId === undefined;
   return {
     steps,
@@ -73,7 +73,7 @@ async function rewindLocked(
     dropSteps: target.steps.filter((s) => !target.keep.includes(s)).map((s) => s.stepId),
     meta,
   });
-  if (!ok) throw new CtxflowError('state_conflict', `session ${sessionId} changed during the rewind; send it again`);
+  if (!ok) throw new CtxflowError('state_conflict', 'the session changed during the rewind; send it again');
   const at = new Date(ctx.clock.now()).toISOString();
   ctx.events.publish(sessionId, { type: 'rewind', toLength: target.toLength, at });
   const after = await loadSession(ctx, tenant, sessionId);

@@ -180,7 +180,7 @@ function prepareMessages(
         if (result.existing.content !== input.content) {
           throw new CtxflowError(
             'validation_error',
-            `${where}: call ${input.callId} already has a result (seq ${result.existing.seq}); a second result is refused`,
+            `${where}: the call of callId already has a result (seq ${result.existing.seq}); a second result is refused`,
           );
         }
         answers.push(result.existing);
@@ -197,9 +197,9 @@ function prepareMessages(
     if (input.role === 'user' && next.run?.open) next.run.open = false; // A user turn ends the run (N3).
     if (input.callId !== undefined) message.callId = input.callId;
     if (input.toolCalls?.length) {
-      for (const call of input.toolCalls) {
+      for (const [j, call] of input.toolCalls.entries()) {
         if (usedCallIds.has(call.callId)) {
-          throw new CtxflowError('validation_error', `${where}: callId ${call.callId} is already used by another call`);
+          throw new CtxflowError('validation_error', `${where}: toolCalls.${j}.callId is already used by another call`);
         }
         usedCallIds.add(call.callId);
       }
@@ -243,7 +243,7 @@ function resultFor(
   if (name === undefined) {
     throw new CtxflowError(
       'validation_error',
-      `${where}: callId ${callId} matches no call of an earlier assistant message and no call the gate knows`,
+      `${where}: callId matches no call of an earlier assistant message and no call the gate knows`,
     );
   }
   return existing ? { name, existing } : { name };

@@ -101,7 +101,7 @@ export async function answerApproval(
   return ctx.locks.run(sessionId, async () => {
     const state = await loadSession(ctx, tenant, sessionId);
     const call = state.calls.find((c) => c.callId === callId);
-    if (!call) throw new CtxflowError('state_call_not_found', `call ${callId} not found`);
+    if (!call) throw new CtxflowError('state_call_not_found', 'no such call in this session');
     if (call.status !== 'awaiting_approval') return decisionOf(call);
     const agent = await agentOf(ctx, state.meta);
     const tools = toolsOf(agent);
@@ -157,7 +157,7 @@ async function recordClientAnswer(
   const state = await loadSession(ctx, tenant, sessionId);
   const call = state.calls.find((c) => c.callId === callId);
   if (!call || (call.status !== 'awaiting_client' && call.status !== 'answered')) {
-    throw new CtxflowError('state_call_not_found', `call ${callId} is not waiting for a client answer`);
+    throw new CtxflowError('state_call_not_found', 'the call is not waiting for a client answer');
   }
   if (call.status === 'answered') return { late: false, recorded: 0 };
   const now = ctx.clock.now();
