@@ -33,7 +33,9 @@ COPY package.json package-lock.json ./
 COPY clients/typescript/package.json clients/typescript/
 COPY shared/bus/package.json shared/bus/
 COPY shared/contracts/package.json shared/contracts/
+COPY shared/feeds/package.json shared/feeds/
 COPY shared/service-kit/package.json shared/service-kit/
+COPY shared/subscriptions/package.json shared/subscriptions/
 COPY shared/telemetry/package.json shared/telemetry/
 COPY services/embedded/package.json services/embedded/
 COPY services/feed-ingestor/package.json services/feed-ingestor/

@@ -18,13 +18,8 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { IncomingRecord } from '@ctxflow/bus';
 import { type Cursor, DEFAULT_TENANT, type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
-import {
-  FeedStepContext,
-  RedisBatchStore,
-  RedisSubscriptionStore,
-  StepContextService,
-  type Subscription,
-} from '@ctxflow/step-context';
+import { FeedStepContext, RedisBatchStore, StepContextService } from '@ctxflow/step-context';
+import { RedisSubscriptionStore, type Subscription } from '@ctxflow/subscriptions';
 import { Redis } from 'ioredis';
 import { progress } from './lib/progress.ts';
 import { meets, type ScenarioResult } from './lib/report.ts';

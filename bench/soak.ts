@@ -80,7 +80,7 @@ const SERVICES = [
 type ServiceName = (typeof SERVICES)[number]['name'];
 
 /** ConfigMap settings that are addresses of the cluster: replaced with this run's local ones. */
-const ADDRESSES = new Set(['CTXFLOW_HOST', 'CTXFLOW_STEP_CONTEXT_URL', 'CTXFLOW_RUNNER_URL']);
+const ADDRESSES = new Set(['CTXFLOW_HOST', 'CTXFLOW_STEP_CONTEXT_URL']);
 
 type Doc = Record<string, any>;
 
@@ -270,7 +270,6 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
     'step-context': {
       CTXFLOW_STEP_CONTEXT_PORT: String(ports.stepContext),
       CTXFLOW_STEP_CONTEXT_GROUP: groups.stepContext,
-      CTXFLOW_RUNNER_URL: `http://127.0.0.1:${ports.runner}`,
     },
     'session-runner': {
       CTXFLOW_PORT: String(ports.runner),

@@ -30,7 +30,6 @@ async function main() {
   }
   const stepContextPort = env.CTXFLOW_STEP_CONTEXT_PORT ?? '8082';
   env.CTXFLOW_STEP_CONTEXT_URL ??= `http://127.0.0.1:${stepContextPort}/step-context`;
-  env.CTXFLOW_RUNNER_URL ??= `http://127.0.0.1:${env.CTXFLOW_PORT ?? '8080'}`;
   process.stderr.write(
     // A REDIS_URL may carry a password: shown without it.
     `[stack] KAFKA_BROKERS=${env.KAFKA_BROKERS} REDIS_URL=${env.REDIS_URL ? redactUrl(env.REDIS_URL) : env.REDIS_CLUSTER_NODES}\n`,

@@ -33,9 +33,9 @@ import {
   createConsumerTelemetry,
   RECORD_ID_HEADER,
   RedisBatchStore,
-  RedisSubscriptionStore,
   StepContextService,
 } from '@ctxflow/step-context';
+import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
 import { type RunningTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { trace as otelTrace } from '@opentelemetry/api';
 import { Redis } from 'ioredis';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { byteLength, type TicketUpdate } from '@ctxflow/contracts';
-import type { BatchEntry, BatchStore, FeedPosition, SubscriptionStore } from '@ctxflow/step-context';
+import type { BatchEntry, BatchStore, FeedPosition } from '@ctxflow/step-context';
+import type { SubscriptionStore } from '@ctxflow/subscriptions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeUpdate } from '../../services/step-context/test/helpers.ts';
 

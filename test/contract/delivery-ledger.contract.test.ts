@@ -1,9 +1,9 @@
 import { randomUUID } from 'node:crypto';
-import { type DeliveryLedger, MemoryDeliveryLedger, RedisDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { type DeliveryLedger, MemoryDeliveryLedger, RedisDeliveryLedger } from '@ctxflow/feeds';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ledgerKeys } from '../../services/feed-ingestor/src/adapters/redis/keys.ts';
-import { feedApp, fixture, genericHeaders } from '../../services/feed-ingestor/test/helpers.ts';
+import { ledgerKeys } from '../../shared/feeds/src/adapters/redis/keys.ts';
+import { feedApp, fixture, genericHeaders } from '../../shared/feeds/test/helpers.ts';
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));

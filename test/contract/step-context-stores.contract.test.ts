@@ -1,14 +1,8 @@
 import { randomUUID } from 'node:crypto';
-import {
-  MemoryBatchStore,
-  MemorySubscriptionStore,
-  RedisBatchStore,
-  RedisSubscriptionStore,
-  stepContextKeys,
-} from '@ctxflow/step-context';
+import { MemoryBatchStore, RedisBatchStore, stepContextKeys } from '@ctxflow/step-context';
+import { MemorySubscriptionStore, RedisSubscriptionStore, subscriptionId } from '@ctxflow/subscriptions';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
-import { subscriptionId } from '../../services/step-context/src/ports/subscription-store.ts';
 import { deleteKeys, keysOfSession, makeUpdate, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
 import { batchStoreContract } from './batch-store.contract.ts';

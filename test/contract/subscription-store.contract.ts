@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DEFAULT_TENANT } from '@ctxflow/contracts';
-import type { SubscriptionStore } from '@ctxflow/step-context';
+import type { SubscriptionStore } from '@ctxflow/subscriptions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 export interface SubscriptionStoreFixture {

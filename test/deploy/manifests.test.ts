@@ -459,7 +459,8 @@ describe('docker-compose.yml', () => {
     expect(services['session-runner'].environment.CTXFLOW_STEP_CONTEXT_URL).toBe(
       'http://step-context:8082/step-context',
     );
-    expect(services['step-context'].environment.CTXFLOW_RUNNER_URL).toBe('http://session-runner:8080');
+    // step-context calls no other service: it reads a session's owner from the runner's records in Redis.
+    expect(services['step-context'].environment).not.toHaveProperty('CTXFLOW_RUNNER_URL');
   });
 
   it('each ctxflow service: heap cap below mem_limit, stop grace above CTXFLOW_SHUTDOWN_GRACE_MS', () => {

@@ -11,7 +11,8 @@
 import { randomUUID } from 'node:crypto';
 import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
-import { FeedStepContext, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
+import { FeedStepContext, MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import kafkajs from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { entriesOf } from '../../services/step-context/test/helpers.ts';

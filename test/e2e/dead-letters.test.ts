@@ -10,7 +10,8 @@ import { createMemoryBus, type IncomingRecord, type OutgoingRecord, type Publish
 import { CtxflowError, DEFAULT_TENANT, DLQ_HEADERS, RECORD_ID_HEADER, TOPICS, ticketKey } from '@ctxflow/contracts';
 import { buildEmbeddedApp } from '@ctxflow/embedded';
 import { createConsumerLag, createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
-import { type BatchStore, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
+import { type BatchStore, MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { ATTR_CONSUMER_GROUP, ATTR_DLQ_REASON, ATTR_TOPIC, METRIC_DEAD_LETTERS } from '@ctxflow/telemetry';
 import { describe, expect, it } from 'vitest';
 import { entriesOf, eventually, makeUpdate } from '../../services/step-context/test/helpers.ts';

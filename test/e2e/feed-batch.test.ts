@@ -5,12 +5,10 @@ import {
   type BatchStore,
   FeedStepContext,
   MemoryBatchStore,
-  MemorySubscriptionStore,
   RedisBatchStore,
-  RedisSubscriptionStore,
   StepContextService,
-  type SubscriptionStore,
 } from '@ctxflow/step-context';
+import { MemorySubscriptionStore, RedisSubscriptionStore, type SubscriptionStore } from '@ctxflow/subscriptions';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { runHook } from '../../services/session-runner/src/domain/hook-batch.ts';

@@ -14,7 +14,7 @@ import {
   jiraHeaders,
   SECRETS,
   zendeskHeaders,
-} from '../../services/feed-ingestor/test/helpers.ts';
+} from '../../shared/feeds/test/helpers.ts';
 
 const KEY = 'null-bodies-key';
 const AUTH = { authorization: `Bearer ${KEY}` };

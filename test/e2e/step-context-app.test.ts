@@ -1,19 +1,15 @@
 import { DEFAULT_TENANT } from '@ctxflow/contracts';
 import { createAuthenticator } from '@ctxflow/service-kit';
-import { HttpStepContext } from '@ctxflow/session-runner';
-import {
-  buildStepContextApp,
-  FeedStepContext,
-  HttpSessionDirectory,
-  loadStepContextConfig,
-  MemoryBatchStore,
-  MemorySubscriptionStore,
-} from '@ctxflow/step-context';
-import { describe, expect, it } from 'vitest';
+import { HttpStepContext, RedisSessionStore } from '@ctxflow/session-runner';
+import { buildStepContextApp, FeedStepContext, loadStepContextConfig, MemoryBatchStore } from '@ctxflow/step-context';
+import { MemorySubscriptionStore, RedisSessionDirectory, RedisSubscriptionStore } from '@ctxflow/subscriptions';
+import { Redis } from 'ioredis';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { runHook } from '../../services/session-runner/src/domain/hook-batch.ts';
 import { renderNotice } from '../../services/step-context/src/domain/render-notice.ts';
-import { makeUpdate } from '../../services/step-context/test/helpers.ts';
+import { deleteKeys, makeUpdate, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { createHarness } from '../support/harness.ts';
+import { requireRedis } from '../support/services.ts';
 
 describe('step-context as its own process', () => {
   it('POST /step-context serves the runner HttpStepContext: 200 batch within maxBytes, 204 when nothing is new', async () => {
@@ -49,26 +45,84 @@ describe('step-context as its own process', () => {
     }
   });
 
-  it('HttpSessionDirectory finds the owning tenant through the runner API', async () => {
-    const apiKeys = new Map([
-      ['key-acme', 'acme'],
-      ['key-globex', 'globex'],
-    ]);
-    const runner = await createHarness({ apiKeys });
-    await runner.app.listen({ host: '127.0.0.1', port: 0 });
-    try {
-      const { port } = runner.app.server.address() as { port: number };
-      const created = await runner.call('POST', '/sessions', {}, { authorization: 'Bearer key-globex' });
+  it("a session's owner: one Redis call per lookup with 1,000 tenants configured, no tenant key, no HTTP", async () => {
+    const url = requireRedis();
+    const prefix = uniquePrefix();
+    const redis = new Redis(url);
+    const ownerClient = new Redis(url);
+    onTestFinished(async () => {
+      await deleteKeys(redis, prefix);
+      redis.disconnect();
+      ownerClient.disconnect();
+    });
+    const apiKeys = new Map(Array.from({ length: 1_000 }, (_, i) => [`key-${i}`, `tenant-${i}`]));
+    // The runner records its sessions on Redis, as on the stack (same prefix as step-context).
+    const runner = await createHarness({ apiKeys, store: new RedisSessionStore(redis, { prefix }) });
+    const owned = new Map<string, string>();
+    for (const i of [0, 737, 999]) {
+      const created = await runner.call('POST', '/sessions', {}, { authorization: `Bearer key-${i}` });
       expect(created.status).toBe(201);
-      const directory = new HttpSessionDirectory({ runnerUrl: `http://127.0.0.1:${port}/`, apiKeys });
-      expect(await directory.tenantOf(created.body.sessionId)).toBe('globex');
-      expect(await directory.tenantOf('no-such-session')).toBeUndefined();
-    } finally {
-      await runner.app.close();
+      owned.set(created.body.sessionId, `tenant-${i}`);
     }
-    // A runner that does not answer: retryable 503, never a 404 that would hide the session.
-    const gone = new HttpSessionDirectory({ runnerUrl: 'http://127.0.0.1:1', apiKeys });
-    await expect(gone.tenantOf('s')).rejects.toMatchObject({ code: 'store_unavailable', status: 503, retryable: true });
+    await runner.app.close();
+
+    // Every command the directory sends, on a client of its own.
+    const sent: string[] = [];
+    const sendCommand = ownerClient.sendCommand.bind(ownerClient);
+    ownerClient.sendCommand = ((command: { name: string }, stream?: never) => {
+      sent.push(command.name);
+      return sendCommand(command as never, stream);
+    }) as typeof ownerClient.sendCommand;
+    const fetchSpy = vi.spyOn(globalThis, 'fetch');
+    const directory = new RedisSessionDirectory({ redis: ownerClient, prefix });
+    await directory.tenantOf('warm-up'); // the first call may load the script (EVALSHA, then EVAL on NOSCRIPT)
+    sent.length = 0;
+
+    for (const [sessionId, tenant] of owned) {
+      expect(await directory.tenantOf(sessionId)).toBe(tenant);
+    }
+    expect(await directory.tenantOf('no-such-session')).toBeUndefined();
+    expect(sent).toEqual(['evalsha', 'evalsha', 'evalsha', 'evalsha']);
+
+    // Through step-context's subscription routes: one directory call per request.
+    const subscriptions = new RedisSubscriptionStore({ redis, prefix });
+    const app = buildStepContextApp({
+      subscriptions,
+      feed: new FeedStepContext({ batches: new MemoryBatchStore(), subscriptions }),
+      directory,
+      authenticate: createAuthenticator(apiKeys),
+    });
+    try {
+      const [sessionId] = [...owned].find(([, tenant]) => tenant === 'tenant-737')!;
+      const subscribe = (key: string, id: string) =>
+        app.inject({
+          method: 'POST',
+          url: `/sessions/${id}/subscriptions`,
+          headers: { authorization: `Bearer ${key}` },
+          payload: { source: 'generic', ticket: 'T-1' },
+        });
+      sent.length = 0;
+      expect((await subscribe('key-737', sessionId)).statusCode).toBe(201);
+      expect(sent).toEqual(['evalsha']);
+      // Another tenant's session, and none at all: the same 404, one call each.
+      expect((await subscribe('key-12', sessionId)).json().error.code).toBe('state_session_not_found');
+      expect((await subscribe('key-737', 'no-such-session')).json().error.code).toBe('state_session_not_found');
+      expect(sent).toEqual(['evalsha', 'evalsha', 'evalsha']);
+      expect(fetchSpy).not.toHaveBeenCalled();
+    } finally {
+      await app.close();
+      fetchSpy.mockRestore();
+    }
+
+    // A Redis that does not answer: retryable 503, never a 404 that would hide the session.
+    const gone = new Redis({ port: 1, lazyConnect: true, enableOfflineQueue: false, retryStrategy: () => null });
+    const unreachable = new RedisSessionDirectory({ redis: gone, prefix });
+    await expect(unreachable.tenantOf('s')).rejects.toMatchObject({
+      code: 'store_unavailable',
+      status: 503,
+      retryable: true,
+    });
+    gone.disconnect();
   });
 
   it('configuration: defaults, and every problem at once', () => {
@@ -76,7 +130,6 @@ describe('step-context as its own process', () => {
     expect(config).toMatchObject({
       host: '127.0.0.1',
       port: 8082,
-      runnerUrl: 'http://127.0.0.1:8080',
       redisPrefix: 'ctxflow',
       kafkaBrokers: undefined,
       redisUrl: undefined,

@@ -7,7 +7,8 @@
 import { randomUUID } from 'node:crypto';
 import { createMemoryBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
-import { RedisBatchStore, RedisSubscriptionStore, StepContextService } from '@ctxflow/step-context';
+import { RedisBatchStore, StepContextService } from '@ctxflow/step-context';
+import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import {

@@ -108,7 +108,6 @@ describe('tracing across feed-ingestor, step-context and session-runner', () => 
         ...common,
         CTXFLOW_STEP_CONTEXT_PORT: String(stepContextPort),
         CTXFLOW_STEP_CONTEXT_GROUP: stepContextGroup,
-        CTXFLOW_RUNNER_URL: `http://127.0.0.1:${runnerPort}`,
       }),
     });
     const feed = new ServiceProcess({

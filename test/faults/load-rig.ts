@@ -281,7 +281,6 @@ export async function startIngestRig(options: {
     common: { ...common, KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS) },
     group: stepContextGroup,
     port: await freePort(),
-    runnerUrl: `http://127.0.0.1:${await freePort()}`,
   });
   cleanups.push(() => Promise.all([feed.stop(), stepContext.stop()]));
   await Promise.all([feed.start(), stepContext.start()]);

@@ -235,9 +235,8 @@ async function scenario(cleanups: Cleanup[], evidence: Evidence): Promise<void> 
   const runnerPorts = [await freePort(), await freePort()];
   const stepContextPorts = [await freePort(), await freePort()];
   const feedPorts = [await freePort(), await freePort()];
-  const runnerService = await TcpBalancer.start(runnerPorts);
   const stepContextService = await TcpBalancer.start(stepContextPorts);
-  cleanups.push(() => Promise.all([runnerService.close(), stepContextService.close()]));
+  cleanups.push(() => stepContextService.close());
   const common = {
     KAFKA_BROKERS: brokers.join(','),
     REDIS_CLUSTER_NODES: clusterNodes.map((n) => `${n.host}:${n.port}`).join(','),
@@ -263,7 +262,6 @@ async function scenario(cleanups: Cleanup[], evidence: Evidence): Promise<void> 
       ...consumer,
       CTXFLOW_STEP_CONTEXT_PORT: String(port),
       CTXFLOW_STEP_CONTEXT_GROUP: `fault-step-context-${run}`,
-      CTXFLOW_RUNNER_URL: runnerService.url,
     }),
   );
   const feeds = feedPorts.map((port, i) =>
@@ -302,7 +300,7 @@ async function scenario(cleanups: Cleanup[], evidence: Evidence): Promise<void> 
     checker,
   });
   cleanups.push(() => tickets.close());
-  // Each follower subscribes at either step-context, which asks the runners (through their balancer) who owns it.
+  // Each follower subscribes at either step-context, which reads the session's owner from the runners' records.
   const stepContextUrls = stepContextPorts.map((port) => `http://127.0.0.1:${port}`);
   for (const [ticket, followers] of tickets.followers) {
     for (const sessionId of followers) {
@@ -445,8 +443,8 @@ async function scenario(cleanups: Cleanup[], evidence: Evidence): Promise<void> 
     `[many-instances] seed=${SEED}: ${report.faults} faults injected, ${report.inputs} inputs checked ` +
       `(${senders.accepted} deliveries in ${senders.attempts} attempts, ${steps.requested.length} step requests ` +
       `over Kafka, ${steps.httpRequested.length} over HTTP (${drainSteps} drain rounds), ${results.repeated} ` +
-      `repeated answer(s)); balancers: runners ${JSON.stringify(runnerService.counts)}, step-contexts ` +
-      `${JSON.stringify(stepContextService.counts)}; rebalances: runners ${rebalances(`fault-runner-${run}`)}, ` +
+      `repeated answer(s)); step-context balancer ${JSON.stringify(stepContextService.counts)}; ` +
+      `rebalances: runners ${rebalances(`fault-runner-${run}`)}, ` +
       `step-contexts ${rebalances(`fault-step-context-${run}`)}; timings ms ${JSON.stringify(timings)}; ` +
       `${Date.now() - t0} ms\n`,
   );

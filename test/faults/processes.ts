@@ -418,8 +418,8 @@ export async function freezeOnCommit(
 
 /**
  * A session-runner and a step-context process wired to each other on free
- * ports (the runner's feed hook is the step-context service, step-context asks
- * the runner who owns a session), in their own consumer groups. `common` is the
+ * ports (the runner's feed hook is the step-context service; step-context reads a
+ * session's owner from the runner's records in Redis), in their own consumer groups. `common` is the
  * environment both share (Kafka, Redis, prefix, timeouts); `runnerEnv` and
  * `stepContextEnv` add to one side.
  */
@@ -447,21 +447,18 @@ export async function runnerAndStepContext(options: {
     common: { ...options.common, ...options.stepContextEnv },
     group: options.stepContextGroup,
     port: stepContextPort,
-    runnerUrl: `http://127.0.0.1:${runnerPort}`,
   });
   return { runner, stepContext, runnerPort, stepContextPort };
 }
 
 /**
- * A step-context process on `port` in consumer group `group`, asking `runnerUrl`
- * who owns a session; `common` is the environment it shares with the other
- * services (Kafka, Redis, prefix, timeouts).
+ * A step-context process on `port` in consumer group `group`; `common` is the
+ * environment it shares with the other services (Kafka, Redis, prefix, timeouts).
  */
 export function stepContextProcess(options: {
   common: Record<string, string>;
   group: string;
   port: number;
-  runnerUrl: string;
 }): ServiceProcess {
   return new ServiceProcess({
     name: 'step-context',
@@ -471,7 +468,6 @@ export function stepContextProcess(options: {
       ...options.common,
       CTXFLOW_STEP_CONTEXT_PORT: String(options.port),
       CTXFLOW_STEP_CONTEXT_GROUP: options.group,
-      CTXFLOW_RUNNER_URL: options.runnerUrl,
     }),
   });
 }

@@ -7,9 +7,9 @@
  */
 import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
-import { RECORD_ID_HEADER, RedisBatchStore, RedisSubscriptionStore, stepContextKeys } from '@ctxflow/step-context';
+import { RECORD_ID_HEADER, RedisBatchStore, stepContextKeys } from '@ctxflow/step-context';
+import { RedisSubscriptionStore, subscriptionId } from '@ctxflow/subscriptions';
 import type { Cluster, Redis } from 'ioredis';
-import { subscriptionId } from '../../services/step-context/src/ports/subscription-store.ts';
 import type { ExactlyOnce } from './exactly-once.ts';
 import { sleep } from './processes.ts';
 

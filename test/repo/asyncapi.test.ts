@@ -12,15 +12,16 @@ import { Parser } from '@asyncapi/parser';
 import { createBus, type IncomingRecord, readTopic } from '@ctxflow/bus';
 import { DEFAULT_TENANT, DLQ_HEADERS, TOPICS } from '@ctxflow/contracts';
 import { createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
-import { MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
+import { MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { Ajv } from 'ajv';
 import kafkajs from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { ASYNCAPI_PATH, renderAsyncApi } from '../../scripts/asyncapi.ts';
 import { replayDeadLetters } from '../../scripts/dlq.ts';
-import { feedApp, fixture, genericHeaders } from '../../services/feed-ingestor/test/helpers.ts';
 import { eventually } from '../../services/step-context/test/helpers.ts';
+import { feedApp, fixture, genericHeaders } from '../../shared/feeds/test/helpers.ts';
 import { requireKafka } from '../support/services.ts';
 
 const text = readFileSync(ASYNCAPI_PATH, 'utf8');

@@ -5,13 +5,17 @@
  */
 import * as bus from '@ctxflow/bus';
 import * as feedIngestor from '@ctxflow/feed-ingestor';
+import * as feeds from '@ctxflow/feeds';
 import * as sessionRunner from '@ctxflow/session-runner';
 import * as stepContext from '@ctxflow/step-context';
+import * as subscriptions from '@ctxflow/subscriptions';
 import { describe, expect, it } from 'vitest';
 
 const INTERNALS: [string, Record<string, unknown>, string[]][] = [
   ['@ctxflow/bus', bus, ['murmur2', 'partitionForKey']],
   ['@ctxflow/feed-ingestor', feedIngestor, ['FEEDS', 'ledgerKeys', 'DEFAULT_FEED_MAX_BYTES', 'DEFAULT_LEASE_MS']],
+  ['@ctxflow/feeds', feeds, ['FEEDS', 'ledgerKeys']],
+  ['@ctxflow/subscriptions', subscriptions, ['matchesUpdate', 'ANY_TICKET', 'compareSubscriptions']],
   [
     '@ctxflow/session-runner',
     sessionRunner,
@@ -61,8 +65,10 @@ describe('package indexes', () => {
     expect(typeof sessionRunner.ContextEngine).toBe('function');
     expect(typeof stepContext.FeedStepContext).toBe('function');
     // The subscription body is part of the public contract (the OpenAPI document names it).
-    expect(typeof stepContext.subscriptionBodySchema).toBe('object');
+    expect(typeof subscriptions.subscriptionBodySchema).toBe('object');
     expect(typeof feedIngestor.buildFeedApp).toBe('function');
+    expect(typeof feeds.feedRoutes).toBe('function');
+    expect(typeof subscriptions.subscriptionRoutes).toBe('function');
     expect(typeof bus.createMemoryBus).toBe('function');
   });
 });

@@ -5,7 +5,7 @@
  * feed-ingestor's FeedTelemetry and step-context's ConsumerTelemetry.
  */
 
-import { createFeedTelemetry, type FeedTelemetry } from '@ctxflow/feed-ingestor';
+import { createFeedTelemetry, type FeedTelemetry } from '@ctxflow/feeds';
 import { type ContextTelemetry, createContextTelemetry } from '@ctxflow/session-runner';
 import { type ConsumerTelemetry, createConsumerTelemetry } from '@ctxflow/step-context';
 import { createTestTelemetry as createProviders, type TestTelemetry as Providers } from '@ctxflow/telemetry';

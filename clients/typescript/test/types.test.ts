@@ -1,7 +1,7 @@
 import type * as Client from '@ctxflow/client';
 import type { CacheHints, ContextItem, ErrorCode, errorCodes, ModelRequest } from '@ctxflow/contracts';
 import type { bodySchemas, ContextEngine, ProviderRequests, StepResult } from '@ctxflow/session-runner';
-import type { subscriptionBodySchema } from '@ctxflow/step-context';
+import type { subscriptionBodySchema } from '@ctxflow/subscriptions';
 import { describe, expectTypeOf, it } from 'vitest';
 import type { z } from 'zod';
 

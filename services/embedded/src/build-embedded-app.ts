@@ -1,5 +1,5 @@
 import { type Bus, createBus } from '@ctxflow/bus';
-import { type FeedSecrets, type FeedTelemetry, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { type FeedSecrets, type FeedTelemetry, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feeds';
 import {
   closeHttp,
   createAuthenticator,
@@ -22,11 +22,9 @@ import {
   type ConsumerTelemetry,
   FeedStepContext,
   MemoryBatchStore,
-  MemorySubscriptionStore,
   StepContextService,
-  type SubscriptionStore,
-  subscriptionRoutes,
 } from '@ctxflow/step-context';
+import { MemorySubscriptionStore, type SubscriptionStore, subscriptionRoutes } from '@ctxflow/subscriptions';
 import type { FastifyInstance, RouteOptions } from 'fastify';
 import type { EmbeddedConfig } from './config.ts';
 

@@ -1,4 +1,4 @@
-import { readFeedSecrets, refineFeedSecrets } from '@ctxflow/feed-ingestor';
+import { readFeedSecrets, refineFeedSecrets } from '@ctxflow/feeds';
 import {
   blank,
   isLoopback,

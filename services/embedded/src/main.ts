@@ -1,4 +1,4 @@
-import { createFeedTelemetry } from '@ctxflow/feed-ingestor';
+import { createFeedTelemetry } from '@ctxflow/feeds';
 import { configOrExit, createLogger, HTTP_GRACE_SHARE, handleShutdown } from '@ctxflow/service-kit';
 import { createContextTelemetry } from '@ctxflow/session-runner';
 import { createConsumerTelemetry } from '@ctxflow/step-context';

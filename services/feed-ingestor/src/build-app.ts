@@ -1,6 +1,6 @@
+import { type FeedRoutesDeps, feedRoutes } from '@ctxflow/feeds';
 import { createServer } from '@ctxflow/service-kit';
 import type { FastifyBaseLogger, FastifyInstance } from 'fastify';
-import { type FeedRoutesDeps, feedRoutes } from './http/feed-routes.ts';
 
 export interface FeedAppDeps extends FeedRoutesDeps {
   /** A pino logger (service-kit's createLogger redacts signatures); none: no logs. */

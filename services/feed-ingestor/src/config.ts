@@ -1,4 +1,11 @@
 import {
+  DEFAULT_FEED_MAX_BYTES,
+  DEFAULT_LEASE_MS,
+  DEFAULT_RETAIN_MS,
+  readFeedSecrets,
+  refineFeedSecrets,
+} from '@ctxflow/feeds';
+import {
   blank,
   connectionSecurity,
   connectionSecurityVars,
@@ -14,8 +21,6 @@ import {
   topicPrefixVar,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
-import { readFeedSecrets, refineFeedSecrets } from './domain/feed-secrets.ts';
-import { DEFAULT_FEED_MAX_BYTES, DEFAULT_LEASE_MS, DEFAULT_RETAIN_MS } from './http/feed-routes.ts';
 
 const secret = blank(z.string().min(1).optional());
 

@@ -1,29 +1,4 @@
-export { MemoryDeliveryLedger } from './adapters/memory-delivery-ledger.ts';
-export { createFeedTelemetry } from './adapters/otel-feed-telemetry.ts';
-export { RedisDeliveryLedger } from './adapters/redis-delivery-ledger.ts';
 export type { FeedAppDeps } from './build-app.ts';
 export { buildFeedApp } from './build-app.ts';
 export type { FeedConfig } from './config.ts';
 export { feedConfigSchema, loadFeedConfig } from './config.ts';
-export {
-  CE_BATCH,
-  CE_STRUCTURED,
-  type CloudEventsMode,
-  cloudEventUpdates,
-  MAX_BATCH_EVENTS,
-} from './domain/cloudevents-feed.ts';
-export type { FeedSecrets, SecretProblem, TenantSecret } from './domain/feed-secrets.ts';
-export {
-  FEED_SECRET_PREFIX,
-  feedSecretVar,
-  feedSourceOfVar,
-  readFeedSecrets,
-  refineFeedSecrets,
-  tenantSecrets,
-} from './domain/feed-secrets.ts';
-export type { Feed } from './domain/feeds.ts';
-export { configuredFeed, feedOf } from './domain/feeds.ts';
-export type { FeedRoutesDeps } from './http/feed-routes.ts';
-export { DEFAULT_RETAIN_MS, DEFAULT_RETRY_AFTER_S, feedRoutes } from './http/feed-routes.ts';
-export type { ClaimOutcome, DeliveryLedger } from './ports/delivery-ledger.ts';
-export { type FeedTelemetry, noopFeedTelemetry } from './ports/feed-telemetry.ts';

@@ -1,5 +1,6 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
+import { createFeedTelemetry, type DeliveryLedger, MemoryDeliveryLedger, RedisDeliveryLedger } from '@ctxflow/feeds';
 import {
   closeHttp,
   configOrExit,
@@ -13,12 +14,8 @@ import {
   withinMs,
 } from '@ctxflow/service-kit';
 import { startTelemetry } from '@ctxflow/telemetry';
-import { MemoryDeliveryLedger } from './adapters/memory-delivery-ledger.ts';
-import { createFeedTelemetry } from './adapters/otel-feed-telemetry.ts';
-import { RedisDeliveryLedger } from './adapters/redis-delivery-ledger.ts';
 import { buildFeedApp } from './build-app.ts';
 import { loadFeedConfig } from './config.ts';
-import type { DeliveryLedger } from './ports/delivery-ledger.ts';
 
 /**
  * The feed-ingestor as its own process (the stack): reads configuration once,

@@ -6,7 +6,7 @@ import {
   feedRoutes,
   MemoryDeliveryLedger,
   RedisDeliveryLedger,
-} from '@ctxflow/feed-ingestor';
+} from '@ctxflow/feeds';
 import {
   closeHttp,
   configOrExit,
@@ -22,15 +22,12 @@ import {
   withinMs,
 } from '@ctxflow/service-kit';
 import {
-  FeedStepContext,
-  MemoryBatchStore,
   MemorySubscriptionStore,
-  RedisBatchStore,
   RedisSubscriptionStore,
   type SessionDirectory,
   type SubscriptionStore,
   subscriptionRoutes,
-} from '@ctxflow/step-context';
+} from '@ctxflow/subscriptions';
 import { startTelemetry } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { HttpStepContext } from './adapters/http-step-context.ts';
@@ -43,18 +40,20 @@ import { loadRunnerConfig } from './config.ts';
 import { createEngine } from './create-engine.ts';
 import { inspectorRoutes } from './http/inspector-routes.ts';
 import type { MemoryRecall } from './ports/memory-recall.ts';
+import type { SessionFeedData } from './ports/session-feed-data.ts';
 import type { SessionStore } from './ports/session-store.ts';
 import { startStepRequestConsumer } from './step-request-consumer.ts';
 
 /**
  * The session-runner as its own process: Redis store, Kafka step requests, the
- * step-context service as its feed hook. Its port serves the whole public
- * contract, as the embedded app does: the subscription routes too, on
- * step-context's subscription store on the same Redis (so step-context's
- * consumer matches them), with this runner's sessions as the owner directory,
- * and, with KAFKA_BROKERS and feed secrets, the feeds, published to the
- * ticket-updates topic as the feed-ingestor does (the same delivery ledger
- * keys on the same Redis: a delivery sent to both is published once).
+ * step-context service as its feed hook (HTTP). Its port serves the whole
+ * public contract, as the embedded app does: the subscription routes too
+ * (@ctxflow/subscriptions, on the same Redis keys step-context's consumer
+ * matches updates against), with this runner's sessions as the owner
+ * directory, and, with KAFKA_BROKERS and feed secrets, the feeds
+ * (@ctxflow/feeds), published to the ticket-updates topic as the
+ * feed-ingestor does (the same delivery ledger keys on the same Redis: a
+ * delivery sent to both is published once).
  */
 async function main() {
   const config = configOrExit('session-runner', () => loadRunnerConfig(process.env));
@@ -73,14 +72,11 @@ async function main() {
   const subscriptions: SubscriptionStore = redis
     ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix, ttlMs })
     : new MemorySubscriptionStore({ ttlMs });
-  // Erasing a session erases step-context's data of it too: its subscriptions (with their
-  // feed positions) through step-context's own store adapter on the same Redis and prefix;
-  // the feed streams are shared and hold nothing of a session. Without Redis, step-context's
-  // streams are in its own process.
-  const feedData = new FeedStepContext({
-    subscriptions,
-    batches: redis ? new RedisBatchStore({ redis, prefix: config.redisPrefix, ttlMs }) : new MemoryBatchStore(),
-  });
+  // Erasing a session erases its subscriptions too (with their feed positions), on the keys
+  // step-context reads; the feed streams are shared and hold nothing of a session.
+  const feedData: SessionFeedData = {
+    eraseSession: (sessionId, tenant) => subscriptions.eraseSession(tenant, sessionId),
+  };
   if (!redis) {
     logger.warn('no REDIS_URL: subscriptions made on this port stay in this process; step-context does not see them');
   }

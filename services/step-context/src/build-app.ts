@@ -1,14 +1,13 @@
 import { createServer, type Logger, tenantHook } from '@ctxflow/service-kit';
+import { type SessionDirectory, type SubscriptionStore, subscriptionRoutes } from '@ctxflow/subscriptions';
 import type { FastifyInstance } from 'fastify';
 import type { FeedStepContext } from './domain/feed-step-context.ts';
 import { stepContextRoutes } from './http/step-context-routes.ts';
-import { subscriptionRoutes } from './http/subscription-routes.ts';
-import type { SessionDirectory } from './ports/session-directory.ts';
-import type { SubscriptionStore } from './ports/subscription-store.ts';
 
 export interface StepContextAppDeps {
   subscriptions: SubscriptionStore;
-  directory: SessionDirectory;
+  /** Who owns a session (RedisSessionDirectory on the stack); absent: no subscription routes. */
+  directory?: SessionDirectory;
   feed: FeedStepContext;
   /** Resolves a bearer header to a tenant (service-kit createAuthenticator). */
   authenticate: (authorization: string | undefined) => string;
@@ -19,8 +18,8 @@ export interface StepContextAppDeps {
 
 /**
  * step-context's HTTP server as its own process: the subscription routes
- * behind credentials, `POST /step-context` for the runner, and the
- * operational routes. Never listens: tests call `app.inject()`.
+ * behind credentials (with a directory), `POST /step-context` for the
+ * runner, and the operational routes. Never listens: tests call `app.inject()`.
  */
 export function buildStepContextApp(deps: StepContextAppDeps): FastifyInstance {
   const app = createServer({
@@ -28,10 +27,13 @@ export function buildStepContextApp(deps: StepContextAppDeps): FastifyInstance {
     ...(deps.metricsText ? { metricsText: deps.metricsText } : {}),
     ...(deps.readiness ? { readiness: deps.readiness } : {}),
   });
-  app.register(async (scope) => {
-    scope.addHook('onRequest', tenantHook(deps.authenticate));
-    await scope.register(subscriptionRoutes, { subscriptions: deps.subscriptions, directory: deps.directory });
-  });
+  const { directory } = deps;
+  if (directory) {
+    app.register(async (scope) => {
+      scope.addHook('onRequest', tenantHook(deps.authenticate));
+      await scope.register(subscriptionRoutes, { subscriptions: deps.subscriptions, directory });
+    });
+  }
   app.register(stepContextRoutes, { feed: deps.feed });
   return app;
 }

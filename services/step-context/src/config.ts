@@ -15,28 +15,23 @@ import { z } from 'zod';
  * step-context's environment when it runs as its own process (the stack).
  * `KAFKA_BROKERS`: ticket updates consumed from Kafka (else an in-memory bus,
  * which nothing else publishes to); `REDIS_URL` or `REDIS_CLUSTER_NODES`: the
- * Redis stores (else in memory); `CTXFLOW_RUNNER_URL`: the session-runner,
- * asked who owns a session.
+ * Redis stores (else in memory), where the session-runner's records of its
+ * sessions tell who owns one (CTXFLOW_REDIS_PREFIX: the same as the runner's).
  */
 export const stepContextConfigSchema = z
   .object({
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_STEP_CONTEXT_PORT: portVar(8082),
-    CTXFLOW_RUNNER_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8080')),
     /** Consumer group on TOPICS.ticketUpdates; default STEP_CONTEXT_GROUP (`ctxflow-step-context`). */
     CTXFLOW_STEP_CONTEXT_GROUP: blank(z.string().min(1).optional()),
-    /** How long a session's owner is remembered, in ms (owners never change). */
-    CTXFLOW_DIRECTORY_CACHE_MS: blank(z.coerce.number().int().min(0).default(600_000)),
     ...stackVars(),
   })
   .superRefine(refineGroupTimeouts, REFINE_ALWAYS)
   .transform((env, ctx) => ({
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_STEP_CONTEXT_PORT,
-    runnerUrl: env.CTXFLOW_RUNNER_URL,
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
     groupId: env.CTXFLOW_STEP_CONTEXT_GROUP,
-    directoryCacheMs: env.CTXFLOW_DIRECTORY_CACHE_MS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,

@@ -1,10 +1,7 @@
-export { HttpSessionDirectory } from './adapters/http-session-directory.ts';
 export { MemoryBatchStore } from './adapters/memory-batch-store.ts';
-export { MemorySubscriptionStore } from './adapters/memory-subscription-store.ts';
 export type { StepContextKeys } from './adapters/redis/keys.ts';
 export { stepContextKeys } from './adapters/redis/keys.ts';
 export { RedisBatchStore } from './adapters/redis-batch-store.ts';
-export { RedisSubscriptionStore } from './adapters/redis-subscription-store.ts';
 export type { StepContextAppDeps } from './build-app.ts';
 export { buildStepContextApp } from './build-app.ts';
 export type { StepContextConfig } from './config.ts';
@@ -17,8 +14,6 @@ export { RECORD_ID_HEADER, STEP_CONTEXT_GROUP, StepContextService } from './doma
 export { type ParsedRecord, parseTicketUpdateRecord } from './domain/ticket-update-record.ts';
 export type { StepContextRoutesDeps } from './http/step-context-routes.ts';
 export { stepContextRoutes } from './http/step-context-routes.ts';
-export type { SubscriptionRoutesDeps } from './http/subscription-routes.ts';
-export { subscriptionBodySchema, subscriptionRoutes } from './http/subscription-routes.ts';
 export type {
   AppendOutcome,
   ApplyResult,
@@ -26,9 +21,6 @@ export type {
   BatchRecord,
   BatchStore,
   ConsumedPosition,
-  FeedFollow,
   FeedPosition,
   TicketMark,
 } from './ports/batch-store.ts';
-export type { SessionDirectory } from './ports/session-directory.ts';
-export type { Subscription, SubscriptionStore, UpdateTarget } from './ports/subscription-store.ts';

@@ -14,21 +14,28 @@ import {
   verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
+import {
+  MemorySubscriptionStore,
+  RedisSessionDirectory,
+  RedisSubscriptionStore,
+  type SubscriptionStore,
+} from '@ctxflow/subscriptions';
 import { startTelemetry } from '@ctxflow/telemetry';
-import { HttpSessionDirectory } from './adapters/http-session-directory.ts';
 import { MemoryBatchStore } from './adapters/memory-batch-store.ts';
-import { MemorySubscriptionStore } from './adapters/memory-subscription-store.ts';
 import { RedisBatchStore } from './adapters/redis-batch-store.ts';
-import { RedisSubscriptionStore } from './adapters/redis-subscription-store.ts';
 import { buildStepContextApp } from './build-app.ts';
 import { loadStepContextConfig } from './config.ts';
 import { createConsumerTelemetry } from './consumer-telemetry.ts';
 import { FeedStepContext } from './domain/feed-step-context.ts';
 import { StepContextService } from './domain/step-context-service.ts';
 import type { BatchStore } from './ports/batch-store.ts';
-import type { SubscriptionStore } from './ports/subscription-store.ts';
 
-/** step-context as its own process: Kafka ticket updates in, Redis feed streams, subscription routes. */
+/**
+ * step-context as its own process: Kafka ticket updates in, Redis feed streams,
+ * `POST /step-context` for the runner, and the subscription routes, which find
+ * a session's owner in the runner's session records on the same Redis
+ * (RedisSessionDirectory: one read, no credential of anyone).
+ */
 async function main() {
   const config = configOrExit('step-context', () => loadStepContextConfig(process.env));
   const logger = createLogger({ service: 'step-context', level: config.logLevel });
@@ -46,6 +53,9 @@ async function main() {
     ? new MemoryBatchStore({ ttlMs, subscriptions: memorySubscriptions })
     : new RedisBatchStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
   const feed = new FeedStepContext({ batches, subscriptions });
+  if (!redis) {
+    logger.warn("no REDIS_URL: the subscription routes are not served (the runner's sessions are not readable here)");
+  }
 
   const bus = createBus({
     client: config.kafkaClient,
@@ -94,11 +104,7 @@ async function main() {
   const app = buildStepContextApp({
     subscriptions,
     feed,
-    directory: new HttpSessionDirectory({
-      runnerUrl: config.runnerUrl,
-      apiKeys: config.apiKeys,
-      cacheMs: config.directoryCacheMs,
-    }),
+    ...(redis ? { directory: new RedisSessionDirectory({ redis, prefix: config.redisPrefix }) } : {}),
     authenticate: createAuthenticator(config.apiKeys),
     logger,
     metricsText: () => telemetry.metricsText(),

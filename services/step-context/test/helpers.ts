@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { TicketUpdate } from '@ctxflow/contracts';
-import type { BatchStore, FeedPosition, SubscriptionStore } from '@ctxflow/step-context';
+import type { BatchStore, FeedPosition } from '@ctxflow/step-context';
+import type { SubscriptionStore } from '@ctxflow/subscriptions';
 import type { Cluster, Redis } from 'ioredis';
 
 let counter = 0;

@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { z } from 'zod';
-import { blank } from './env.ts';
+import { blank } from './blank.ts';
 
 /** A secret value: `reveal()` gives it; JSON, `String()` and `util.inspect` give `[redacted]`. */
 export class Secret {

@@ -1,9 +1,7 @@
 import { z } from 'zod';
+import { blank } from './blank.ts';
 import { connectionSecurityVars } from './connection-security.ts';
 import { DEFAULT_SHUTDOWN_GRACE_MS } from './lifecycle.ts';
-
-/** An unset or empty variable is absent. */
-export const blank = <S extends z.ZodType>(schema: S) => z.preprocess((v) => (v === '' ? undefined : v), schema);
 
 /** A TCP port with its default. */
 export const portVar = (fallback: number) => blank(z.coerce.number().int().min(0).max(65_535).default(fallback));

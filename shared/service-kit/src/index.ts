@@ -1,6 +1,7 @@
 export { serializerCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 export { type ApiInfo, securedRoute, validatorCompiler } from './api-document.ts';
 export { createAuthenticator, DEFAULT_TENANT, isLoopback, parseApiKeys, tenantHook } from './auth.ts';
+export { blank } from './blank.ts';
 export { ConfigError, configOrExit, parseConfig, parseConfigWithAuth } from './config.ts';
 export {
   connectionSecurity,
@@ -15,7 +16,6 @@ export {
   tlsOptions,
 } from './connection-security.ts';
 export {
-  blank,
   DEFAULT_KAFKA_SESSION_TIMEOUT_MS,
   DEFAULT_SESSION_TTL_MS,
   hostListVar,

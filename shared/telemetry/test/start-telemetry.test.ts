@@ -1,7 +1,7 @@
 import { once } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { createFeedTelemetry } from '@ctxflow/feed-ingestor';
+import { createFeedTelemetry } from '@ctxflow/feeds';
 import { createContextTelemetry } from '@ctxflow/session-runner';
 import { createConsumerTelemetry } from '@ctxflow/step-context';
 import {

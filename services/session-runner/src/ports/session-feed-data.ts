@@ -1,8 +1,8 @@
 /**
  * A session's data kept outside the session store: its ticket-feed subscriptions,
- * each with the feed position it started at (step-context's FeedStepContext
- * implements it; the feed streams themselves are shared and hold nothing of a
- * session). Erasing a session erases these too.
+ * each with the feed position it started at (the subscription store of
+ * @ctxflow/subscriptions holds them; the feed streams themselves are shared
+ * and hold nothing of a session). Erasing a session erases these too.
  */
 export interface SessionFeedData {
   /**

@@ -1,9 +1,9 @@
 import { createMemoryBus } from '@ctxflow/bus';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
-import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feeds';
 import { createAuthenticator } from '@ctxflow/service-kit';
 import { buildRunnerApp, createEngine, inspectorRoutes, MemorySessionStore } from '@ctxflow/session-runner';
-import { MemorySubscriptionStore, subscriptionRoutes } from '@ctxflow/step-context';
+import { MemorySubscriptionStore, subscriptionRoutes } from '@ctxflow/subscriptions';
 import { Validator } from '@seriousme/openapi-schema-validator';
 import type { RouteOptions } from 'fastify';
 import { afterAll, describe, expect, it } from 'vitest';

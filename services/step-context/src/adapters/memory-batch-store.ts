@@ -1,5 +1,12 @@
 import { type FeedSource, type TicketUpdate, ticketKey, updateTenant } from '@ctxflow/contracts';
 import {
+  candidateSubscriptions,
+  type FeedFollow,
+  type MemorySubscriptionStore,
+  type Subscription,
+  subscriptionId,
+} from '@ctxflow/subscriptions';
+import {
   type AppendOutcome,
   type ApplyResult,
   applyOne,
@@ -11,7 +18,6 @@ import {
   checkRun,
   compareOffsets,
   DEDUPE_WINDOW,
-  type FeedFollow,
   type FeedPosition,
   isStale,
   mergeSources,
@@ -21,8 +27,6 @@ import {
   type StoredEntry,
   type TicketMark,
 } from '../ports/batch-store.ts';
-import { candidateSubscriptions, type Subscription, subscriptionId } from '../ports/subscription-store.ts';
-import type { MemorySubscriptionStore } from './memory-subscription-store.ts';
 
 /** One tenant's source: its sequence, streams, dedupe ids and staleness marks. */
 interface SourceState {

@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { CtxflowError, type FeedSource, type TicketUpdate, ticketKey, updateTenant } from '@ctxflow/contracts';
+import { candidateSubscriptions, type FeedFollow, subscriptionId } from '@ctxflow/subscriptions';
 import type { Cluster, Redis } from 'ioredis';
 import {
   type AppendOutcome,
@@ -12,7 +13,6 @@ import {
   canonicalOffset,
   checkRun,
   DEDUPE_WINDOW,
-  type FeedFollow,
   type FeedPosition,
   mergeSources,
   mergeStreams,
@@ -20,7 +20,6 @@ import {
   readFrom,
   type StoredEntry,
 } from '../ports/batch-store.ts';
-import { candidateSubscriptions, subscriptionId } from '../ports/subscription-store.ts';
 import { offsetField, type StepContextKeys, stepContextKeys } from './redis/keys.ts';
 
 const lua = (name: string) => readFileSync(new URL(`./redis/${name}`, import.meta.url), 'utf8');
@@ -98,7 +97,7 @@ class KeyLayout {
  * three) streams for a live follower (ZCOUNT of the followers' expiries from
  * now: O(log n)) and XADDs it once to each watched stream, whatever the number
  * of followers. Nothing is written per session; a session's own key holds its
- * subscriptions with their start positions (redis-subscription-store.ts), and a
+ * subscriptions with their start positions (@ctxflow/subscriptions' RedisSubscriptionStore), and a
  * step reads its streams since its position (one read script per source: a
  * consistent cut of its streams).
  *

@@ -1,6 +1,6 @@
 import { byteLength, type Cursor, MAX_ITEM_BYTES, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
+import type { SubscriptionStore } from '@ctxflow/subscriptions';
 import type { BatchEntry, BatchStore, FeedPosition } from '../ports/batch-store.ts';
-import type { SubscriptionStore } from '../ports/subscription-store.ts';
 import { renderNotice } from './render-notice.ts';
 
 /** The request of the session-runner's stepContext port (its StepContextRequest). */

@@ -7,6 +7,7 @@ import {
   type TicketUpdate,
   TOPICS,
 } from '@ctxflow/contracts';
+import type { SubscriptionStore } from '@ctxflow/subscriptions';
 import {
   ATTR_FEED_EVENT_ID,
   ATTR_FEED_SOURCE,
@@ -19,7 +20,6 @@ import {
 } from '@ctxflow/telemetry';
 import type { ConsumerTelemetry } from '../consumer-telemetry.ts';
 import type { BatchRecord, BatchStore } from '../ports/batch-store.ts';
-import type { SubscriptionStore } from '../ports/subscription-store.ts';
 import { parseTicketUpdateRecord } from './ticket-update-record.ts';
 
 /** The consumer group of step-context on TOPICS.ticketUpdates. */

@@ -1,5 +1,5 @@
 import { byteLength, type FeedSource, type TicketUpdate } from '@ctxflow/contracts';
-import type { Subscription } from './subscription-store.ts';
+import type { FeedFollow } from '@ctxflow/subscriptions';
 
 /*
  * Feed streams. Every update is stored once per stream it belongs to, and only
@@ -29,14 +29,6 @@ export interface BatchEntry {
    * context pass that delivers the entry to it. Absent on untraced entries.
    */
   traceparent?: string;
-}
-
-/** A stream a session reads: its subscription (tenant's), and the source position it started at. */
-export interface FeedFollow {
-  tenant: string;
-  subscription: Subscription;
-  /** The source's seq when the subscription was made: only entries after it are the session's. */
-  start: number;
 }
 
 /** A reader's position: per source, the last seq read (absent: none yet). */

@@ -9,13 +9,8 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createMemoryBus, type IncomingRecord } from '@ctxflow/bus';
 import { DEFAULT_TENANT } from '@ctxflow/contracts';
-import {
-  type BatchStore,
-  MemoryBatchStore,
-  MemorySubscriptionStore,
-  RECORD_ID_HEADER,
-  StepContextService,
-} from '@ctxflow/step-context';
+import { type BatchStore, MemoryBatchStore, RECORD_ID_HEADER, StepContextService } from '@ctxflow/step-context';
+import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { TRACEPARENT_HEADER } from '@ctxflow/telemetry';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';

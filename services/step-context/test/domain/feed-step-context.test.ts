@@ -1,5 +1,6 @@
 import { byteLength, type Cursor, DEFAULT_TENANT, MAX_ITEM_BYTES } from '@ctxflow/contracts';
-import { type BatchEntry, FeedStepContext, MemoryBatchStore, MemorySubscriptionStore } from '@ctxflow/step-context';
+import { type BatchEntry, FeedStepContext, MemoryBatchStore } from '@ctxflow/step-context';
+import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { describe, expect, it } from 'vitest';
 import { fitEntries, parseCursor } from '../../src/domain/feed-step-context.ts';
 import { renderNotice } from '../../src/domain/render-notice.ts';

@@ -1,5 +1,6 @@
 import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
-import { FeedStepContext, MemoryBatchStore, MemorySubscriptionStore, StepContextService } from '@ctxflow/step-context';
+import { FeedStepContext, MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { describe, expect, it } from 'vitest';
 import { createHarness } from '../../../../test/support/harness.ts';
 import { renderNotice } from '../../src/domain/render-notice.ts';

@@ -1,14 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { createMemoryBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, ticketKey } from '@ctxflow/contracts';
-import {
-  type BatchStore,
-  MemoryBatchStore,
-  MemorySubscriptionStore,
-  RECORD_ID_HEADER,
-  StepContextService,
-  type SubscriptionStore,
-} from '@ctxflow/step-context';
+import { type BatchStore, MemoryBatchStore, RECORD_ID_HEADER, StepContextService } from '@ctxflow/step-context';
+import { MemorySubscriptionStore, type SubscriptionStore } from '@ctxflow/subscriptions';
 import { afterEach, describe, expect, it } from 'vitest';
 import { entriesOf, eventually, makeUpdate } from '../helpers.ts';
 

@@ -1,11 +1,7 @@
 import type { IncomingRecord } from '@ctxflow/bus';
 import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
-import {
-  MemoryBatchStore,
-  MemorySubscriptionStore,
-  parseTicketUpdateRecord,
-  StepContextService,
-} from '@ctxflow/step-context';
+import { MemoryBatchStore, parseTicketUpdateRecord, StepContextService } from '@ctxflow/step-context';
+import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { CloudEvent, Kafka } from 'cloudevents';
 import { describe, expect, it } from 'vitest';
 import { entriesOf, makeUpdate } from '../helpers.ts';

@@ -1,5 +1,8 @@
+import { sessionRecordKey } from '@ctxflow/subscriptions';
+
 /**
- * Every Redis key shape of the session store, in one place.
+ * Every Redis key shape of the session store, in one place (the meta's is
+ * @ctxflow/subscriptions' sessionRecordKey: other services read a session's owner there).
  *
  * All keys of one session share the hash tag `{<sessionId>}`, so a Lua script
  * may touch them all on a Redis Cluster (one slot). Agents live in their own
@@ -9,7 +12,8 @@
 export interface SessionKeys {
   /**
    * String: the SessionMeta as JSON (its counters may be older than `seq`'s). Its presence
-   * is the session's existence.
+   * is the session's existence; its `tenant` is the session's owner, which step-context
+   * reads (sessionRecordKey).
    */
   meta: string;
   /** List: one LogEntry as JSON per element; element i has `seq` i. */
@@ -74,7 +78,7 @@ export function storeKeys(prefix = 'ctx'): StoreKeys {
     if (sessionId === '') throw new Error('a session id must not be empty (it is the hash tag)');
     const base = `${prefix}:{${sessionId}}`;
     return {
-      meta: `${base}:meta`,
+      meta: sessionRecordKey(prefix, sessionId),
       log: `${base}:log`,
       queue: `${base}:queue`,
       keys: `${base}:keys`,

@@ -1,50 +1,26 @@
-import { createHash } from 'node:crypto';
-
-/** Digests made so far (a step names every stream it reads): bounded, dropped whole when full. */
-const digests = new Map<string, string>();
-const MAX_DIGESTS = 50_000;
-
-/** 16 hex digits of SHA-1: names a tenant or a stream inside a key without any character of it. */
-function digest(text: string): string {
-  let made = digests.get(text);
-  if (made === undefined) {
-    made = createHash('sha1').update(text).digest('hex').slice(0, 16);
-    if (digests.size >= MAX_DIGESTS) digests.clear();
-    digests.set(text, made);
-  }
-  return made;
-}
+import { keyDigest, subscriptionKeys } from '@ctxflow/subscriptions';
 
 /**
- * Every Redis key step-context writes, built here and nowhere else.
+ * Every Redis key step-context writes, built here and nowhere else: the feed
+ * streams and the consumed offsets, on the layout of @ctxflow/subscriptions
+ * (its `subscriptionKeys`: the session's subscriptions, each source's
+ * sequence and followers, and the hash tag they share with the streams).
  * `prefix` separates deployments and tests sharing one Redis (default `ctxflow`).
  *
- * Two kinds of hash tag, so that every script touches one slot on Redis Cluster:
- * - `{<sessionId>}`: the session's own key (its subscriptions);
- * - `{feed:<source>:<tenant digest>}`: one tenant's source: its sequence, every
- *   stream of it (ticket, scope, whole source) with that stream's followers, its
- *   dedupe ids, staleness marks and (Redis Cluster) consumed offsets.
- * The consumed offsets of a single Redis have no tag.
+ * Every script touches one slot on Redis Cluster: a tenant's source
+ * (`{feed:<source>:<tenant digest>}`) holds its sequence, every stream of it
+ * (ticket, scope, whole source) with that stream's followers, its dedupe ids,
+ * staleness marks and (Redis Cluster) consumed offsets. The consumed offsets
+ * of a single Redis have no tag.
  */
 export function stepContextKeys(prefix: string) {
-  const base = `${prefix}:step-context`;
+  const shared = subscriptionKeys(prefix);
   return {
-    session(sessionId: string) {
-      const tag = `${base}:{${sessionId}}`;
-      return {
-        /**
-         * Hash: `subscriptionId()` -> JSON `[tenant, start]` (the source position it
-         * started at), and field `~refreshed` -> epoch ms its followers' expiry was last refreshed.
-         * (Named apart from the set `:subs` of per-session streams, which it replaces.)
-         */
-        subscriptions: `${tag}:follows`,
-      };
-    },
+    session: shared.session,
     source(tenant: string, source: string) {
-      const tag = `${base}:{feed:${source}:${digest(tenant)}}`;
+      const tag = shared.sourceTag(tenant, source);
       return {
-        /** String: the last seq handed out; never expires (positions refer to it). */
-        seq: `${tag}:seq`,
+        ...shared.source(tenant, source),
         /** Sorted set: update id -> seq, the last DEDUPE_WINDOW stored. */
         ids: `${tag}:ids`,
         /** Hash: ticket key -> `<version>|<occurredAt ms>` of the newest stored update (either part may be empty). */
@@ -57,15 +33,13 @@ export function stepContextKeys(prefix: string) {
          * Stream of one subscription, `...:stream:<digest>`: entry id `<seq>-0`, fields `id`, `key`,
          * `version`, `at`, `update`, `w` (write order), `trace` when traced.
          */
-        stream: (subscriptionId: string) => `${tag}:stream:${digest(subscriptionId)}`,
+        stream: (subscriptionId: string) => `${tag}:stream:${keyDigest(subscriptionId)}`,
         /** The digest ending a stream's key (read-streams.lua makes the key from it and `last`'s tag). */
-        streamDigest: (subscriptionId: string) => digest(subscriptionId),
-        /** Sorted set of one subscription's followers: session id -> expiry (epoch ms, `+inf` without retention). */
-        followers: (subscriptionId: string) => `${tag}:followers:${digest(subscriptionId)}`,
+        streamDigest: (subscriptionId: string) => keyDigest(subscriptionId),
       };
     },
     /** Hash: `<topic>:<partition>` -> last consumed offset (decimal string). */
-    offsets: `${base}:offsets`,
+    offsets: `${shared.base}:offsets`,
   };
 }
 

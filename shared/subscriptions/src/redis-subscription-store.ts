@@ -1,14 +1,14 @@
 import { CtxflowError, updateTenant } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
-import type { FeedFollow } from '../ports/batch-store.ts';
+import { type SubscriptionKeys, subscriptionKeys } from './keys.ts';
 import {
   candidateSubscriptions,
+  type FeedFollow,
   type Subscription,
   type SubscriptionStore,
   subscriptionId,
   type UpdateTarget,
-} from '../ports/subscription-store.ts';
-import { type StepContextKeys, stepContextKeys } from './redis/keys.ts';
+} from './subscription-store.ts';
 
 /** The session hash's field of the last refresh of its followers' expiries (never a subscriptionId: those are JSON arrays). */
 const REFRESHED = '~refreshed';
@@ -38,7 +38,7 @@ const REFRESHED = '~refreshed';
  */
 export class RedisSubscriptionStore implements SubscriptionStore {
   readonly #redis: Redis | Cluster;
-  readonly #keys: StepContextKeys;
+  readonly #keys: SubscriptionKeys;
   readonly #ownsClient: boolean;
   readonly #cluster: boolean;
   readonly #ttlMs: number;
@@ -57,7 +57,7 @@ export class RedisSubscriptionStore implements SubscriptionStore {
     clock?: { now(): number };
   }) {
     this.#redis = options.redis;
-    this.#keys = stepContextKeys(options.prefix ?? 'ctxflow');
+    this.#keys = subscriptionKeys(options.prefix ?? 'ctxflow');
     this.#ownsClient = options.ownsClient ?? false;
     this.#cluster = options.cluster ?? (options.redis as { isCluster?: boolean }).isCluster === true;
     this.#ttlMs = options.ttlMs ?? 0;

@@ -1,13 +1,13 @@
 import { type FeedSource, updateTenant } from '@ctxflow/contracts';
-import type { FeedFollow } from '../ports/batch-store.ts';
 import {
   candidateSubscriptions,
   compareSubscriptions,
+  type FeedFollow,
   type Subscription,
   type SubscriptionStore,
   subscriptionId,
   type UpdateTarget,
-} from '../ports/subscription-store.ts';
+} from './subscription-store.ts';
 
 /** Where a subscription starts: the memory batch store's current position of a source. */
 export interface SourcePositions {

@@ -10,7 +10,7 @@ import {
 } from '@ctxflow/telemetry';
 import type { FeedTelemetry } from '../ports/feed-telemetry.ts';
 
-/* The feed-ingestor's telemetry on OpenTelemetry: ingested and refused counters, webhook and publish spans. */
+/* The feed routes' telemetry on OpenTelemetry: ingested and refused counters, webhook and publish spans. */
 
 export function createFeedTelemetry(handles: TelemetryHandles = {}): FeedTelemetry {
   const meter = meterOf(handles);

@@ -2,8 +2,8 @@ import { CtxflowError, feedSourceSchema, idSchema, validationRefusal } from '@ct
 import { ERROR_ANSWERS, type ZodTypeProvider } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { SessionDirectory } from '../ports/session-directory.ts';
-import { ANY_TICKET, type Subscription, type SubscriptionStore } from '../ports/subscription-store.ts';
+import type { SessionDirectory } from './session-directory.ts';
+import { ANY_TICKET, type Subscription, type SubscriptionStore } from './subscription-store.ts';
 
 export interface SubscriptionRoutesDeps {
   subscriptions: SubscriptionStore;

@@ -1,5 +1,5 @@
 import { createAuthenticator, createServer, tenantHook } from '@ctxflow/service-kit';
-import { MemorySubscriptionStore, type SessionDirectory, subscriptionRoutes } from '@ctxflow/step-context';
+import { MemorySubscriptionStore, type SessionDirectory, subscriptionRoutes } from '@ctxflow/subscriptions';
 import type { FastifyInstance } from 'fastify';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 

@@ -1,5 +1,5 @@
 import { TOPICS } from '@ctxflow/contracts';
-import type { TenantSecret } from '@ctxflow/feed-ingestor';
+import type { TenantSecret } from '@ctxflow/feeds';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { describe, expect, it } from 'vitest';
 import { feedApp, hmacHex, NOW, RECEIVED_AT, SECRETS } from '../helpers.ts';

@@ -1,5 +1,5 @@
 import { Writable } from 'node:stream';
-import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feeds';
 import { createLogger } from '@ctxflow/service-kit';
 import Fastify from 'fastify';
 import { describe, expect, it } from 'vitest';

@@ -1,4 +1,4 @@
-import { type ClaimOutcome, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { type ClaimOutcome, MemoryDeliveryLedger } from '@ctxflow/feeds';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 

@@ -1,5 +1,7 @@
 /**
- * Every Redis key the feed-ingestor writes, built here and nowhere else.
+ * Every Redis key the feed routes write, built here and nowhere else. The feed-ingestor
+ * and the session-runner serve the same routes on the same keys: a delivery sent to both
+ * is published once.
  * `prefix` separates deployments and tests sharing one Redis (default `ctxflow`).
  */
 export function ledgerKeys(prefix: string) {

@@ -1,6 +1,6 @@
 import { noopSpan, type SpanRunner } from '@ctxflow/telemetry';
 
-/** What the feed-ingestor reports about webhook deliveries (implemented on OpenTelemetry by adapters/otel-feed-telemetry.ts). */
+/** What the feed routes report about webhook deliveries (implemented on OpenTelemetry by adapters/otel-feed-telemetry.ts). */
 export interface FeedTelemetry extends SpanRunner {
   /** A ticket update was accepted and published (duplicates included: they are accepted). Adds 1 to `ctxflow.feed.ingested` by source. */
   ingested(e: { source: string }): void;

@@ -1,10 +1,11 @@
 import { createHmac } from 'node:crypto';
 import { buildEmbeddedApp, type EmbeddedApp, loadEmbeddedConfig } from '@ctxflow/embedded';
-import { feedSecretVar, feedSourceOfVar, loadFeedConfig } from '@ctxflow/feed-ingestor';
+import { loadFeedConfig } from '@ctxflow/feed-ingestor';
+import { feedSecretVar, feedSourceOfVar } from '@ctxflow/feeds';
 import { ConfigError } from '@ctxflow/service-kit';
 import { loadRunnerConfig } from '@ctxflow/session-runner';
 import { afterEach, describe, expect, it } from 'vitest';
-import { feedApp, genericHeaders, RECEIVED_AT, SECRETS } from '../helpers.ts';
+import { feedApp, genericHeaders, RECEIVED_AT, SECRETS } from '../../../shared/feeds/test/helpers.ts';
 
 const TRACKER_SECRET = 'my-tracker-secret-5b0e';
 

@@ -1,5 +1,4 @@
 import { type FeedSource, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
-import type { FeedFollow } from './batch-store.ts';
 
 /** What a subscription look-up needs of an update; `tenant` absent: the single-tenant default. */
 export type UpdateTarget = Pick<TicketUpdate, 'tenant' | 'source' | 'ticket' | 'scope'>;
@@ -73,12 +72,20 @@ export function compareSubscriptions(a: Subscription, b: Subscription): number {
   return ka < kb ? -1 : ka > kb ? 1 : 0;
 }
 
+/** A stream a session reads (step-context's feed streams): its subscription (tenant's), and the source position it started at. */
+export interface FeedFollow {
+  tenant: string;
+  subscription: Subscription;
+  /** The source's seq when the subscription was made: only entries after it are the session's. */
+  start: number;
+}
+
 /** The key updates of one ticket share (`${source}:${ticket}`), the Kafka record key. */
 export { ticketKey };
 
 /**
  * Which sessions follow which streams, per tenant, and from which position
- * (see batch-store.ts). Adapters:
+ * (the feed streams of step-context's batch store). Adapters:
  * memory-subscription-store.ts (embedded default), redis-subscription-store.ts;
  * both pass test/contract/subscription-store.contract.ts.
  *

@@ -1,5 +1,5 @@
 import type { FeedSource } from '@ctxflow/contracts';
-import type { TenantSecret } from '@ctxflow/feed-ingestor';
+import type { TenantSecret } from '@ctxflow/feeds';
 import { describe, expect, it } from 'vitest';
 import { feedApp, fixture, genericHeaders, githubHeaders, jiraHeaders, zendeskHeaders } from '../helpers.ts';
 

@@ -2,7 +2,9 @@ import { createHmac } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { OutgoingRecord, Publisher } from '@ctxflow/bus';
 import { type BuiltinFeedSource, CtxflowError } from '@ctxflow/contracts';
-import { buildFeedApp, type FeedAppDeps, MemoryDeliveryLedger } from '@ctxflow/feed-ingestor';
+import { type FeedRoutesDeps, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feeds';
+import { createServer } from '@ctxflow/service-kit';
+import type { FastifyBaseLogger } from 'fastify';
 
 /** Fixed "now" of the feed tests: 2024-05-01T09:31:00Z, in epoch milliseconds. */
 export const NOW = Date.parse('2024-05-01T09:31:00Z');
@@ -76,9 +78,12 @@ export function zendeskHeaders(
   };
 }
 
-export async function feedApp(overrides: Partial<FeedAppDeps> = {}) {
+/** The feed routes on a server of their own (as the feed-ingestor serves them), at the tests' fixed "now". */
+export async function feedApp(overrides: Partial<FeedRoutesDeps> & { logger?: FastifyBaseLogger } = {}) {
+  const { logger, ...routes } = overrides;
   const publisher = new RecordingPublisher();
   const ledger = new MemoryDeliveryLedger({ clock: () => NOW });
-  const app = await buildFeedApp({ publisher, ledger, secrets: SECRETS, clock: () => NOW, ...overrides });
+  const app = createServer(logger ? { logger } : {});
+  await app.register(feedRoutes, { publisher, ledger, secrets: SECRETS, clock: () => NOW, ...routes });
   return { app, publisher, ledger };
 }
