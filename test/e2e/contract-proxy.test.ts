@@ -1,6 +1,6 @@
 /**
- * The served `/openapi.json` and the server agree (DESIGN.md Contract v3, "a third-party validating
- * proxy over real traffic reports nothing"): Stoplight Prism, in proxy mode over the document the
+ * The served `/openapi.json` and the server agree (a third-party validating proxy over real
+ * traffic reports nothing): Stoplight Prism, in proxy mode over the document the
  * embedded app serves, in front of that app, sees the walkthrough, the Contract v2 flows,
  * `@ctxflow/client`, the examples and typical refusals. Every violation Prism reports, every status
  * an operation does not document, fails the test, listed. Then the validator must be able to fail:
