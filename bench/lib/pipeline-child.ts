@@ -93,6 +93,8 @@ if (env('BENCH_MODE') === 'step-context') {
     positionOf: (t, s) => inner.positionOf(t, s),
     recordOffset: (p) => inner.recordOffset(p),
     resumeFrom: (t, p) => inner.resumeFrom(t, p),
+    storedPartition: (t: string, p: number) => inner.storedPartition(t, p),
+    rebindPartition: (...args: Parameters<BatchStore['rebindPartition']>) => inner.rebindPartition(...args),
     async applyUpdate(update: TicketUpdate, position: ConsumedPosition) {
       const result = await inner.applyUpdate(update, position);
       counted(update.id);

@@ -315,6 +315,53 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       expect(await store.resumeFrom(t, 1)).toBe('9007199254740995');
     });
 
+    it('storedPartition and rebindPartition: a topic id bound with the offset; a reset forgets what was consumed', async () => {
+      const [a, t, tn] = [session(), topic(), tenant()];
+      await subscriptions.subscribe(tn, a, { source: 'generic', ticket: '*' });
+      const at = (offset: string) => ({ topic: t, partition: 0, offset });
+      const u = Array.from({ length: 4 }, (_, i) => makeUpdate({ tenant: tn, ticket: `O${i}` }));
+      expect(await store.storedPartition(t, 0)).toEqual({});
+      await store.applyBatch([
+        { position: at('5'), update: u[0]! },
+        { position: at('6'), update: u[1]! },
+      ]);
+      expect(await store.storedPartition(t, 0)).toEqual({ offset: '6' });
+      // Bound: the offset stays.
+      expect(await store.rebindPartition(t, 0, { offset: '6' }, { offset: '6', topicId: 'log-a' })).toBe(true);
+      expect(await store.storedPartition(t, 0)).toEqual({ offset: '6', topicId: 'log-a' });
+      expect(await store.resumeFrom(t, 0)).toBe('7');
+      // Not what is stored any more: nothing written.
+      expect(await store.rebindPartition(t, 0, { offset: '6' }, {})).toBe(false);
+      expect(await store.rebindPartition(t, 0, { offset: '5', topicId: 'log-a' }, {})).toBe(false);
+      expect(await store.storedPartition(t, 0)).toEqual({ offset: '6', topicId: 'log-a' });
+      // Reset to a new log: its records at offsets consumed before apply, a repeated update is dropped by id.
+      expect(await store.rebindPartition(t, 0, { offset: '6', topicId: 'log-a' }, { topicId: 'log-b' })).toBe(true);
+      expect(await store.storedPartition(t, 0)).toEqual({ topicId: 'log-b' });
+      expect(await store.resumeFrom(t, 0)).toBeUndefined();
+      expect(
+        await store.applyBatch([
+          { position: at('0'), update: u[2]! },
+          { position: at('1'), update: u[0]! },
+        ]),
+      ).toEqual([
+        { applied: true, outcome: { outcome: 'appended', seq: 3, streams: 1 } },
+        { applied: true, outcome: { outcome: 'duplicate' } },
+      ]);
+      expect(await store.storedPartition(t, 0)).toEqual({ offset: '1', topicId: 'log-b' });
+      // Reset forward (to a log's end): what is at or below the new offset is consumed.
+      expect(
+        await store.rebindPartition(t, 0, { offset: '1', topicId: 'log-b' }, { offset: '9', topicId: 'log-b' }),
+      ).toBe(true);
+      expect(await store.applyBatch([{ position: at('9'), update: u[3]! }])).toEqual([{ applied: false }]);
+      expect(await store.applyBatch([{ position: at('10'), update: u[3]! }])).toEqual([
+        { applied: true, outcome: { outcome: 'appended', seq: 4, streams: 1 } },
+      ]);
+      expect(await store.resumeFrom(t, 0)).toBe('11');
+      expect((await read(a)).map((e) => e.update.ticket)).toEqual(['O0', 'O1', 'O2', 'O3']);
+      // Another partition is untouched.
+      expect(await store.storedPartition(t, 1)).toEqual({});
+    });
+
     it('applyBatch refuses a run that spans partitions or whose offsets do not increase, writing nothing', async () => {
       const [a, t, tn] = [session(), topic(), tenant()];
       await subscriptions.subscribe(tn, a, { source: 'generic', ticket: 'T-1' });

@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import type { CreateBusOptions, KafkaClientName } from '@ctxflow/bus';
+import type { CreateBusOptions, KafkaClientName, MemoryBus } from '@ctxflow/bus';
 import { createBus, createMemoryBus } from '@ctxflow/bus';
 import kafkajs from 'kafkajs';
+import { recreateKafkaTopic } from '../support/kafka-topics.ts';
 import { requireKafka } from '../support/services.ts';
 import { busContract } from './bus.contract.ts';
 
 busContract({
   name: 'memory',
   create: () => createMemoryBus({ retryBackoffMs: 20 }),
+  recreateTopic: async (bus, name) => (bus as MemoryBus).recreateTopic(name),
   settleMs: 0,
   deliveryTimeoutMs: 5_000,
 });
@@ -60,6 +62,9 @@ for (const client of ['kafkajs', 'platformatic'] satisfies KafkaClientName[]) {
       }),
     unreachableBoundMs: 10_000,
     deleteTopics,
+    recreateTopic: async (_bus, name, partitions) => {
+      await recreateKafkaTopic(requireKafka(), name, partitions);
+    },
     settleMs: 1_500,
     deliveryTimeoutMs: 20_000,
   });

@@ -6,6 +6,7 @@ import { randomUUID } from 'node:crypto';
 import type {
   IncomingRecord,
   OutgoingRecord,
+  PartitionLog,
   Publisher,
   SubscribeOptions,
   Subscriber,
@@ -34,6 +35,8 @@ export interface BusContractOptions {
   unreachableBoundMs?: number;
   /** Removes the test topics afterwards (a real broker keeps them). */
   deleteTopics?(names: string[]): Promise<void>;
+  /** Deletes a topic of `bus` and creates it again, empty, with `partitions` (a new topic id). */
+  recreateTopic?(bus: BusUnderTest, name: string, partitions: number): Promise<void>;
   /** Time for a consumer group to settle after its members are ready, in ms (Kafka: a rebalance round). */
   settleMs: number;
   /** How long to wait for deliveries, in ms. */
@@ -84,6 +87,11 @@ export function busContract(options: BusContractOptions): void {
   }
 
   const recorder = (): Recorder => ({ calls: [], handled: [] });
+
+  /** A key `<prefix>-<i>` that lands on `partition` of a topic with `partitions`. */
+  const keyOn = (prefix: string, partition: number, partitions: number): string => {
+    for (let i = 0; ; i++) if (partitionForKey(`${prefix}-${i}`, partitions) === partition) return `${prefix}-${i}`;
+  };
 
   async function waitFor(what: string, condition: () => boolean): Promise<void> {
     const deadline = Date.now() + options.deliveryTimeoutMs;
@@ -249,11 +257,8 @@ export function busContract(options: BusContractOptions): void {
     it('resumeFrom seeks: records before the returned offset never reach the handler', async () => {
       const { bus, topic, subscribe } = await setup('resume', 2);
       // Partition 0 resumes at 6 of 10, partition 1 has no stored offset (group default: earliest).
-      const keyOn = (partition: number) => {
-        for (let i = 0; ; i++) if (partitionForKey(`resume-${i}`, 2) === partition) return `resume-${i}`;
-      };
-      const k0 = keyOn(0);
-      const k1 = keyOn(1);
+      const k0 = keyOn('resume', 0, 2);
+      const k1 = keyOn('resume', 1, 2);
       await bus.publisher.publish(
         topic,
         Array.from({ length: 10 }, (_, i) => ({ key: k0, value: `p0:${i}` })),
@@ -283,6 +288,83 @@ export function busContract(options: BusContractOptions): void {
       expect(asked.map(([t]) => t).every((t) => t === topic)).toBe(true);
       expect(new Set(asked.map(([, p]) => p))).toEqual(new Set([0, 1]));
     });
+
+    /** Three records on partition 0 of a two-partition topic, read by a group whose resumeFrom records its logs. */
+    async function readLogs(what: string) {
+      const { bus, topic, subscribe } = await setup(what, 2);
+      const k0 = keyOn(what, 0, 2);
+      await bus.publisher.publish(
+        topic,
+        Array.from({ length: 3 }, (_, i) => ({ key: k0, value: `before:${i}` })),
+      );
+      const told = new Map<number, PartitionLog>();
+      /** resumeFrom calls (`resume <partition> <topic id>`) and records handled (`record <value>`), in order. */
+      const events: string[] = [];
+      const group = unique('group');
+      const seen = recorder();
+      const subscription = await subscribe(group, seen, {
+        handle: async (records) => {
+          for (const r of records) events.push(`record ${r.value}`);
+        },
+        resumeFrom: async (_t, partition, log) => {
+          told.set(partition, log);
+          events.push(`resume ${partition} ${log.topicId}`);
+          return undefined;
+        },
+      });
+      await waitFor('3 records', () => seen.handled.length >= 3);
+      return { bus, topic, subscribe, k0, told, events, seen, group, subscription };
+    }
+
+    it('resumeFrom is told the partition log: topic id, start, end', async () => {
+      const { told } = await readLogs('log');
+      const id = told.get(0)?.topicId;
+      expect(id).toEqual(expect.any(String));
+      expect(told.get(0)).toEqual({ topicId: id, start: '0', end: '3' });
+      expect(told.get(1)).toEqual({ topicId: id, start: '0', end: '0' });
+    });
+
+    if (options.recreateTopic !== undefined) {
+      const recreateTopic = options.recreateTopic;
+      it('a topic deleted and created again is another log: another topic id, offsets from 0', async () => {
+        const { bus, topic, subscribe, k0, told, group, subscription } = await readLogs('relog');
+        const id = told.get(0)?.topicId;
+        await subscription.close();
+        await recreateTopic(bus, topic, 2);
+        await bus.publisher.publish(topic, [{ key: k0, value: 'after' }]);
+        told.clear();
+        const again = recorder();
+        await subscribe(group, again, {
+          resumeFrom: async (_t, partition, log) => {
+            told.set(partition, log);
+            // A sink that knows better than the group: partition 0 from the new log's start.
+            return partition === 0 ? log.start : undefined;
+          },
+        });
+        await waitFor('the record of the new log', () => again.handled.length >= 1);
+        await sleep(300);
+        const newId = told.get(0)?.topicId;
+        expect(newId).toEqual(expect.any(String));
+        expect(newId).not.toBe(id);
+        expect(told.get(0)).toEqual({ topicId: newId, start: '0', end: '1' });
+        expect(again.handled.map((r) => [r.partition, r.offset, r.value])).toEqual([[0, '0', 'after']]);
+      });
+
+      it('a topic created again while subscribed: resumeFrom is asked again with the new log before its records are handled', async () => {
+        const { bus, topic, k0, told, events, seen } = await readLogs('live');
+        const id = told.get(0)?.topicId;
+        told.clear();
+        await recreateTopic(bus, topic, 2);
+        await bus.publisher.publish(topic, [{ key: k0, value: 'after' }]);
+        await waitFor('the record of the new log', () => seen.handled.some((r) => r.value === 'after'));
+        const newId = told.get(0)?.topicId;
+        expect(newId).toEqual(expect.any(String));
+        expect(newId).not.toBe(id);
+        expect(told.get(0)).toEqual({ topicId: newId, start: '0', end: '1' });
+        expect(events.indexOf(`resume 0 ${newId}`)).toBeGreaterThan(events.indexOf('record before:2'));
+        expect(events.indexOf(`resume 0 ${newId}`)).toBeLessThan(events.indexOf('record after'));
+      });
+    }
 
     it('close() waits for the in-flight handler, and nothing is handled after it', async () => {
       const { bus, topic, subscribe } = await setup('close', 1);

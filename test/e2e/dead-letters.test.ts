@@ -136,6 +136,8 @@ describe('dead letters: step-context (ticket updates)', () => {
           ? Promise.reject(new CtxflowError('validation_error', 'update refused'))
           : inner.applyBatch(records),
       resumeFrom: (t: string, p: number) => inner.resumeFrom(t, p),
+      storedPartition: (t: string, p: number) => inner.storedPartition(t, p),
+      rebindPartition: (...args: Parameters<BatchStore['rebindPartition']>) => inner.rebindPartition(...args),
     });
     const subscriptions = new MemorySubscriptionStore();
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: '*' });

@@ -25,6 +25,8 @@ export interface TicketLoadOptions {
   prefix: string;
   brokers: string[];
   checker: ExactlyOnce;
+  /** KAFKA_TOPIC_PREFIX of the services under test (default none). */
+  topicPrefix?: string;
 }
 
 export class TicketLoad {
@@ -38,7 +40,12 @@ export class TicketLoad {
 
   constructor(options: TicketLoadOptions) {
     this.#o = options;
-    this.#bus = createBus({ client: 'platformatic', clientId: `fault-load-${options.run}`, brokers: options.brokers });
+    this.#bus = createBus({
+      client: 'platformatic',
+      clientId: `fault-load-${options.run}`,
+      brokers: options.brokers,
+      topicPrefix: options.topicPrefix ?? '',
+    });
     this.tickets = Array.from({ length: options.tickets }, (_, j) => `${options.run}-t${j}`);
     this.tickets.forEach((ticket, j) => {
       const sessions = options.sessions;
@@ -61,10 +68,9 @@ export class TicketLoad {
     }
   }
 
-  /** The next update, round-robin over the tickets. */
-  #next(): TicketUpdate {
+  /** The next update, round-robin over the tickets (or of `ticket`). */
+  #next(ticket = this.tickets[this.#published % this.tickets.length]!): TicketUpdate {
     const n = this.#published++;
-    const ticket = this.tickets[n % this.tickets.length]!;
     const version = (this.#versions.get(ticket) ?? 0) + 1;
     this.#versions.set(ticket, version);
     const eventId = `${this.#o.run}-u${n}`;
@@ -98,6 +104,19 @@ export class TicketLoad {
       );
       if (pace.everyMs > 0) await sleep(pace.everyMs);
     }
+  }
+
+  /** Publishes one update of each of `tickets` (recorded with the checker as `publish` does); resolves with them. */
+  async publishTo(tickets: readonly string[]): Promise<TicketUpdate[]> {
+    const updates = tickets.map((ticket) => this.#next(ticket));
+    for (const u of updates) {
+      for (const session of this.followers.get(u.ticket)!) this.#o.checker.sent(`${session}|${u.ticket}`, u.id);
+    }
+    await this.#bus.publisher.publish(
+      TOPICS.ticketUpdates,
+      updates.map((u) => ({ key: ticketKey(u), value: JSON.stringify(u), headers: { [RECORD_ID_HEADER]: u.id } })),
+    );
+    return updates;
   }
 
   /**

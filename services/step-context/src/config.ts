@@ -10,6 +10,7 @@ import {
   stackVars,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
+import { DEFAULT_OFFSET_RESET, OFFSET_RESET_POLICIES } from './domain/offset-check.ts';
 
 /**
  * step-context's environment when it runs as its own process (the stack).
@@ -24,6 +25,12 @@ export const stepContextConfigSchema = z
     CTXFLOW_STEP_CONTEXT_PORT: portVar(8082),
     /** Consumer group on TOPICS.ticketUpdates; default STEP_CONTEXT_GROUP (`ctxflow-step-context`). */
     CTXFLOW_STEP_CONTEXT_GROUP: blank(z.string().min(1).optional()),
+    /**
+     * What to do with a partition whose stored offset does not fit its log at an
+     * assignment (the topic created again, Redis restored from another copy):
+     * domain/offset-check.ts. Default `earliest`.
+     */
+    CTXFLOW_OFFSET_RESET: blank(z.enum(OFFSET_RESET_POLICIES).default(DEFAULT_OFFSET_RESET)),
     ...stackVars(),
   })
   .superRefine(refineGroupTimeouts, REFINE_ALWAYS)
@@ -32,6 +39,7 @@ export const stepContextConfigSchema = z
     port: env.CTXFLOW_STEP_CONTEXT_PORT,
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
     groupId: env.CTXFLOW_STEP_CONTEXT_GROUP,
+    offsetReset: env.CTXFLOW_OFFSET_RESET,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,

@@ -1,11 +1,14 @@
 import {
   ATTR_CONSUMER_GROUP,
   ATTR_DLQ_REASON,
+  ATTR_OFFSET_MISMATCH,
+  ATTR_OFFSET_RESET,
   ATTR_PARTITION,
   ATTR_TOPIC,
   lazy,
   METRIC_CONSUMER_LAG,
   METRIC_DEAD_LETTERS,
+  METRIC_OFFSET_MISMATCHES,
   meterOf,
   noopSpan,
   noopStartedSpan,
@@ -22,8 +25,8 @@ import type { Counter, Gauge } from '@opentelemetry/api';
 /*
  * step-context's telemetry on OpenTelemetry: one CONSUMER apply span per
  * ticket-update record (OpenTelemetry's messaging conventions, a span per
- * message), child of the record's `traceparent`, the consumer-lag gauge and
- * the dead-letter counter.
+ * message), child of the record's `traceparent`, the consumer-lag gauge, the
+ * dead-letter counter and the offset-mismatch counter.
  */
 
 /** What a Kafka consumer reports: its spans (one per record handled) and how far behind it is. */
@@ -35,6 +38,12 @@ export interface ConsumerTelemetry extends SpanRunner {
    * topic and reason) for a record the dead-letter topic acknowledged.
    */
   deadLettered(e: { group: string; topic: string; reason: string }): void;
+  /**
+   * Adds 1 to the counter `ctxflow.consumer.offset_mismatches` (by group,
+   * topic, partition, mismatch and reset policy) for an assignment whose
+   * stored offset did not fit the partition's log (domain/offset-check.ts).
+   */
+  offsetMismatch(e: { group: string; topic: string; partition: number; mismatch: string; reset: string }): void;
   /**
    * Starts a span named `name` carrying `attributes`, placed as `withSpan`
    * places its span (`options`: kind, remote parent from headers, links), but
@@ -51,6 +60,7 @@ export interface ConsumerTelemetry extends SpanRunner {
 export const noopConsumerTelemetry: ConsumerTelemetry = {
   lag() {},
   deadLettered() {},
+  offsetMismatch() {},
   withSpan: noopSpan,
   startSpan: () => noopStartedSpan,
 };
@@ -71,12 +81,28 @@ export function createConsumerTelemetry(handles: Pick<TelemetryHandles, 'meter' 
         unit: '{record}',
       }),
   );
+  const offsetMismatches = lazy(
+    (): Counter =>
+      meter().createCounter(METRIC_OFFSET_MISMATCHES, {
+        description: "Assignments whose stored offset did not fit the partition's log",
+        unit: '{partition}',
+      }),
+  );
   return {
     lag(e) {
       gauge().record(e.lag, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_PARTITION]: e.partition });
     },
     deadLettered(e) {
       deadLetters().add(1, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_DLQ_REASON]: e.reason });
+    },
+    offsetMismatch(e) {
+      offsetMismatches().add(1, {
+        [ATTR_CONSUMER_GROUP]: e.group,
+        [ATTR_TOPIC]: e.topic,
+        [ATTR_PARTITION]: e.partition,
+        [ATTR_OFFSET_MISMATCH]: e.mismatch,
+        [ATTR_OFFSET_RESET]: e.reset,
+      });
     },
     withSpan: spanRunner(handles),
     startSpan: spanStarter(handles),

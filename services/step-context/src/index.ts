@@ -9,6 +9,16 @@ export { loadStepContextConfig, stepContextConfigSchema } from './config.ts';
 export { type ConsumerTelemetry, createConsumerTelemetry, noopConsumerTelemetry } from './consumer-telemetry.ts';
 export type { FeedBatch, FeedItem, FeedRequest } from './domain/feed-step-context.ts';
 export { FeedStepContext } from './domain/feed-step-context.ts';
+export {
+  checkStoredOffset,
+  DEFAULT_OFFSET_RESET,
+  OFFSET_RESET_POLICIES,
+  type OffsetCheck,
+  OffsetGuard,
+  type OffsetMismatch,
+  type OffsetResetPolicy,
+  resetTarget,
+} from './domain/offset-check.ts';
 export type { ServiceLog, StepContextServiceDeps } from './domain/step-context-service.ts';
 export { RECORD_ID_HEADER, STEP_CONTEXT_GROUP, StepContextService } from './domain/step-context-service.ts';
 export { type ParsedRecord, parseTicketUpdateRecord } from './domain/ticket-update-record.ts';
@@ -22,5 +32,6 @@ export type {
   BatchStore,
   ConsumedPosition,
   FeedPosition,
+  StoredPartition,
   TicketMark,
 } from './ports/batch-store.ts';

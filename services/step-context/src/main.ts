@@ -83,6 +83,7 @@ async function main() {
     subscriptions,
     log: logger,
     telemetry: createConsumerTelemetry(),
+    offsetReset: config.offsetReset,
     ...(config.groupId ? { groupId: config.groupId } : {}),
   });
   await service.start();

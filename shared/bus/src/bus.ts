@@ -63,10 +63,34 @@ export interface SubscribeOptions {
    * stored by the sink in its own atomic write (exactly-once into the sink).
    * Undefined: the group's committed offset, or the earliest offset (a new
    * group reads the topic from its beginning). Called on every assignment,
+   * and again whenever the adapter finds the partition's log is not the one
+   * it was reading (its offset out of range, or another topic id), always
    * before any record of that partition reaches `handle`; records below the
-   * returned offset are never handed to `handle`. A rejection is retried.
+   * returned offset are never handed to `handle`. An offset below `log.start`
+   * reads from `log.start` (what retention left). A rejection is retried.
+   *
+   * `log` is the partition's log as the broker described it just before the
+   * call: a sink that stores offsets checks they belong to it.
    */
-  resumeFrom?(topic: string, partition: number): Promise<string | undefined>;
+  resumeFrom?(topic: string, partition: number, log: PartitionLog): Promise<string | undefined>;
+}
+
+/**
+ * A partition's log as the broker describes it: which log it is and the range
+ * of offsets it holds.
+ */
+export interface PartitionLog {
+  /**
+   * The topic's id: Kafka gives every topic a UUID when it is created, so a
+   * topic deleted and created again under the same name has another one.
+   * Undefined when the broker does not report topic ids (before Metadata v10,
+   * Kafka 2.8).
+   */
+  topicId?: string;
+  /** Offset of the partition's first record still held (after retention), decimal string. */
+  start: string;
+  /** Offset its next record will get (the high watermark), decimal string; `start` when it holds none. */
+  end: string;
 }
 
 export interface Subscription {

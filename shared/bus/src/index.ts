@@ -1,6 +1,7 @@
 export type {
   IncomingRecord,
   OutgoingRecord,
+  PartitionLog,
   Publisher,
   SubscribeOptions,
   Subscriber,

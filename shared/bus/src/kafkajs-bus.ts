@@ -4,9 +4,12 @@
  * out together in the next send), a fresh producer after a failed send.
  * Consumer: `eachBatch` per partition with manual offset resolution and
  * explicit commits after the handler resolved; `seek` on assignment when the
- * sink knows where to resume.
+ * sink knows where to resume. kafkajs does not read topic ids (its Metadata
+ * requests stop before v10): the partitions' logs that `resumeFrom` is told
+ * come from a @platformatic/kafka Admin on the same brokers.
  */
 
+import { ListOffsetTimestamps, Admin as LogAdmin } from '@platformatic/kafka';
 import type {
   Admin,
   Batch,
@@ -24,6 +27,7 @@ import kafkajs from 'kafkajs';
 import type {
   IncomingRecord,
   OutgoingRecord,
+  PartitionLog,
   Publisher,
   SubscribeOptions,
   Subscriber,
@@ -32,6 +36,8 @@ import type {
 } from './bus.ts';
 import type { KafkaBusOptions, ResolvedKafkaBusOptions } from './kafka-options.ts';
 import { busUnavailable, onlyTopicAlreadyExists, parseOffset, pause, resolveKafkaBusOptions } from './kafka-options.ts';
+import { reportedTopicId } from './partition-log.ts';
+import { baseOptions } from './platformatic-bus.ts';
 
 const { Kafka: KafkaClient, logLevel } = kafkajs;
 
@@ -350,9 +356,13 @@ class KafkajsSubscriber implements Subscriber {
 /**
  * Per assigned partition, whether records may reach the handler yet:
  * `pending` until resumeFrom answered; then `open`, with `seekTo` while a seek
- * to the sink's offset has not yet been honoured by a fetch.
+ * to the sink's offset has not yet been honoured by a fetch, and `next` once a
+ * batch was handled: the offset after it. A fetch that starts below `next`
+ * means kafkajs moved the position back by itself (the offset was out of
+ * range, as after the topic was created again: it resets to the earliest),
+ * and the sink is asked where to resume again.
  */
-type Gate = { state: 'pending' } | { state: 'open'; seekTo: bigint | undefined };
+type Gate = { state: 'pending' } | { state: 'open'; seekTo: bigint | undefined; next?: bigint };
 
 class KafkajsSubscription implements Subscription {
   readonly #consumer: Consumer;
@@ -366,6 +376,10 @@ class KafkajsSubscription implements Subscription {
     this.#joined = resolve;
   });
   #closed: Promise<void> | undefined;
+  /** Describes the partitions' logs for resumeFrom; made on the first assignment. */
+  #logAdmin: LogAdmin | undefined;
+  /** The logs of the assignment in place, described once per generation. */
+  #logs: { generation: number; logs: Promise<Map<number, PartitionLog>> } | undefined;
 
   constructor(kafka: Kafka, options: ResolvedKafkaBusOptions, subscribe: SubscribeOptions) {
     this.#options = options;
@@ -425,6 +439,7 @@ class KafkajsSubscription implements Subscription {
     this.#closed ??= (async () => {
       this.#stopping.abort();
       await this.#consumer.disconnect();
+      await this.#logAdmin?.close().catch(() => undefined);
     })();
     return this.#closed;
   }
@@ -435,7 +450,10 @@ class KafkajsSubscription implements Subscription {
     for (;;) {
       if (generation !== this.#generation || this.#stopping.signal.aborted) return;
       try {
-        const offset = resumeFrom === undefined ? undefined : await resumeFrom(topic, partition);
+        const offset =
+          resumeFrom === undefined
+            ? undefined
+            : await resumeFrom(topic, partition, await this.#logOf(partition, generation));
         if (generation !== this.#generation) return;
         if (offset === undefined) {
           this.#gates.set(partition, { state: 'open', seekTo: undefined });
@@ -446,10 +464,53 @@ class KafkajsSubscription implements Subscription {
         }
         return;
       } catch (err) {
+        this.#logs = undefined; // described again at the retry
         this.#options.log.warn({ client: 'kafkajs', topic, partition, err }, 'resumeFrom failed; retrying');
         await pause(this.#options.retryBackoffMs, this.#stopping.signal);
       }
     }
+  }
+
+  /** A partition's log (topic id, start, end) as the brokers describe it now; one description per generation. */
+  async #logOf(partition: number, generation: number): Promise<PartitionLog> {
+    if (this.#logs?.generation !== generation) {
+      const logs = this.#describeLogs();
+      logs.catch(() => undefined);
+      this.#logs = { generation, logs };
+    }
+    const log = (await this.#logs.logs).get(partition);
+    if (log === undefined) throw new Error(`no offsets for ${this.#subscribe.topic}:${partition}`);
+    return log;
+  }
+
+  async #describeLogs(): Promise<Map<number, PartitionLog>> {
+    const { topic } = this.#subscribe;
+    this.#logAdmin ??= new LogAdmin(baseOptions(this.#options));
+    const admin = this.#logAdmin;
+    const metadata = await admin.metadata({ topics: [topic], forceUpdate: true });
+    const described = metadata.topics.get(topic);
+    if (described === undefined) throw new Error(`no metadata for ${topic}`);
+    const topicId = reportedTopicId(topic, described.id);
+    const partitions = Array.from({ length: described.partitionsCount }, (_, p) => p);
+    const offsetsAt = async (timestamp: bigint) => {
+      const [listed] = await admin.listOffsets({
+        topics: [{ name: topic, partitions: partitions.map((partitionIndex) => ({ partitionIndex, timestamp })) }],
+      });
+      return new Map((listed?.partitions ?? []).map((p) => [p.partitionIndex, p.offset]));
+    };
+    const [earliest, latest] = [
+      await offsetsAt(ListOffsetTimestamps.EARLIEST),
+      await offsetsAt(ListOffsetTimestamps.LATEST),
+    ];
+    const logs = new Map<number, PartitionLog>();
+    for (const p of partitions) {
+      const start = earliest.get(p);
+      if (start === undefined) continue;
+      const log: PartitionLog = { start: start.toString(), end: (latest.get(p) ?? start).toString() };
+      if (topicId !== undefined) log.topicId = topicId;
+      logs.set(p, log);
+    }
+    return logs;
   }
 
   async #eachBatch({ batch, resolveOffset, heartbeat, commitOffsetsIfNecessary, isStale }: EachBatchPayload) {
@@ -461,6 +522,17 @@ class KafkajsSubscription implements Subscription {
       return;
     }
     if (isStale() || this.#stopping.signal.aborted) return;
+    const head = batch.messages[0];
+    if (gate.seekTo === undefined && gate.next !== undefined && head !== undefined && BigInt(head.offset) < gate.next) {
+      this.#options.log.warn(
+        { client: 'kafkajs', topic: batch.topic, partition, offset: head.offset, expected: gate.next.toString() },
+        'the fetch position went back (the offset was out of range); asking where to resume again',
+      );
+      this.#gates.set(partition, { state: 'pending' });
+      this.#logs = undefined; // described anew: the log is not what the assignment found
+      void this.#resume(partition, this.#generation);
+      return;
+    }
     let messages = batch.messages;
     if (gate.seekTo !== undefined) {
       const seekTo = gate.seekTo;
@@ -488,6 +560,8 @@ class KafkajsSubscription implements Subscription {
       return;
     }
     const last = records[records.length - 1]?.offset ?? batch.lastOffset();
+    const current = this.#gates.get(partition);
+    if (current?.state === 'open') current.next = BigInt(last) + 1n;
     resolveOffset(last);
     await commitOffsetsIfNecessary({
       topics: [{ topic: batch.topic, partitions: [{ partition, offset: (BigInt(last) + 1n).toString() }] }],

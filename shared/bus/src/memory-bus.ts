@@ -12,10 +12,12 @@
  * partition. A group that starts later reads from the oldest record kept, as a
  * Kafka consumer with `auto.offset.reset=earliest` does after retention.
  */
+import { randomUUID } from 'node:crypto';
 import { CtxflowError } from '@ctxflow/contracts';
 import type {
   IncomingRecord,
   OutgoingRecord,
+  PartitionLog,
   Publisher,
   SubscribeOptions,
   Subscriber,
@@ -41,6 +43,15 @@ export interface MemoryBus {
   admin: TopicAdmin;
   /** Records of `topic` still held, over all its partitions (0 for a topic never seen). */
   retainedRecords(topic: string): number;
+  /**
+   * Deletes `topic` and creates it again empty, with as many partitions and a
+   * new topic id, as an operator would on Kafka: the
+   * groups' committed offsets go with it, and each partition's owner is asked
+   * `resumeFrom` again (with the new log) before anything more is delivered.
+   */
+  recreateTopic(topic: string): void;
+  /** The id of `topic` (a UUID, new each time it is created); undefined for a topic never seen. */
+  topicId(topic: string): string | undefined;
 }
 
 interface StoredRecord {
@@ -49,8 +60,14 @@ interface StoredRecord {
   headers: Record<string, string>;
 }
 
+/** A topic: its id (new at each creation) and its partitions. */
+interface TopicLog {
+  readonly id: string;
+  readonly partitions: PartitionRecords[];
+}
+
 /** One partition's records from offset `base` on (what came before was dropped). */
-interface PartitionLog {
+interface PartitionRecords {
   base: number;
   readonly records: StoredRecord[];
 }
@@ -85,7 +102,7 @@ interface GroupTopic {
 }
 
 class MemoryBroker {
-  readonly #topics = new Map<string, PartitionLog[]>();
+  readonly #topics = new Map<string, TopicLog>();
   /** Keyed by `${groupId}\u0000${topic}`. */
   readonly #groups = new Map<string, GroupTopic>();
   readonly #defaultPartitions: number;
@@ -102,17 +119,47 @@ class MemoryBroker {
 
   ensureTopic(name: string, partitions: number): void {
     if (this.#topics.has(name)) return;
-    this.#topics.set(
-      name,
-      Array.from({ length: partitions }, () => ({ base: 0, records: [] })),
-    );
+    this.#topics.set(name, {
+      id: randomUUID(),
+      partitions: Array.from({ length: partitions }, () => ({ base: 0, records: [] })),
+    });
   }
 
-  topic(name: string): PartitionLog[] {
+  topic(name: string): PartitionRecords[] {
+    return this.#topicLog(name).partitions;
+  }
+
+  topicId(name: string): string | undefined {
+    return this.#topics.get(name)?.id;
+  }
+
+  #topicLog(name: string): TopicLog {
     this.ensureTopic(name, this.#defaultPartitions);
-    const logs = this.#topics.get(name);
-    if (logs === undefined) throw new Error(`topic ${name} missing after creation`);
-    return logs;
+    const log = this.#topics.get(name);
+    if (log === undefined) throw new Error(`topic ${name} missing after creation`);
+    return log;
+  }
+
+  /** The partition's log as `resumeFrom` is told it. */
+  describe(name: string, partition: number): PartitionLog {
+    const topic = this.#topicLog(name);
+    const log = topic.partitions[partition] ?? { base: 0, records: [] };
+    return { topicId: topic.id, start: String(log.base), end: String(log.base + log.records.length) };
+  }
+
+  recreate(name: string): void {
+    const count = this.#topics.get(name)?.partitions.length ?? this.#defaultPartitions;
+    this.#topics.delete(name);
+    this.ensureTopic(name, count);
+    for (const group of this.#groupsOf(name)) {
+      for (const state of group.partitions) {
+        // Its delivery loop reads the new log; the owner is asked resumeFrom again first.
+        state.positionedFor = undefined;
+        state.position = 0;
+        state.committed = undefined;
+        this.#schedule(name, state);
+      }
+    }
   }
 
   publish(topicName: string, records: OutgoingRecord[]): void {
@@ -141,7 +188,7 @@ class MemoryBroker {
 
   retained(topicName: string): number {
     let n = 0;
-    for (const log of this.#topics.get(topicName) ?? []) n += log.records.length;
+    for (const log of this.#topics.get(topicName)?.partitions ?? []) n += log.records.length;
     return n;
   }
 
@@ -163,7 +210,7 @@ class MemoryBroker {
   }
 
   /** Drops the first `n` records once that is a chunk's worth or half the log. */
-  #drop(log: PartitionLog, n: number): void {
+  #drop(log: PartitionRecords, n: number): void {
     if (n <= 0 || (n < TRIM_CHUNK && n * 2 < log.records.length)) return;
     const count = Math.min(n, log.records.length);
     log.records.splice(0, count);
@@ -225,20 +272,27 @@ class MemoryBroker {
    * in-flight call settled, from the committed offset or its own resumeFrom.
    */
   async #deliver(topic: string, state: GroupPartition): Promise<void> {
-    const log = this.topic(topic)[state.partition] ?? { base: 0, records: [] };
-    const end = () => log.base + log.records.length;
+    // Read again at each turn: a recreated topic has a new log.
+    const logOf = () => this.topic(topic)[state.partition] ?? { base: 0, records: [] };
+    const end = () => logOf().base + logOf().records.length;
     try {
       for (;;) {
+        const log = logOf();
         const owner = state.owner;
         if (owner === undefined || owner.closing) return;
         if (state.positionedFor !== owner) {
-          const resumed = await this.#track(owner, this.#resumeFrom(owner, topic, state.partition));
+          const resumed = await this.#track(
+            owner,
+            this.#resumeFrom(owner, topic, state.partition, this.describe(topic, state.partition)),
+          );
           if (resumed === 'failed') {
             await sleep(this.retryBackoffMs);
             continue;
           }
+          // Recreated meanwhile: ask again, with the new log.
+          if (logOf() !== log) continue;
           // Records before the log's start were dropped: read from the oldest one kept.
-          state.position = Math.max(resumed ?? state.committed ?? 0, log.base);
+          state.position = Math.max(resumed ?? state.committed ?? 0, logOf().base);
           state.positionedFor = owner;
           continue;
         }
@@ -262,6 +316,7 @@ class MemoryBroker {
           () => true,
           () => false,
         );
+        if (logOf() !== log) continue; // recreated meanwhile: nothing of the old log is committed
         if (handled) {
           // Commit even when the owner changed meanwhile: the records were handled.
           if (state.position === first) state.position = first + batch.length;
@@ -281,11 +336,16 @@ class MemoryBroker {
     }
   }
 
-  async #resumeFrom(owner: Member, topic: string, partition: number): Promise<number | undefined | 'failed'> {
+  async #resumeFrom(
+    owner: Member,
+    topic: string,
+    partition: number,
+    log: PartitionLog,
+  ): Promise<number | undefined | 'failed'> {
     const resumeFrom = owner.options.resumeFrom;
     if (resumeFrom === undefined) return undefined;
     try {
-      const offset = await resumeFrom(topic, partition);
+      const offset = await resumeFrom(topic, partition, log);
       return offset === undefined ? undefined : parseOffset(offset);
     } catch {
       return 'failed';
@@ -350,5 +410,12 @@ export function createMemoryBus(options: MemoryBusOptions = {}): MemoryBus {
     async close() {},
   };
 
-  return { publisher, subscriber, admin, retainedRecords: (topic) => broker.retained(topic) };
+  return {
+    publisher,
+    subscriber,
+    admin,
+    retainedRecords: (topic) => broker.retained(topic),
+    recreateTopic: (topic) => broker.recreate(topic),
+    topicId: (topic) => broker.topicId(topic),
+  };
 }

@@ -25,6 +25,7 @@ import {
 import type {
   IncomingRecord,
   OutgoingRecord,
+  PartitionLog,
   Publisher,
   SubscribeOptions,
   Subscriber,
@@ -33,6 +34,7 @@ import type {
 } from './bus.ts';
 import type { KafkaBusOptions, ResolvedKafkaBusOptions } from './kafka-options.ts';
 import { busUnavailable, onlyTopicAlreadyExists, parseOffset, pause, resolveKafkaBusOptions } from './kafka-options.ts';
+import { reportedTopicId } from './partition-log.ts';
 
 /** Most bytes one fetch returns per partition (Kafka's own default, 1 MiB). */
 const PARTITION_MAX_BYTES = 1_048_576;
@@ -55,7 +57,8 @@ export function createPlatformaticBus(options: KafkaBusOptions): PlatformaticBus
   };
 }
 
-function baseOptions(options: ResolvedKafkaBusOptions) {
+/** The client options every client of this adapter (and the kafkajs adapter's log describer) starts from. */
+export function baseOptions(options: ResolvedKafkaBusOptions) {
   return {
     clientId: options.clientId,
     bootstrapBrokers: options.brokers,
@@ -202,6 +205,8 @@ class PlatformaticSubscription implements Subscription {
   #closed: Promise<void> | undefined;
   /** The Kafka generation and partitions of the assignment in place; undefined once a rebalance began. */
   #assigned: string | undefined;
+  /** The topic id the positions in place were resolved against; undefined when the broker reports none. */
+  #topicId: string | undefined;
   /** Per partition, the offset after its last handled records, not committed yet, with their generation. */
   readonly #uncommitted = new Map<number, { next: bigint; generation: number }>();
   /** The one offset commit in flight (it sends what was handled meanwhile before it ends). */
@@ -302,23 +307,37 @@ class PlatformaticSubscription implements Subscription {
     }
   }
 
-  /** Start offsets of a new assignment: resumeFrom, else the group's committed offset, else the earliest. */
+  /**
+   * Start offsets of a new assignment: resumeFrom (told each partition's log:
+   * topic id, log start and end, read fresh), else the group's committed
+   * offset, else the earliest.
+   */
   async #resolvePositions(generation: number, partitions: number[]): Promise<void> {
     const { topic, resumeFrom } = this.#subscribe;
     if (partitions.length === 0) return;
     while (generation === this.#generation && !this.#stopping.signal.aborted) {
       try {
+        const metadata = await this.#consumer.metadata({ topics: [topic], forceUpdate: true });
+        const topicId = reportedTopicId(topic, metadata.topics.get(topic)?.id);
+        const earliest = (
+          await this.#consumer.listOffsets({ topics: [topic], timestamp: ListOffsetTimestamps.EARLIEST })
+        ).get(topic);
+        const latest = (
+          await this.#consumer.listOffsets({ topics: [topic], timestamp: ListOffsetTimestamps.LATEST })
+        ).get(topic);
         const fromSink = await Promise.all(
           partitions.map(async (p) => {
-            const offset = resumeFrom === undefined ? undefined : await resumeFrom(topic, p);
+            if (resumeFrom === undefined) return undefined;
+            const start = earliest?.[p] ?? 0n;
+            const log: PartitionLog = { start: start.toString(), end: (latest?.[p] ?? start).toString() };
+            if (topicId !== undefined) log.topicId = topicId;
+            const offset = await resumeFrom(topic, p, log);
             return offset === undefined ? undefined : parseOffset(offset);
           }),
         );
         const committed = (await this.#consumer.listCommittedOffsets({ topics: [{ topic, partitions }] })).get(topic);
-        const earliest = (
-          await this.#consumer.listOffsets({ topics: [topic], timestamp: ListOffsetTimestamps.EARLIEST })
-        ).get(topic);
         if (generation !== this.#generation) return;
+        this.#topicId = topicId;
         partitions.forEach((partition, i) => {
           const stored = committed?.[partition];
           const start = earliest?.[partition] ?? 0n;
@@ -333,6 +352,13 @@ class PlatformaticSubscription implements Subscription {
         await pause(this.#options.retryBackoffMs, this.#stopping.signal);
       }
     }
+  }
+
+  /** Every open partition's start offset resolved again (resumeFrom told the log as it is now). */
+  #resolveAgain(partitions: number[]): void {
+    const next = ++this.#generation;
+    for (const p of partitions) this.#positions.set(p, { state: 'pending' });
+    void this.#resolvePositions(next, partitions);
   }
 
   /** Fetch, hand over each partition's records, send its commit; one fetch at a time, so one handler per partition. */
@@ -355,13 +381,21 @@ class PlatformaticSubscription implements Subscription {
         if (signal.aborted) return;
         this.#options.log.warn({ client: 'platformatic', topic, err }, 'fetch failed; retrying');
         if (String((err as Error).message).includes('OFFSET_OUT_OF_RANGE') || hasApiId(err, 'OFFSET_OUT_OF_RANGE')) {
-          // Resolve the start offsets again (committed, else earliest).
-          const partitions = wanted.map((w) => w.partition);
-          const next = ++this.#generation;
-          for (const p of partitions) this.#positions.set(p, { state: 'pending' });
-          void this.#resolvePositions(next, partitions);
+          // Not the log the positions were read in (or retention passed them): resolve them again.
+          this.#resolveAgain(wanted.map((w) => w.partition));
         }
         await pause(this.#options.retryBackoffMs, signal);
+        continue;
+      }
+      // The topic was deleted and created again since the positions were resolved: they are
+      // offsets of another log.
+      const current = responses[0]?.topicId;
+      if (current !== undefined && this.#topicId !== undefined && reportedTopicId(topic, current) !== this.#topicId) {
+        this.#options.log.warn(
+          { client: 'platformatic', topic, topicId: current, was: this.#topicId },
+          'topic id changed; resolving start offsets again',
+        );
+        this.#resolveAgain(wanted.map((w) => w.partition));
         continue;
       }
       // A fetch's partitions are handed over at once (the handler is never called twice at

@@ -46,6 +46,14 @@ export const ATTR_CONSUMER_GROUP = 'ctxflow.consumer.group';
 export const ATTR_DLQ_REASON = 'ctxflow.dlq.reason';
 /** Kafka partition (consumer lag). */
 export const ATTR_PARTITION = 'ctxflow.partition';
+/**
+ * Why a stored consumer offset does not fit its partition's log: `topic_id`
+ * (it was read from another topic of that name), `beyond_end` (past the log's
+ * end), `below_start` (retention deleted records it had not read).
+ */
+export const ATTR_OFFSET_MISMATCH = 'ctxflow.offset.mismatch';
+/** What was done about it, the consumer's reset policy: earliest, latest, fail. */
+export const ATTR_OFFSET_RESET = 'ctxflow.offset.reset';
 
 // ---------------------------------------------------------------- skip reasons
 
@@ -94,6 +102,12 @@ export const METRIC_CONSUMER_LAG = 'ctxflow.consumer.lag';
  * topic, attributes: consumer group, topic (the source), dead-letter reason.
  */
 export const METRIC_DEAD_LETTERS = 'ctxflow.consumer.dead_letters';
+/**
+ * Counter, unit `{partition}`: assignments whose stored offset did not fit the
+ * partition's log (another topic id, past its end, below its start), attributes:
+ * consumer group, topic, partition, offset mismatch, offset reset.
+ */
+export const METRIC_OFFSET_MISMATCHES = 'ctxflow.consumer.offset_mismatches';
 
 // ---------------------------------------------------------------- spans
 

@@ -25,6 +25,8 @@ import {
   nextMark,
   readFrom,
   type StoredEntry,
+  type StoredPartition,
+  storedPartitionOf,
   type TicketMark,
 } from '../ports/batch-store.ts';
 
@@ -66,6 +68,8 @@ export class MemoryBatchStore implements BatchStore {
   readonly #sources = new Map<string, SourceState>();
   /** `${topic}\u0000${partition}` -> last consumed offset. */
   readonly #offsets = new Map<string, string>();
+  /** `${topic}\u0000${partition}` -> the topic id its offset belongs to. */
+  readonly #topicIds = new Map<string, string>();
   readonly #ttlMs: number;
   readonly #clock: { now(): number };
   readonly #subscriptions: MemorySubscriptionStore | undefined;
@@ -179,6 +183,24 @@ export class MemoryBatchStore implements BatchStore {
     return stored === undefined ? undefined : (BigInt(stored) + 1n).toString();
   }
 
+  async storedPartition(topic: string, partition: number): Promise<StoredPartition> {
+    const key = `${topic}\u0000${partition}`;
+    return storedPartitionOf(this.#offsets.get(key), this.#topicIds.get(key));
+  }
+
+  async rebindPartition(
+    topic: string,
+    partition: number,
+    expected: StoredPartition,
+    next: StoredPartition,
+  ): Promise<boolean> {
+    const key = `${topic}\u0000${partition}`;
+    if (this.#offsets.get(key) !== expected.offset || this.#topicIds.get(key) !== expected.topicId) return false;
+    setOrDelete(this.#offsets, key, next.offset === undefined ? undefined : canonicalOffset(next.offset));
+    setOrDelete(this.#topicIds, key, next.topicId);
+    return true;
+  }
+
   /** Stores `update` once in each of its streams that is watched (or every one, `all`). */
   #store(update: TicketUpdate, traceparent: string | undefined, all: boolean): AppendOutcome {
     const tenant = updateTenant(update);
@@ -208,4 +230,9 @@ export class MemoryBatchStore implements BatchStore {
     state.marks.set(key, nextMark(mark, update));
     return { outcome: 'appended', seq: state.seq, streams: streams.length };
   }
+}
+
+function setOrDelete(map: Map<string, string>, key: string, value: string | undefined): void {
+  if (value === undefined) map.delete(key);
+  else map.set(key, value);
 }

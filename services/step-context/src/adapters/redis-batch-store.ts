@@ -19,13 +19,23 @@ import {
   occurredAtMs,
   readFrom,
   type StoredEntry,
+  type StoredPartition,
+  storedPartitionOf,
 } from '../ports/batch-store.ts';
-import { offsetField, type StepContextKeys, stepContextKeys } from './redis/keys.ts';
+import {
+  offsetEpochField,
+  offsetField,
+  offsetTopicIdField,
+  type StepContextKeys,
+  sourceOffsetField,
+  stepContextKeys,
+} from './redis/keys.ts';
 
 const lua = (name: string) => readFileSync(new URL(`./redis/${name}`, import.meta.url), 'utf8');
 const APPLY_BATCH = lua('apply-batch.lua');
 const READ_STREAMS = lua('read-streams.lua');
 const RECORD_OFFSET = lua('record-offset.lua');
+const REBIND_PARTITION = lua('rebind-partition.lua');
 
 /** Codes of apply-batch.lua (see its header). */
 const SKIPPED = -1;
@@ -41,6 +51,7 @@ interface BatchCommands {
   ctxApplyBatch(numberOfKeys: number, ...args: string[]): Promise<number[]>;
   ctxReadStreams(numberOfKeys: number, ...args: string[]): Promise<(number | [string, string[]][])[]>;
   ctxRecordOffset(...args: string[]): Promise<number>;
+  ctxRebindPartition(...args: string[]): Promise<number>;
 }
 
 type Client = (Redis | Cluster) & BatchCommands;
@@ -145,6 +156,7 @@ export class RedisBatchStore implements BatchStore {
       redis.defineCommand('ctxApplyBatch', { lua: APPLY_BATCH });
       redis.defineCommand('ctxReadStreams', { lua: READ_STREAMS });
       redis.defineCommand('ctxRecordOffset', { numberOfKeys: 1, lua: RECORD_OFFSET });
+      redis.defineCommand('ctxRebindPartition', { numberOfKeys: 1, lua: REBIND_PARTITION });
     }
     this.#redis = redis;
     this.#keys = stepContextKeys(options.prefix ?? 'ctxflow');
@@ -243,12 +255,14 @@ export class RedisBatchStore implements BatchStore {
   /**
    * Redis Cluster: no script may span slots. The run is checked against the
    * global offset, then each source gets ONE script with its share of the run,
-   * checked against its own offsets hash; the scripts of all sources are sent
+   * checked against its own offsets hash (the field of the partition's reset
+   * epoch: a reset starts them over); the scripts of all sources are sent
    * at once (each is atomic for its source, in record order), and the global
    * offset is recorded after all of them succeeded.
    */
   async #applyPerSource(records: readonly BatchRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
-    const stored = await this.#redis.hget(this.#keys.offsets, field);
+    const [stored = null, epoch] = await this.#redis.hmget(this.#keys.offsets, field, offsetEpochField(field));
+    const ownField = sourceOffsetField(field, epoch);
     const fresh = (r: number) => stored === null || BigInt(offsets[r]!) > BigInt(stored);
     const bySource = new Map<string, number[]>();
     records.forEach((record, r) => {
@@ -263,7 +277,7 @@ export class RedisBatchStore implements BatchStore {
       [...bySource.values()].map(async (rs) => {
         const first = records[rs[0]!]!.update!;
         const layout = new KeyLayout(this.#keys, this.#keys.source(updateTenant(first), first.source).offsets);
-        const args = this.#head(field, '1', '');
+        const args = this.#head(ownField, '1', '');
         for (const r of rs) {
           const record = records[r]!;
           args.push(...recordArgs(offsets[r]!, record.update, record.traceparent ?? '', layout.layout(record.update!)));
@@ -301,6 +315,32 @@ export class RedisBatchStore implements BatchStore {
   async resumeFrom(topic: string, partition: number): Promise<string | undefined> {
     const stored = await this.#guard(() => this.#redis.hget(this.#keys.offsets, offsetField(topic, partition)));
     return stored === null ? undefined : (BigInt(stored) + 1n).toString();
+  }
+
+  async storedPartition(topic: string, partition: number): Promise<StoredPartition> {
+    const field = offsetField(topic, partition);
+    const [offset, topicId] = await this.#guard(() =>
+      this.#redis.hmget(this.#keys.offsets, field, offsetTopicIdField(field)),
+    );
+    return storedPartitionOf(offset, topicId);
+  }
+
+  async rebindPartition(
+    topic: string,
+    partition: number,
+    expected: StoredPartition,
+    next: StoredPartition,
+  ): Promise<boolean> {
+    const field = offsetField(topic, partition);
+    const args = [
+      field,
+      expected.offset ?? '',
+      expected.topicId ?? '',
+      next.offset === undefined ? '' : canonicalOffset(next.offset),
+      next.topicId ?? '',
+    ];
+    const written = await this.#guard(() => this.#redis.ctxRebindPartition(this.#keys.offsets, ...args));
+    return written === 1;
   }
 
   async close(): Promise<void> {

@@ -20,6 +20,7 @@ import {
 } from '@ctxflow/telemetry';
 import type { ConsumerTelemetry } from '../consumer-telemetry.ts';
 import type { BatchRecord, BatchStore } from '../ports/batch-store.ts';
+import { DEFAULT_OFFSET_RESET, OffsetGuard, type OffsetResetPolicy } from './offset-check.ts';
 import { parseTicketUpdateRecord } from './ticket-update-record.ts';
 
 /** The consumer group of step-context on TOPICS.ticketUpdates. */
@@ -32,6 +33,8 @@ export { RECORD_ID_HEADER };
 export interface ServiceLog {
   info(fields: object, message: string): void;
   warn(fields: object, message: string): void;
+  /** A stored offset that does not fit its log (domain/offset-check.ts). */
+  error(fields: object, message: string): void;
   /**
    * Whether a line of `level` would be written (pino's). When it says `info`
    * lines are not, the per-record "ticket update applied" lines are not even
@@ -76,12 +79,18 @@ export interface StepContextServiceDeps {
    * one after the other: it bounds how long one script holds Redis.
    */
   maxRecordsPerWrite?: number;
+  /**
+   * What to do with a partition whose stored offset does not fit its log at an
+   * assignment (another topic id, past its end, below its start): see
+   * domain/offset-check.ts. Default `earliest`.
+   */
+  offsetReset?: OffsetResetPolicy;
 }
 
 /** Default of `maxRecordsPerWrite`: a run's script stays within a few ms of Redis time. */
 export const MAX_RECORDS_PER_WRITE = 200;
 
-const silent: ServiceLog = { info() {}, warn() {} };
+const silent: ServiceLog = { info() {}, warn() {}, error() {} };
 
 /** A record as parsed: its update, or undefined for a poison record (dead-lettered, then skipped). */
 interface Parsed {
@@ -96,7 +105,10 @@ interface Parsed {
  * to that has a follower (its ticket's, its scope's, its source's: see
  * ports/batch-store.ts), exactly once: the batch store records the consumed
  * offset in the same atomic write as the entries, and the bus resumes each
- * partition from there (`resumeFrom`). No per-session work: an update costs
+ * partition from there (`resumeFrom`), once that offset is checked against
+ * the partition's log (offset-check.ts: a topic created again, or a Redis
+ * restored from another copy, is detected and reset, never skipped in
+ * silence). No per-session work: an update costs
  * the same whatever the number of sessions following it.
  *
  * A delivery (records of one partition, in offset order) is applied in runs of
@@ -134,12 +146,20 @@ export class StepContextService {
   /** Joins the consumer group; resolves once the first assignment is in place. */
   async start(): Promise<void> {
     if (this.#subscription) return;
-    const { batches } = this.#deps;
+    const group = this.#deps.groupId ?? STEP_CONTEXT_GROUP;
+    const telemetry = this.#deps.telemetry;
+    const guard = new OffsetGuard({
+      batches: this.#deps.batches,
+      policy: this.#deps.offsetReset ?? DEFAULT_OFFSET_RESET,
+      group,
+      log: this.#log,
+      ...(telemetry ? { mismatched: (e) => telemetry.offsetMismatch(e) } : {}),
+    });
     this.#subscription = await this.#deps.subscriber.subscribe({
       topic: this.#deps.topic ?? TOPICS.ticketUpdates,
-      groupId: this.#deps.groupId ?? STEP_CONTEXT_GROUP,
+      groupId: group,
       handle: (records) => this.handle(records),
-      resumeFrom: (topic, partition) => batches.resumeFrom(topic, partition),
+      resumeFrom: (topic, partition, log) => guard.resumeFrom(topic, partition, log),
     });
     await this.#subscription.ready();
   }

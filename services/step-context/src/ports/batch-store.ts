@@ -56,6 +56,18 @@ export interface ConsumedPosition {
 }
 
 /**
+ * What is stored of a partition's consumption: the last consumed offset, and
+ * the id of the topic (the log) it was read from, as bound when the partition
+ * was assigned (domain/offset-check.ts). Either may be absent.
+ */
+export interface StoredPartition {
+  /** The last consumed offset, canonical decimal string. */
+  offset?: string;
+  /** The topic id `offset` belongs to. */
+  topicId?: string;
+}
+
+/**
  * `applied: false`: the position was at or below the stored one (consumed before), nothing was written for it.
  * `outcome`: what the record's update did; absent for a record without one.
  */
@@ -142,6 +154,18 @@ export interface BatchStore {
   recordOffset(position: ConsumedPosition): Promise<void>;
   /** The next offset to read for a partition (the stored one plus 1), or undefined when none is stored. */
   resumeFrom(topic: string, partition: number): Promise<string | undefined>;
+  /** What is stored of a partition's consumption (`{}` when nothing is). */
+  storedPartition(topic: string, partition: number): Promise<StoredPartition>;
+  /**
+   * Replaces what is stored of a partition with `next` (an absent field: none
+   * stored), atomically, if it is still `expected`; resolves false and writes
+   * nothing when it is not (another write came in between). With an `offset`
+   * other than `expected`'s it is a reset: whatever was consumed of the
+   * partition before is forgotten, and the next write applies any record above
+   * `next.offset` (any record, when absent) as never consumed (on Redis Cluster
+   * the sources' own offsets of the partition too).
+   */
+  rebindPartition(topic: string, partition: number, expected: StoredPartition, next: StoredPartition): Promise<boolean>;
   close?(): Promise<void>;
 }
 
@@ -180,6 +204,14 @@ export function nextMark(
 export function occurredAtMs(occurredAt: string): number | undefined {
   const ms = Date.parse(occurredAt);
   return Number.isFinite(ms) ? ms : undefined;
+}
+
+/** A StoredPartition of the fields that are there (null and undefined: absent). */
+export function storedPartitionOf(offset?: string | null, topicId?: string | null): StoredPartition {
+  const stored: StoredPartition = {};
+  if (offset !== undefined && offset !== null) stored.offset = offset;
+  if (topicId !== undefined && topicId !== null) stored.topicId = topicId;
+  return stored;
 }
 
 /** Offsets as canonical decimal strings; compares without losing precision. */

@@ -28,6 +28,7 @@ class RecordingLog {
     this.infos.push({ fields: fields as Record<string, unknown>, message });
   }
   warn() {}
+  error() {}
 }
 
 /** A memory batch store whose applyBatch is `applyBatch` (given the store to pass the call on to). */
@@ -44,6 +45,8 @@ function wrapBatches(
     positionOf: (tenant, source) => inner.positionOf(tenant, source),
     recordOffset: (p) => inner.recordOffset(p),
     resumeFrom: (topic, p) => inner.resumeFrom(topic, p),
+    storedPartition: (t: string, p: number) => inner.storedPartition(t, p),
+    rebindPartition: (...args: Parameters<BatchStore['rebindPartition']>) => inner.rebindPartition(...args),
     applyUpdate: (u, p) => inner.applyUpdate(u, p),
     applyBatch: (records) => applyBatch(records, inner),
   };

@@ -12,6 +12,7 @@ class RecordingLog {
   warn(fields: object, message: string) {
     this.warnings.push({ fields: fields as Record<string, unknown>, message });
   }
+  error() {}
 }
 
 describe('StepContextService', () => {
@@ -144,6 +145,8 @@ describe('StepContextService', () => {
       positionOf: (t, s) => inner.positionOf(t, s),
       recordOffset: (p) => inner.recordOffset(p),
       resumeFrom: (t, p) => inner.resumeFrom(t, p),
+      storedPartition: (t: string, p: number) => inner.storedPartition(t, p),
+      rebindPartition: (...args: Parameters<BatchStore['rebindPartition']>) => inner.rebindPartition(...args),
       async applyUpdate(update, position) {
         if (failures-- > 0) throw new Error('store down');
         return inner.applyUpdate(update, position);
@@ -178,6 +181,8 @@ describe('StepContextService', () => {
       positionOf: (t, s) => batches.positionOf(t, s),
       recordOffset: (p) => batches.recordOffset(p),
       resumeFrom: (t, p) => batches.resumeFrom(t, p),
+      storedPartition: (t: string, p: number) => batches.storedPartition(t, p),
+      rebindPartition: (...args: Parameters<BatchStore['rebindPartition']>) => batches.rebindPartition(...args),
       applyUpdate: (u, p, t) => batches.applyUpdate(u, p, t),
       async applyBatch(records) {
         writes.push(records.map((r) => r.position.offset));
@@ -238,7 +243,7 @@ describe('StepContextService', () => {
     await subscriptions.subscribe(DEFAULT_TENANT, 'gone', { source: 'generic', ticket: 'P-1' });
     await subscriptions.eraseSession(DEFAULT_TENANT, 'gone');
     const infos: Record<string, unknown>[] = [];
-    const log = { info: (fields: object) => infos.push(fields as Record<string, unknown>), warn() {} };
+    const log = { info: (fields: object) => infos.push(fields as Record<string, unknown>), warn() {}, error() {} };
     const service = new StepContextService({ subscriber: createMemoryBus().subscriber, batches, topic, log });
     const record = (offset: number, u: ReturnType<typeof makeUpdate>) => ({
       topic,

@@ -27,7 +27,10 @@ export function stepContextKeys(prefix: string) {
         marks: `${tag}:marks`,
         /** Hash: a stream's digest (the end of its key) -> the seq of its last entry; a read skips streams with nothing new. */
         last: `${tag}:last`,
-        /** Hash: `<topic>:<partition>` -> last offset applied to this source (Redis Cluster mode only). */
+        /**
+         * Hash: `sourceOffsetField()` of a partition -> last offset applied to this source
+         * (Redis Cluster mode only).
+         */
         offsets: `${tag}:offsets`,
         /**
          * Stream of one subscription, `...:stream:<digest>`: entry id `<seq>-0`, fields `id`, `key`,
@@ -38,7 +41,12 @@ export function stepContextKeys(prefix: string) {
         streamDigest: (subscriptionId: string) => keyDigest(subscriptionId),
       };
     },
-    /** Hash: `<topic>:<partition>` -> last consumed offset (decimal string). */
+    /**
+     * Hash: `<topic>:<partition>` -> last consumed offset (decimal string);
+     * `<topic>:<partition>:topic-id` -> the topic id that offset belongs to;
+     * `<topic>:<partition>:epoch` -> how many times the partition's offset was
+     * reset (rebind-partition.lua; absent before the first).
+     */
     offsets: `${shared.base}:offsets`,
   };
 }
@@ -48,4 +56,23 @@ export type StepContextKeys = ReturnType<typeof stepContextKeys>;
 /** The hash field of a consumed position; Kafka topic names never contain ':'. */
 export function offsetField(topic: string, partition: number): string {
   return `${topic}:${partition}`;
+}
+
+/** The field of the topic id a partition's stored offset belongs to. */
+export function offsetTopicIdField(field: string): string {
+  return `${field}:topic-id`;
+}
+
+/** The field of a partition's reset epoch. */
+export function offsetEpochField(field: string): string {
+  return `${field}:epoch`;
+}
+
+/**
+ * A partition's field in a source's own offsets hash (Redis Cluster): per reset
+ * epoch, so a reset leaves what the sources recorded before behind (it expires
+ * with the source's retention). Epoch absent: the plain field.
+ */
+export function sourceOffsetField(field: string, epoch: string | null | undefined): string {
+  return epoch ? `${field}#${epoch}` : field;
 }
