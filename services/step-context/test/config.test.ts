@@ -31,9 +31,9 @@ describe('step-context: CTXFLOW_OFFSET_RESET', () => {
     for (const bad of ['none', 'EARLIEST', 'smallest', '0']) {
       expect(problems({ CTXFLOW_OFFSET_RESET: bad }), bad).toEqual([expect.stringMatching(/^CTXFLOW_OFFSET_RESET: /)]);
     }
-    expect(problems({ CTXFLOW_OFFSET_RESET: 'none', CTXFLOW_DIRECTORY_CACHE_MS: '-1' }).sort()).toEqual([
-      expect.stringMatching(/^CTXFLOW_DIRECTORY_CACHE_MS: /),
+    expect(problems({ CTXFLOW_OFFSET_RESET: 'none', CTXFLOW_SHUTDOWN_GRACE_MS: '-1' }).sort()).toEqual([
       'CTXFLOW_OFFSET_RESET: Invalid option: expected one of "earliest"|"latest"|"fail"',
+      expect.stringMatching(/^CTXFLOW_SHUTDOWN_GRACE_MS: /),
     ]);
   });
 
