@@ -12,7 +12,7 @@ export default defineConfig({
     hookTimeout: 120_000,
     pool: 'forks',
     // Tests that measure the live heap collect garbage first
-    // (services/session-runner/test/domain/session-cache.test.ts).
+    // (services/session-runner/test/adapters/session-cache.test.ts).
     execArgv: ['--expose-gc'],
     // Kafka, Redis and a Redis Cluster for integration tests: from the environment, containers,
     // or scripts/infra.ts; provisioned only when a selected file needs them (see the file).

@@ -6,7 +6,8 @@
  *   npm run bench                   full run (about 5-6 minutes on 2 cores)
  *   npm run bench -- --quick        smoke run (about 1 minute): fewer, shorter trials
  *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
- *                                   also written to bench/results/latest.json (full runs)
+ *                                   also written to bench/results/<startedAt>.json and, for full runs,
+ *                                   to bench/results/latest.json and docs/performance.md's figures
  *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S7 S8 S9; S3, S4 and S6 run together,
  *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
  *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*);
@@ -29,9 +30,8 @@
  * the local ones are started as `npm run stack` does (scripts/infra.ts).
  */
 import { execSync } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import type { KafkaClientName } from '@ctxflow/bus';
 import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL, ROOT } from '../scripts/infra.ts';
 import { runContextPass } from './context-pass-redis.ts';
@@ -39,6 +39,7 @@ import { runFanOut } from './fan-out.ts';
 import { runHttpScenarios } from './http-scenarios.ts';
 import { progress } from './lib/progress.ts';
 import type { ScenarioResult, SkippedScenario } from './lib/report.ts';
+import { recordRun } from './lib/results.ts';
 import { round } from './lib/stats.ts';
 import { runPipeline } from './pipeline-kafka.ts';
 import { runPrefixStability } from './prefix-stability.ts';
@@ -213,17 +214,12 @@ const lines = [
 
 if (json) {
   process.stdout.write(`${JSON.stringify(document, null, 2)}\n`);
-  if (!quick && only === undefined) {
-    mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
-    const latest = new URL('./results/latest.json', import.meta.url);
-    writeFileSync(latest, `${JSON.stringify(document, null, 2)}\n`);
-    // In the repository's format, so `npm run check` (biome) passes on the committed file.
-    try {
-      execSync(`npx biome format --write ${JSON.stringify(latest.pathname)}`, { stdio: 'ignore' });
-    } catch {
-      progress('biome could not format bench/results/latest.json; run `npx biome format --write` on it');
+  // A full run is the new latest.json (and the figures of docs/performance.md); a soak, never
+  // part of a full run, is kept in the history too.
+  if (!quick && (only === undefined || wantsSoak)) {
+    for (const file of recordRun(document, { root: ROOT, latest: only === undefined })) {
+      progress(`written: ${relative(ROOT, file)}`);
     }
-    progress('written: bench/results/latest.json');
   }
   process.stderr.write(`${lines.join('\n')}\n`);
 } else {

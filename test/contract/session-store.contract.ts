@@ -696,7 +696,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         expect(await store.load(id)).toBeUndefined();
       });
 
-      it('D2: with an expected version, appends only while the session has it: after another write, conflict and nothing written', async () => {
+      it('with an expected version, appends only while the session has it: after another write, conflict and nothing written', async () => {
         const meta = await newSession();
         const read = (await store.load(meta.sessionId))!;
         // Another runner writes between the read and the append.

@@ -112,7 +112,7 @@ for (const [name, open] of [
     const { redis, prefix, cleanup } = open();
     afterAll(cleanup);
 
-    it("D7: each tenant's source has keys of its own; the default tenant's and another's never meet", async () => {
+    it("each tenant's source has keys of its own; the default tenant's and another's never meet", async () => {
       const store = new RedisSubscriptionStore({ redis, prefix });
       const keys = stepContextKeys(prefix);
       const sub = { source: 'generic', ticket: '*' } as const;

@@ -106,7 +106,7 @@ export function subscriptionStoreContract(fixture: SubscriptionStoreFixture): vo
       await store.unsubscribe(DEFAULT_TENANT, b, { source: 'github', ticket: '*', scope: repo });
       expect(await store.sessionsForMany(updates.slice(0, 2))).toEqual([[a], []]);
     });
-    it('D7: a subscription matches only updates of its own tenant, wildcards included', async () => {
+    it('a subscription matches only updates of its own tenant, wildcards included', async () => {
       const [ta, tb] = [`ta-${run}`, `tb-${run}`];
       const [a, b] = [session('tenant-a'), session('tenant-b')];
       const repo = `octo/tenants-${run}`;
@@ -138,7 +138,7 @@ export function subscriptionStoreContract(fixture: SubscriptionStoreFixture): vo
       expect(await store.list(a)).toEqual([{ source: 'github', ticket: '*', scope: repo }]);
     });
 
-    it('D7: an update without tenant and one of the default tenant reach the same sessions', async () => {
+    it('an update without tenant and one of the default tenant reach the same sessions', async () => {
       const s = session('default-tenant');
       const ticket = `DEF-${run}`;
       await store.subscribe(DEFAULT_TENANT, s, { source: 'jira', ticket });

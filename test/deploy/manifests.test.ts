@@ -222,7 +222,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     );
     for (const value of Object.values<string>(secret.stringData)) expect(value).toContain('REPLACE-ME');
     expect(secret.data).toBeUndefined();
-    // D7: with API keys every feed secret names a tenant of those keys, or the services refuse to start.
+    // With API keys every feed secret names a tenant of those keys, or the services refuse to start.
     expect(() => loadFeedConfig(secret.stringData)).not.toThrow();
     expect(() => loadEmbeddedConfig(secret.stringData)).not.toThrow();
   });
@@ -492,7 +492,7 @@ describe('docker-compose.yml', () => {
       ].sort(),
     );
     expect(entries.CTXFLOW_API_KEYS).toMatch(/^[^:,]+:REPLACE-ME/);
-    // D7: with API keys every feed secret names a tenant of those keys, or the services refuse to start.
+    // With API keys every feed secret names a tenant of those keys, or the services refuse to start.
     expect(() => loadFeedConfig(entries)).not.toThrow();
     expect(() => loadEmbeddedConfig(entries)).not.toThrow();
   });

@@ -1,5 +1,5 @@
 /**
- * D3: SIGTERM with a `GET /sessions/:id/stream` follower and an idle
+ * SIGTERM with a `GET /sessions/:id/stream` follower and an idle
  * keep-alive socket open. The process ends the stream with a final `shutdown`
  * event, closes both connections and exits 0 within its grace period
  * (`CTXFLOW_SHUTDOWN_GRACE_MS`), as `npm start` (the embedded app) and as the
@@ -72,9 +72,9 @@ const SERVICES = [
   { name: 'session-runner (stack service, in-memory store)', entry: 'services/session-runner/src/main.ts' },
 ];
 
-describe('D3: SIGTERM while a stream follower is connected', () => {
+describe('SIGTERM while a stream follower is connected', () => {
   for (const service of SERVICES) {
-    it(`D3: ${service.name} ends the stream with a shutdown event, closes idle keep-alive sockets and exits 0 within CTXFLOW_SHUTDOWN_GRACE_MS`, async () => {
+    it(`${service.name} ends the stream with a shutdown event, closes idle keep-alive sockets and exits 0 within CTXFLOW_SHUTDOWN_GRACE_MS`, async () => {
       const port = await freePort();
       const child = spawn(process.execPath, [`${ROOT}/${service.entry}`], {
         cwd: ROOT,
@@ -136,7 +136,7 @@ describe('D3: SIGTERM while a stream follower is connected', () => {
       expect(outcome, output.slice(-2000)).not.toBe('still running');
       if (outcome === 'still running') return;
       process.stdout.write(
-        `[D3] ${service.name}: SIGTERM to exit ${outcome.at - signalledAt} ms (grace ${GRACE_MS})\n`,
+        `[shutdown] ${service.name}: SIGTERM to exit ${outcome.at - signalledAt} ms (grace ${GRACE_MS})\n`,
       );
       expect({ code: outcome.code, signal: outcome.signal }).toEqual({ code: 0, signal: null });
       expect(outcome.at - signalledAt).toBeLessThan(GRACE_MS + MARGIN_MS);

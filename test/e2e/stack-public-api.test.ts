@@ -137,7 +137,7 @@ describe('the stack serves the whole public contract on the session-runner port'
       200,
     );
 
-  it('D7: subscribe, signed webhook and step through :8080 alone; tenant B never sees tenant A', async () => {
+  it('subscribe, signed webhook and step through :8080 alone; tenant B never sees tenant A', async () => {
     const ofA = (await api('ta', 'POST', '/sessions', {})).body.sessionId as string;
     const ofB = (await api('tb', 'POST', '/sessions', {})).body.sessionId as string;
     expect(await api('ta', 'POST', `/sessions/${ofA}/subscriptions`, { source: 'generic', ticket: '*' })).toEqual({

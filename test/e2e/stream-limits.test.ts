@@ -1,5 +1,5 @@
 /**
- * D6: a stream follower costs the server bounded memory. The replay a stream
+ * A stream follower costs the server bounded memory. The replay a stream
  * opens with holds the newest chunks within STREAM_REPLAY_BYTES (older ones
  * are counted in one `replay_truncated` event), and a follower whose client
  * does not read is dropped (its connection destroyed) once more than
@@ -57,8 +57,8 @@ function frames(text: string): { event: string; data: any; bytes: number }[] {
     }));
 }
 
-describe('D6: stream replay and followers are bounded', () => {
-  it('D6: the replay holds the newest chunks within 256 KiB after one exact replay_truncated event', async () => {
+describe('stream replay and followers are bounded', () => {
+  it('the replay holds the newest chunks within 256 KiB after one exact replay_truncated event', async () => {
     expect(STREAM_REPLAY_BYTES).toBe(256 * 1024);
     const { call, sessionId, post } = await start();
     const MESSAGES = 60;
@@ -98,7 +98,7 @@ describe('D6: stream replay and followers are bounded', () => {
     );
   });
 
-  it('D6: a follower that does not read is dropped (the server closes it) while a reading follower gets every message', async () => {
+  it('a follower that does not read is dropped (the server closes it) while a reading follower gets every message', async () => {
     expect(STREAM_BUFFER_BYTES).toBe(4 * 1024 * 1024);
     const dropped: object[] = [];
     const streams = new StreamFollowers(undefined, { warn: (fields) => dropped.push(fields) });
@@ -152,7 +152,7 @@ describe('D6: stream replay and followers are bounded', () => {
     stalled.socket.resume();
     await stalled.closed;
     process.stdout.write(
-      `[D6] stalled follower: ${stalled.received()} bytes reached it of ${MESSAGES * SIZE} posted, then the server closed it\n`,
+      `[stream limits] stalled follower: ${stalled.received()} bytes reached it of ${MESSAGES * SIZE} posted, then the server closed it\n`,
     );
     expect(stalled.received()).toBeLessThan((MESSAGES * SIZE) / 2);
     expect(stalled.text()).not.toContain(`m${MESSAGES - 1}:`);

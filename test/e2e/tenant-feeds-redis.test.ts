@@ -1,5 +1,5 @@
 /**
- * D7 at step-context on Redis (and Redis Cluster): the consumer, fed ticket
+ * Tenants at step-context on Redis (and Redis Cluster): the consumer, fed ticket
  * updates of two tenants, appends each only to the subscribed sessions of its
  * tenant, wildcards included. A record without tenant (written before feeds
  * had tenants) is the single-tenant default's.
@@ -34,7 +34,7 @@ for (const [name, connect] of [
       await redis.quit();
     });
 
-    it("D7: tenant B's wildcard subscription never sees tenant A's update", async () => {
+    it("tenant B's wildcard subscription never sees tenant A's update", async () => {
       const topic = `ticket-updates-${randomUUID()}`;
       const batches = new RedisBatchStore({ redis, prefix });
       const subscriptions = new RedisSubscriptionStore({ redis, prefix });

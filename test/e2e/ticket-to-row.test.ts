@@ -27,7 +27,7 @@ afterEach(async () => {
 });
 
 async function setup() {
-  // With API keys every feed secret names its tenant (D7).
+  // With API keys every feed secret names its tenant.
   const secrets = {
     generic: [
       { tenant: 'tenant-a', secret: SECRET },
@@ -118,7 +118,7 @@ describe('ticket update to context row, through the HTTP API', () => {
     expect((await call('POST', `/sessions/${session}/steps`, {})).body.rows).toEqual([]);
   });
 
-  it("D7: tenant B's wildcard subscription never sees tenant A's update, and the reverse", async () => {
+  it("tenant B's wildcard subscription never sees tenant A's update, and the reverse", async () => {
     const { call, post } = await setup();
     const ofA = (await call('POST', '/sessions', {})).body.sessionId;
     const ofB = (await call('POST', '/sessions', {}, 'key-b')).body.sessionId;
@@ -142,7 +142,7 @@ describe('ticket update to context row, through the HTTP API', () => {
     expect(nextB.rows[0].content).toContain('tenant B private note');
   });
 
-  it('D7: the same eventId from both tenants delivers to both', async () => {
+  it('the same eventId from both tenants delivers to both', async () => {
     const { call, post } = await setup();
     const ofA = (await call('POST', '/sessions', {})).body.sessionId;
     const ofB = (await call('POST', '/sessions', {}, 'key-b')).body.sessionId;

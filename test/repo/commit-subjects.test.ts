@@ -1,7 +1,7 @@
 /**
  * Commit subjects: `npm run check` lints every commit since a fixed base with commitlint
  * (@commitlint/config-conventional, headers of at most 72 characters). Bodies carry
- * measurements and are not limited; subjects may start with an id (D1, R12) or a name.
+ * measurements and are not limited; subjects may start with an id (R12, N3) or a name.
  */
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -28,7 +28,7 @@ describe('commit subjects', () => {
 
   it('commits: a conventional subject of 72 characters passes, with an id first and a long body', () => {
     const body = `measured: ${'1.4 us per span against 6-9, '.repeat(6)}`;
-    expect(lint(`fix(runner): D1 bound deadlineMs, a 400 naming the field\n\n${body}\n`)).toMatchObject({ ok: true });
+    expect(lint(`fix(api): R12 a replayed key answers recorded 0\n\n${body}\n`)).toMatchObject({ ok: true });
     const longest = `fix(runner): ${'x'.repeat(59)}`;
     expect(longest).toHaveLength(72);
     expect(lint(`${longest}\n`)).toMatchObject({ ok: true });

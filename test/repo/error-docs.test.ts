@@ -17,7 +17,7 @@ import { describe, expect, it } from 'vitest';
 const doc = readFileSync(new URL('../../docs/api-limits.md', import.meta.url), 'utf8');
 
 describe('the API limits document', () => {
-  it('D5: every registered error code (not_found included) is a row with its status and retryable', () => {
+  it('every registered error code (not_found included) is a row with its status and retryable', () => {
     for (const [code, entry] of Object.entries(errorCodes)) {
       expect(doc, code).toContain(`| \`${code}\` | ${entry.status} | ${entry.retryable ? 'yes' : 'no'} |`);
     }
@@ -25,11 +25,11 @@ describe('the API limits document', () => {
     expect(documented.sort()).toEqual(Object.keys(errorCodes).sort());
   });
 
-  it('D5: details is documented', () => {
+  it('details is documented', () => {
     expect(doc).toMatch(/`details`, present on some `400 validation_error`/);
   });
 
-  it('D1, D2, D4: the limits the code enforces are the limits the document states', () => {
+  it('the limits the code enforces are the limits the document states', () => {
     const n = (value: number) => value.toLocaleString('en-US');
     expect(doc).toContain(`1 to ${MAX_ID_LENGTH} characters`);
     expect(doc).toContain(`1 to ${n(MAX_DEADLINE_MS)} (7 days)`);

@@ -59,7 +59,7 @@ describe('configuration', () => {
     });
   });
 
-  it('D7: a plain secret with API keys is refused at config parse, naming the variable', () => {
+  it('a plain secret with API keys is refused at config parse, naming the variable', () => {
     const found = problems({
       CTXFLOW_API_KEYS: 'ta:key-a,tb:key-b',
       CTXFLOW_FEED_SECRET_GENERIC: 'plain-secret',
@@ -109,7 +109,7 @@ describe('configuration', () => {
     expect(run.stderr).toContain('CTXFLOW_PORT:');
   });
 
-  it('D7: a plain feed secret with API keys stops npm start naming the variable (exit 2)', () => {
+  it('a plain feed secret with API keys stops npm start naming the variable (exit 2)', () => {
     const run = spawnSync(process.execPath, ['services/embedded/src/main.ts'], {
       env: { ...process.env, CTXFLOW_API_KEYS: 'ta:key-a', CTXFLOW_FEED_SECRET_GENERIC: 'plain-secret' },
       encoding: 'utf8',

@@ -104,7 +104,7 @@ describe('feed-ingestor configuration', () => {
     });
   });
 
-  it('D7: a plain secret with API keys is refused at config parse, naming the variable', () => {
+  it('a plain secret with API keys is refused at config parse, naming the variable', () => {
     let error: unknown;
     try {
       loadFeedConfig({

@@ -61,7 +61,7 @@ describe('subscription routes', () => {
         ],
       },
     });
-    // The subscription is acme's: it matches acme's updates only (D7).
+    // The subscription is acme's: it matches acme's updates only.
     const update = { source: 'jira' as const, ticket: 'PROJ-9', scope: 'PROJ' };
     expect(await subscriptions.sessionsFor({ ...update, tenant: 'acme' })).toEqual(['s-acme']);
     expect(await subscriptions.sessionsFor({ ...update, tenant: 'globex' })).toEqual([]);

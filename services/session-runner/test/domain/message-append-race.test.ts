@@ -29,7 +29,7 @@ async function toolMessages(engine: ReturnType<typeof createEngine>, sessionId: 
 }
 
 describe.each(stores)('appends on the %s store with two runners', (_name, newStore) => {
-  it('D2: a result recorded by another runner between the read and the append: the append validates again and refuses a second result', async () => {
+  it('a result recorded by another runner between the read and the append: the append validates again and refuses a second result', async () => {
     const shared = newStore();
     const other = createEngine({ store: shared });
     let sessionId = '';
@@ -53,7 +53,7 @@ describe.each(stores)('appends on the %s store with two runners', (_name, newSto
     expect(await toolMessages(other, sessionId)).toEqual(['theirs']);
   });
 
-  it('D2: the same result recorded by both runners at once is recorded once; both answer its seq', async () => {
+  it('the same result recorded by both runners at once is recorded once; both answer its seq', async () => {
     const shared = newStore();
     const other = createEngine({ store: shared });
     let sessionId = '';
@@ -77,7 +77,7 @@ describe.each(stores)('appends on the %s store with two runners', (_name, newSto
     expect(await toolMessages(other, sessionId)).toEqual(['found']);
   });
 
-  it("D2: a client's on-time answer while another runner records the runtime's result: recorded once, the answer records nothing", async () => {
+  it("a client's on-time answer while another runner records the runtime's result: recorded once, the answer records nothing", async () => {
     const shared = newStore();
     const other = createEngine({ store: shared });
     let sessionId = '';

@@ -222,7 +222,7 @@ describe('POST /feeds/cloudevents', () => {
     expect(disabled.json().error.code).toBe('feed_disabled');
   });
 
-  it("D7: tenant-scoped: each tenant's secret tags its updates; the same event of two tenants is published for both", async () => {
+  it("tenant-scoped: each tenant's secret tags its updates; the same event of two tenants is published for both", async () => {
     const pairs: TenantSecret[] = [
       { tenant: 'ta', secret: 'ta-ce-secret' },
       { tenant: 'tb', secret: 'tb-ce-secret' },

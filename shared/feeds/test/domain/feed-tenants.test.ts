@@ -35,7 +35,7 @@ const deliveries: { source: FeedSource; body: Buffer; headers: (tenant: string) 
 
 describe('feeds of several tenants', () => {
   for (const d of deliveries) {
-    it(`D7: ${d.source}: each tenant's secret verifies and tags its own tenant; the same event of both is published for both`, async () => {
+    it(`${d.source}: each tenant's secret verifies and tags its own tenant; the same event of both is published for both`, async () => {
       const { app, publisher } = await feedApp({ secrets: SECRETS });
       const post = (tenant: string) =>
         app.inject({ method: 'POST', url: `/feeds/${d.source}`, headers: d.headers(tenant), payload: d.body });
@@ -62,7 +62,7 @@ describe('feeds of several tenants', () => {
     });
   }
 
-  it('D7: a tenant with two secrets (rotation) is tagged by either', async () => {
+  it('a tenant with two secrets (rotation) is tagged by either', async () => {
     const { app, publisher } = await feedApp({
       secrets: { generic: [...SECRETS.generic, { tenant: 'ta', secret: 'ta-rotated' }] },
     });

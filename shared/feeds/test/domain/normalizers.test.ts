@@ -225,7 +225,7 @@ describe('feed fixtures normalize to one TicketUpdate each', () => {
       expect(topic).toBe(TOPICS.ticketUpdates);
       expect(record.key).toBe(`${c.expected.source}:${c.expected.ticket}`);
       expect(record.headers).toEqual({ 'ctxflow-record-id': c.expected.id });
-      // A single-tenant feed (a plain secret) tags the default tenant (D7).
+      // A single-tenant feed (a plain secret) tags the default tenant.
       expect(JSON.parse(record.value)).toEqual({ ...c.expected, tenant: 'default' });
       await app.close();
     });

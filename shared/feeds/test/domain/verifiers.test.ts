@@ -30,7 +30,7 @@ describe('feed signature verifiers', () => {
     );
   });
 
-  it('D7: with several secrets the verifier names the one that verified, whichever place it has', () => {
+  it('with several secrets the verifier names the one that verified, whichever place it has', () => {
     const headers = {
       'x-hub-signature-256': 'sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17',
     };

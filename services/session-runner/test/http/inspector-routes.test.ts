@@ -3,7 +3,7 @@ import { createAuthenticator } from '@ctxflow/service-kit';
 import { buildRunnerApp, createEngine, inspectorRoutes } from '@ctxflow/session-runner';
 import { afterAll, describe, expect, it } from 'vitest';
 
-const asset = (name: string) => readFileSync(new URL(`../../../src/http/inspector/${name}`, import.meta.url), 'utf8');
+const asset = (name: string) => readFileSync(new URL(`../../src/http/inspector/${name}`, import.meta.url), 'utf8');
 
 describe('inspector routes', () => {
   const app = buildRunnerApp({

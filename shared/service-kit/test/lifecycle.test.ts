@@ -1,5 +1,5 @@
 /**
- * D3: closing the HTTP side of a service is bounded. `closeHttp` destroys the
+ * Closing the HTTP side of a service is bounded. `closeHttp` destroys the
  * connections still open after its deadline (a request that never answers
  * would otherwise hold `app.close()` forever), and every service reads its
  * grace period from `CTXFLOW_SHUTDOWN_GRACE_MS`.
@@ -14,8 +14,8 @@ import { loadRunnerConfig } from '@ctxflow/session-runner';
 import { loadStepContextConfig } from '@ctxflow/step-context';
 import { describe, expect, it } from 'vitest';
 
-describe('D3: bounded HTTP close', () => {
-  it('D3: closeHttp destroys a connection whose request never answers once forceAfterMs passed', async () => {
+describe('bounded HTTP close', () => {
+  it('closeHttp destroys a connection whose request never answers once forceAfterMs passed', async () => {
     const app = createServer();
     let arrived: () => void = () => {};
     const inHandler = new Promise<void>((resolve) => {
@@ -48,7 +48,7 @@ describe('D3: bounded HTTP close', () => {
     expect(await outcome).toBe('error: ECONNRESET');
   });
 
-  it('D3: handleShutdown exits 1 with the pending step named when its steps outlast the grace', async () => {
+  it('handleShutdown exits 1 with the pending step named when its steps outlast the grace', async () => {
     const lifecycle = fileURLToPath(new URL('../src/lifecycle.ts', import.meta.url));
     const script = `
       import { handleShutdown } from ${JSON.stringify(lifecycle)};
@@ -92,7 +92,7 @@ describe('D3: bounded HTTP close', () => {
     expect(lines.find((l) => l.msg === 'probe: shutdown grace elapsed')).toMatchObject({ step: 'stuck', graceMs: 300 });
   });
 
-  it('D3: every service parses CTXFLOW_SHUTDOWN_GRACE_MS (default 30000 ms) and names it when invalid', () => {
+  it('every service parses CTXFLOW_SHUTDOWN_GRACE_MS (default 30000 ms) and names it when invalid', () => {
     const loaders = [loadEmbeddedConfig, loadRunnerConfig, loadStepContextConfig, loadFeedConfig];
     for (const load of loaders) {
       expect(load({}).shutdownGraceMs).toBe(DEFAULT_SHUTDOWN_GRACE_MS);

@@ -1,6 +1,9 @@
 /**
- * Regression tests for the hardening defects (issue "Hardening"): each names
- * its defect and checks the exact answer, and that a refusal changed nothing.
+ * Bounded input, end to end: every number and id has a limit, the same in bodies and
+ * paths; context blocks are bounded and merged in linear time; every refusal of the
+ * server (routes, router, Node's HTTP parser) is in the error form; a late client answer
+ * is cut to the row limit; error messages are capped. Each test checks the exact answer,
+ * and that a refusal changed nothing.
  */
 import { connect } from 'node:net';
 import {
@@ -31,8 +34,8 @@ function expectErrorForm(answer: { status: number; body: any }, status: number, 
   expect(answer.body.error.retryable).toBe(errorCodes[code as keyof typeof errorCodes].retryable);
 }
 
-describe('D1: every number has a maximum', () => {
-  it('D1: a client tool deadlineMs of 9007199254740991 is a 400 validation_error naming the field, nothing created', async () => {
+describe('every number has a maximum', () => {
+  it('a client tool deadlineMs of 9007199254740991 is a 400 validation_error naming the field, nothing created', async () => {
     const h = await createHarness();
     const tools = [{ name: 'ask_user', client: true, deadlineMs: HUGE }];
     const answer = await h.call('POST', '/agents', { tools });
@@ -44,7 +47,7 @@ describe('D1: every number has a maximum', () => {
     expectError(over, 400, 'validation_error');
   });
 
-  it('D1: cacheTtlMs, stepContext.maxBytes and stepContext.timeoutMs out of range are 400 validation_error naming the field', async () => {
+  it('cacheTtlMs, stepContext.maxBytes and stepContext.timeoutMs out of range are 400 validation_error naming the field', async () => {
     const h = await createHarness();
     for (const [body, field] of [
       [{ cacheTtlMs: HUGE }, 'cacheTtlMs'],
@@ -60,7 +63,7 @@ describe('D1: every number has a maximum', () => {
     expect((await h.call('POST', '/agents', { cacheTtlMs: MAX_CACHE_TTL_MS })).status).toBe(201);
   });
 
-  it('D1: a tool gate for an agent stored with a huge deadline answers 200 with a valid deadline, the same on a retry', async () => {
+  it('a tool gate for an agent stored with a huge deadline answers 200 with a valid deadline, the same on a retry', async () => {
     const s = await openSession({ agent: { tools: [{ name: 'ask_user', client: true, deadlineMs: 1000 }] } });
     // An agent written before deadlines had a maximum.
     const agent = (await s.store.getAgent(s.agentId!))!;
@@ -75,7 +78,7 @@ describe('D1: every number has a maximum', () => {
     expect(retry).toEqual(first);
   });
 
-  it('D1: a call record stored with a deadline past the last Date still answers 200 (no 500 that never clears)', async () => {
+  it('a call record stored with a deadline past the last Date still answers 200 (no 500 that never clears)', async () => {
     const s = await openSession({ agent: { tools: [{ name: 'ask_user', client: true }] } });
     expect(
       await s.store.putCall(s.sessionId, {
@@ -92,7 +95,7 @@ describe('D1: every number has a maximum', () => {
   });
 });
 
-describe('D2: context blocks are bounded and merged in linear time', () => {
+describe('context blocks are bounded and merged in linear time', () => {
   /** Blocks whose `id` reads are counted. */
   function countedBlocks(count: number, prefix: string, reads: { n: number }): ContextBlock[] {
     return Array.from({ length: count }, (_, i) => {
@@ -109,7 +112,7 @@ describe('D2: context blocks are bounded and merged in linear time', () => {
     });
   }
 
-  it('D2: merging the largest allowed input reads each block id a bounded number of times (linear, not quadratic)', () => {
+  it('merging the largest allowed input reads each block id a bounded number of times (linear, not quadratic)', () => {
     const reads = { n: 0 };
     const half = MAX_CONTEXT_BLOCKS / 2;
     // Half the blocks replaced, half appended: every lookup kind is exercised.
@@ -123,7 +126,7 @@ describe('D2: context blocks are bounded and merged in linear time', () => {
     expect(reads.n).toBeLessThanOrEqual(8 * (current.length + update.length));
   });
 
-  it('D2: PATCH /agents/:id and PATCH /sessions/:id with more than the maximum blocks are 400 and change nothing', async () => {
+  it('PATCH /agents/:id and PATCH /sessions/:id with more than the maximum blocks are 400 and change nothing', async () => {
     const s = await openSession({ agent: { context: [{ id: 'base', content: 'You help.' }] } });
     const tooMany = Array.from({ length: MAX_CONTEXT_BLOCKS + 1 }, (_, i) => ({ id: `b${i}`, content: 'x' }));
     const agentBefore = (await s.call('GET', `/agents/${s.agentId}`)).body;
@@ -144,7 +147,7 @@ describe('D2: context blocks are bounded and merged in linear time', () => {
     expect((await s.call('GET', `/agents/${s.agentId}`)).body).toEqual(afterMax);
   });
 
-  it('D2: a context body past twice the context limit is 413 before it is parsed, and changes nothing', async () => {
+  it('a context body past twice the context limit is 413 before it is parsed, and changes nothing', async () => {
     const s = await openSession({ agent: { context: 'You help.' } });
     // 100,000 blocks (about 3 MB): refused by its size, not parsed and merged.
     const blocks = Array.from({ length: 100_000 }, (_, i) => ({ id: `b${i}`, content: 'x'.repeat(8) }));
@@ -163,7 +166,7 @@ describe('D2: context blocks are bounded and merged in linear time', () => {
     expect((await s.call('GET', '/sessions')).body.sessions).toHaveLength(1);
   });
 
-  it('D2: context over the byte limit is 400 on every route that takes it, and changes nothing', async () => {
+  it('context over the byte limit is 400 on every route that takes it, and changes nothing', async () => {
     const s = await openSession({ agent: { context: 'You help.' } });
     const big = 'x'.repeat(MAX_CONTEXT_BYTES + 1);
     const agentBefore = (await s.call('GET', `/agents/${s.agentId}`)).body;
@@ -184,8 +187,8 @@ describe('D2: context blocks are bounded and merged in linear time', () => {
   });
 });
 
-describe('D4: one id limit in bodies and paths', () => {
-  it('D4: a callId of the maximum length is accepted by the gate and reachable for approval, answer and call context', async () => {
+describe('one id limit in bodies and paths', () => {
+  it('a callId of the maximum length is accepted by the gate and reachable for approval, answer and call context', async () => {
     const s = await openSession({
       agent: {
         tools: [{ name: 'ask_user', client: true }, { name: 'deploy', needsApproval: true }, { name: 'search' }],
@@ -220,7 +223,7 @@ describe('D4: one id limit in bodies and paths', () => {
     expect(encoded).toEqual({ status: 200, body: { recorded: 1 } });
   });
 
-  it('D4: an id one character over the limit is a 400 validation_error in a body and in a path alike, nothing written', async () => {
+  it('an id one character over the limit is a 400 validation_error in a body and in a path alike, nothing written', async () => {
     const s = await openSession({ agent: { tools: [{ name: 'search' }] } });
     const long = 'a'.repeat(MAX_ID_LENGTH + 1);
     const before = await state(s, s.sessionId);
@@ -250,8 +253,8 @@ describe('D4: one id limit in bodies and paths', () => {
   });
 });
 
-describe('D5: every answer of the server is in the error form', () => {
-  it('D5: a bad %-escape, a too-long path parameter and an unknown route answer in the error form, without the path', async () => {
+describe('every answer of the server is in the error form', () => {
+  it('a bad %-escape, a too-long path parameter and an unknown route answer in the error form, without the path', async () => {
     const h = await createHarness();
     const marker = 'MARKER';
     for (const [url, status, code] of [
@@ -267,7 +270,7 @@ describe('D5: every answer of the server is in the error form', () => {
     }
   });
 
-  it('D5: headers over the server limit answer 431 header_too_large in the error form (Node refuses before fastify)', async () => {
+  it('headers over the server limit answer 431 header_too_large in the error form (Node refuses before fastify)', async () => {
     const h = await createHarness();
     await h.app.listen({ port: 0, host: '127.0.0.1' });
     onTestFinished(() => h.app.close());
@@ -282,8 +285,8 @@ describe('D5: every answer of the server is in the error form', () => {
   });
 });
 
-describe('D8: late answers, echoed input and id limits', () => {
-  it('D8: a late client answer over the row limit is cut to fit, with a notice of what was left out, not refused', async () => {
+describe('late answers, echoed input and id limits', () => {
+  it('a late client answer over the row limit is cut to fit, with a notice of what was left out, not refused', async () => {
     const s = await openSession({ agent: { tools: [{ name: 'ask_user', client: true, deadlineMs: 1000 }] } });
     await s.call('POST', `/sessions/${s.sessionId}/tool-calls`, { callId: 'c1', name: 'ask_user' });
     s.clock.advance(1001);
@@ -308,7 +311,7 @@ describe('D8: late answers, echoed input and id limits', () => {
     expect(rowsOf(await inspect(s, s.sessionId))).toEqual(next.rows);
   });
 
-  it('D8: a body with 100,000 unknown keys gets a short error, message and details bounded', async () => {
+  it('a body with 100,000 unknown keys gets a short error, message and details bounded', async () => {
     const h = await createHarness();
     const body: Record<string, string> = {};
     for (let i = 0; i < 100_000; i++) body[`unknown_key_${i}`] = 'v';
@@ -326,7 +329,7 @@ describe('D8: late answers, echoed input and id limits', () => {
     expect(JSON.stringify(kind.body).length).toBeLessThan(16 * 1024);
   });
 
-  it('D8: toStepId, agentId and sessionId over the id limit are 400 validation_error naming the field', async () => {
+  it('toStepId, agentId and sessionId over the id limit are 400 validation_error naming the field', async () => {
     const s = await openSession();
     const long = 'x'.repeat(257);
     for (const [url, body, field] of [
