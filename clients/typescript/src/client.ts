@@ -1,3 +1,4 @@
+import type { ProviderFormat } from './provider-types.ts';
 import type {
   AddContextRequest,
   Agent,
@@ -12,7 +13,6 @@ import type {
   Message,
   MessageInput,
   NeutralStepAnswer,
-  ProviderFormat,
   ProviderStepAnswer,
   Recorded,
   RestartRequest,

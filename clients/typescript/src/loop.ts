@@ -1,14 +1,15 @@
 import type { CtxflowClient } from './client.ts';
+import type { ProviderAnswers, ProviderFormat, ProviderRequests } from './provider-types.ts';
 import type {
   MessageInput,
   ModelRequest,
   NeutralStepAnswer,
-  ProviderFormat,
-  ProviderRequests,
   ProviderStepAnswer,
   RequestToolCall,
   StepMode,
 } from './types.ts';
+
+export type { ProviderAnswers } from './provider-types.ts';
 
 /** What the model answered: its text and the calls it made (`arguments`: the JSON text it produced). */
 export interface ModelTurn {
@@ -19,50 +20,6 @@ export interface ModelTurn {
 /** A tool the loop runs: takes the parsed arguments, returns the result text. */
 export type ToolHandler = (args: Record<string, unknown>, call: RequestToolCall) => Promise<string> | string;
 
-/** What `openai.chat.completions.create` answers (the fields the loop reads). */
-export interface ChatCompletionLike {
-  readonly choices: ReadonlyArray<{
-    readonly message: {
-      readonly content: string | null;
-      readonly tool_calls?: ReadonlyArray<{
-        readonly id: string;
-        readonly function?: { readonly name: string; readonly arguments: string };
-      }>;
-    };
-  }>;
-}
-
-/** What `openai.responses.create` answers (the fields the loop reads). */
-export interface ResponseLike {
-  readonly output: ReadonlyArray<{
-    readonly type: string;
-    readonly call_id?: unknown;
-    readonly name?: unknown;
-    readonly arguments?: unknown;
-    readonly content?: unknown;
-  }>;
-}
-
-/** What `anthropic.messages.create` answers (the fields the loop reads). */
-export interface AnthropicMessageLike {
-  readonly content: ReadonlyArray<{
-    readonly type: string;
-    readonly text?: unknown;
-    readonly id?: unknown;
-    readonly name?: unknown;
-    readonly input?: unknown;
-  }>;
-}
-
-/** The answer each format's SDK call gives. */
-export interface ProviderAnswers {
-  'openai-chat': ChatCompletionLike;
-  'openai-responses': ResponseLike;
-  anthropic: AnthropicMessageLike;
-}
-
-const text = (value: unknown): string => (typeof value === 'string' ? value : '');
-
 /** The model's turn in a provider's answer. */
 export function turnOf<F extends ProviderFormat>(format: F, answer: ProviderAnswers[F]): ModelTurn;
 export function turnOf(format: ProviderFormat, answer: ProviderAnswers[ProviderFormat]): ModelTurn {
@@ -72,21 +29,21 @@ export function turnOf(format: ProviderFormat, answer: ProviderAnswers[ProviderF
     const message = answer.choices[0]?.message;
     content = message?.content ?? '';
     for (const c of message?.tool_calls ?? []) {
-      if (c.function) calls.push({ callId: c.id, name: c.function.name, arguments: c.function.arguments });
+      if (c.type === 'function') calls.push({ callId: c.id, name: c.function.name, arguments: c.function.arguments });
     }
   } else if (format === 'openai-responses' && 'output' in answer) {
     for (const item of answer.output) {
       if (item.type === 'function_call') {
-        calls.push({ callId: text(item.call_id), name: text(item.name), arguments: text(item.arguments) || '{}' });
-      } else if (item.type === 'message' && Array.isArray(item.content)) {
-        for (const part of item.content) if (part?.type === 'output_text') content += text(part.text);
+        calls.push({ callId: item.call_id, name: item.name, arguments: item.arguments || '{}' });
+      } else if (item.type === 'message') {
+        for (const part of item.content) if (part.type === 'output_text') content += part.text;
       }
     }
   } else if ('content' in answer) {
     for (const block of answer.content) {
-      if (block.type === 'text') content += text(block.text);
+      if (block.type === 'text') content += block.text;
       if (block.type === 'tool_use') {
-        calls.push({ callId: text(block.id), name: text(block.name), arguments: JSON.stringify(block.input ?? {}) });
+        calls.push({ callId: block.id, name: block.name, arguments: JSON.stringify(block.input ?? {}) });
       }
     }
   }

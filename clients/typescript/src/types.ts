@@ -1,4 +1,4 @@
-import type { AnthropicRequest, OpenAIChatRequest, OpenAIResponsesRequest } from './provider-types.ts';
+import type { ProviderFormat, ProviderRequests } from './provider-types.ts';
 
 /**
  * The bodies and answers of the ctxflow HTTP API (Contract v1 and v2). A test in the ctxflow
@@ -188,15 +188,7 @@ export interface Recorded {
 
 export type StepMode = 'first' | 'retry' | 'forced_completion';
 /** The step answer's request format: `neutral` (the default) or a provider's request body. */
-export type ProviderFormat = 'openai-chat' | 'openai-responses' | 'anthropic';
 export type StepFormat = 'neutral' | ProviderFormat;
-
-/** The request body of each provider format (without `model`, and `max_tokens`). */
-export interface ProviderRequests {
-  'openai-chat': OpenAIChatRequest;
-  'openai-responses': OpenAIResponsesRequest;
-  anthropic: AnthropicRequest;
-}
 
 export interface StepRequest {
   mode?: StepMode;

@@ -1,7 +1,7 @@
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const PACKAGE = resolve('clients/typescript');
@@ -9,10 +9,20 @@ const work = mkdtempSync(join(tmpdir(), 'ctxflow-client-pack-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe('@ctxflow/client as published', () => {
-  it('packs with no runtime dependency; a strict consumer type-checks and runs its dist (ESM, types)', () => {
+  it('packs with no runtime dependency; strict consumers type-check (with the SDKs: provider formats) and run its dist', () => {
     const manifest = JSON.parse(readFileSync(join(PACKAGE, 'package.json'), 'utf8'));
     expect(manifest.dependencies).toBeUndefined();
     expect(manifest.type).toBe('module');
+    // The SDKs and runtimes are peers for their types only, each optional.
+    expect(Object.keys(manifest.peerDependencies).sort()).toEqual([
+      '@anthropic-ai/sdk',
+      '@openai/agents',
+      'ai',
+      'openai',
+    ]);
+    for (const peer of Object.keys(manifest.peerDependencies)) {
+      expect(manifest.peerDependenciesMeta[peer]).toEqual({ optional: true });
+    }
 
     // `npm pack` runs the build (prepack) and packs what `files` names.
     const packed = execFileSync('npm', ['pack', '--silent', '--pack-destination', work], {
@@ -37,9 +47,25 @@ describe('@ctxflow/client as published', () => {
         "console.log(typeof next, new CtxflowApiError(404, 'not_found', 'no route', false).code);",
       ].join('\n'),
     );
+    // A provider format's request is the SDK's params: spread into its call, it type-checks as they are.
     writeFileSync(
-      join(work, 'tsconfig.json'),
-      JSON.stringify({
+      join(work, 'provider.ts'),
+      [
+        "import type Anthropic from '@anthropic-ai/sdk';",
+        "import type OpenAI from 'openai';",
+        "import type { CtxflowClient } from '@ctxflow/client';",
+        'export async function both(client: CtxflowClient, anthropic: Anthropic, openai: OpenAI) {',
+        "  const a = await client.step('s', { format: 'anthropic' });",
+        "  const m = await anthropic.messages.create({ model: 'm', max_tokens: 1, ...a.request });",
+        "  const c = await client.step('s', { format: 'openai-chat' });",
+        "  const r = await openai.chat.completions.create({ model: 'm', ...c.request });",
+        '  return [m.content, r.choices];',
+        '}',
+      ].join('\n'),
+    );
+    /** tsc's diagnostics for the files (empty when they type-check). */
+    const tsc = (files: string[], options: Record<string, unknown> = {}): string[] => {
+      const config = {
         compilerOptions: {
           strict: true,
           module: 'nodenext',
@@ -48,11 +74,30 @@ describe('@ctxflow/client as published', () => {
           lib: ['es2022', 'dom'],
           types: [],
           noEmit: true,
+          ...options,
         },
-        files: ['consumer.ts'],
-      }),
-    );
-    execFileSync(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', work], { encoding: 'utf8' });
+        files,
+      };
+      writeFileSync(join(work, 'tsconfig.json'), JSON.stringify(config));
+      const run = spawnSync(process.execPath, [resolve('node_modules/typescript/bin/tsc'), '-p', work], {
+        encoding: 'utf8',
+      });
+      return run.stdout.split('\n').filter((line) => line.includes('error TS'));
+    };
+    // Without the optional SDKs and with every library check, the dist's only errors are the SDK
+    // modules the provider formats' types come from; skipping library checks, the consumer type-checks.
+    expect(tsc(['consumer.ts']).map((line) => line.replace(/^.*error (TS\d+): ([^']*'[^']*').*$/, '$1 $2'))).toEqual([
+      "TS2307 Cannot find module '@anthropic-ai/sdk/resources/messages'",
+      "TS2307 Cannot find module 'openai/resources/chat/completions'",
+      "TS2307 Cannot find module 'openai/resources/responses/responses'",
+    ]);
+    expect(tsc(['consumer.ts'], { skipLibCheck: true })).toEqual([]);
+    // With the SDKs (the optional peers), a provider step's request spreads into their calls.
+    for (const sdk of ['openai', '@anthropic-ai/sdk']) {
+      mkdirSync(dirname(join(work, 'node_modules', sdk)), { recursive: true });
+      symlinkSync(resolve('node_modules', sdk), join(work, 'node_modules', sdk));
+    }
+    expect(tsc(['consumer.ts', 'provider.ts'], { skipLibCheck: true })).toEqual([]);
     // Node runs the consumer against the package's dist (no source condition).
     const out = execFileSync(process.execPath, [join(work, 'consumer.ts')], { cwd: work, encoding: 'utf8' });
     expect(out.trim()).toBe('function not_found');

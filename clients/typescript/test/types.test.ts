@@ -47,7 +47,8 @@ describe('@ctxflow/client types', () => {
     expectTypeOf<Client.CacheHints>().toEqualTypeOf<CacheHints>();
     expectTypeOf<StepResult>().toExtend<Client.NeutralStepAnswer>();
     expectTypeOf<Client.NeutralStepAnswer>().toExtend<StepResult>();
-    expectTypeOf<Client.ProviderRequests>().toEqualTypeOf<ProviderRequests>();
+    // The server's provider bodies are requests the official SDKs take.
+    expectTypeOf<ProviderRequests>().toExtend<Client.ProviderRequests>();
     expectTypeOf<Answer<'gateToolCall'>>().toEqualTypeOf<Client.ToolDecision>();
     expectTypeOf<Answer<'answerApproval'>>().toEqualTypeOf<Client.ToolDecision>();
     expectTypeOf<Answer<'answerClientCall'>>().toExtend<Client.ClientAnswer>();
