@@ -34,7 +34,7 @@ export interface HttpOptions {
 const JSON_HEADERS = { 'content-type': 'application/json' };
 const FEED_SECRET = 'bench-feed-secret';
 /** Signed deliveries precomputed per second of a run; a run that uses them all is flagged. */
-const SIGNED_PER_SECOND = 40_000;
+const SIGNED_PER_SECOND = 60_000;
 const NOTICE =
   'Ticket PROJ-4312 moved to In Progress by alice@example.com: "Checkout fails for carts over 50 items" (priority P2).';
 
