@@ -90,7 +90,9 @@ function inFormat(format: ProviderFormat | 'neutral' | undefined, answer: Neutra
 
 /**
  * The session-runner's HTTP contract and its tool-side routes (README.md "HTTP API").
- * Register inside a scope that sets `request.tenant`.
+ * Register inside a scope that sets `request.tenant`. Each route's block declares its whole
+ * contract (params, body, every answer), which is why this file is long: the declarations are
+ * the contract, and /openapi.json is generated from them.
  */
 export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDeps) {
   const { engine } = deps;
