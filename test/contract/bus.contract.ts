@@ -360,7 +360,10 @@ export function busContract(options: BusContractOptions): void {
         const newId = told.get(0)?.topicId;
         expect(newId).toEqual(expect.any(String));
         expect(newId).not.toBe(id);
-        expect(told.get(0)).toEqual({ topicId: newId, start: '0', end: '1' });
+        // The consumer may find the new log before or after 'after' lands in it: its end is 0 or 1.
+        const log = told.get(0);
+        expect(log && { topicId: log.topicId, start: log.start }).toEqual({ topicId: newId, start: '0' });
+        expect(['0', '1']).toContain(log?.end);
         expect(events.indexOf(`resume 0 ${newId}`)).toBeGreaterThan(events.indexOf('record before:2'));
         expect(events.indexOf(`resume 0 ${newId}`)).toBeLessThan(events.indexOf('record after'));
       });
