@@ -126,8 +126,60 @@ function jsonErrorAnswers(responses: Record<string, OpenAPIV3_1.ResponseObject>)
   }
 }
 
+const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * Every integer schema with a `format`, so generators pick the right width: `int32` when its
+ * bounds fit in 32 bits, else `int64`.
+ */
+function integerFormats(node: unknown): void {
+  if (Array.isArray(node)) {
+    for (const item of node) integerFormats(item);
+    return;
+  }
+  if (typeof node !== 'object' || node === null) return;
+  const schema = node as Record<string, unknown>;
+  const types = Array.isArray(schema.type) ? schema.type : [schema.type];
+  if (types.includes('integer') && schema.format === undefined) {
+    const low = Number(schema.minimum ?? schema.exclusiveMinimum ?? Number.NEGATIVE_INFINITY);
+    const high = Number(schema.maximum ?? schema.exclusiveMaximum ?? Number.POSITIVE_INFINITY);
+    schema.format = low >= -INT32_MAX - 1 && high <= INT32_MAX ? 'int32' : 'int64';
+  }
+  for (const value of Object.values(schema)) integerFormats(value);
+}
+
+const STRING_KEYWORDS = new Set(['type', 'minLength', 'maxLength', 'pattern', 'format']);
+const ARRAY_KEYWORDS = new Set(['type', 'items', 'minItems', 'maxItems']);
+
+/**
+ * A string-or-list value (`oneOf: [string, array]`, as the agent's context) documented as one
+ * schema of both types: the same values validate (each keyword applies to its own type), and
+ * generators that cannot build a union of a string and a list (Java's) read it as one value.
+ */
+function stringOrList(node: unknown): void {
+  if (Array.isArray(node)) {
+    for (const item of node) stringOrList(item);
+    return;
+  }
+  if (typeof node !== 'object' || node === null) return;
+  const schema = node as Record<string, unknown>;
+  const branches = schema.oneOf as Record<string, unknown>[] | undefined;
+  if (Array.isArray(branches) && branches.length === 2) {
+    const text = branches.find((b) => b.type === 'string' && Object.keys(b).every((k) => STRING_KEYWORDS.has(k)));
+    const list = branches.find((b) => b.type === 'array' && Object.keys(b).every((k) => ARRAY_KEYWORDS.has(k)));
+    if (text && list) {
+      delete schema.oneOf;
+      Object.assign(schema, text, list, { type: ['string', 'array'] });
+    }
+  }
+  for (const value of Object.values(schema)) stringOrList(value);
+}
+
 function transformObject(input: Parameters<typeof objectTransform>[0]) {
   const doc = usedComponents(objectTransform(input) as OpenAPIV3_1.Document);
+  integerFormats(doc.components?.schemas);
+  integerFormats(doc.paths);
+  stringOrList(doc.components?.schemas);
   for (const item of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(item ?? {}) as Record<string, unknown>[]) {
       if (typeof operation !== 'object' || operation === null) continue;

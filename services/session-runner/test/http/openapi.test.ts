@@ -160,6 +160,18 @@ describe('GET /openapi.json', () => {
     expect(schemas.MessagesAppended.required ?? []).toEqual([]);
     expect(schemas.Cursor).toEqual({ title: 'Cursor', description: expect.any(String) });
     expect(schemas.ListedMessage.properties.seq.format).toBe('int64');
+    // Every integer has a width: int32 when its bounds fit, else int64.
+    expect(schemas.CreateAgentRequest.properties.cacheTtlMs.format).toBe('int32');
+    expect(schemas.StepRequest.properties.since.format).toBe('int64');
+    const unsized: string[] = [];
+    const visit = (node: unknown, path: string): void => {
+      if (typeof node !== 'object' || node === null) return;
+      const schema = node as Record<string, unknown>;
+      if (schema.type === 'integer' && schema.format === undefined) unsized.push(path);
+      for (const [key, value] of Object.entries(schema)) visit(value, `${path}/${key}`);
+    };
+    visit(doc, '#');
+    expect(unsized).toEqual([]);
     // Any configured source, in requests and answers alike.
     expect(schemas.Subscription.properties.source.enum).toBeUndefined();
     expect(schemas.Subscription.properties.source.pattern).toBe(schemas.SubscriptionRequest.properties.source.pattern);
