@@ -18,6 +18,7 @@ import dev.ctxflow.jdk.model.ConflictErrorBody;
 import dev.ctxflow.jdk.model.ContextRecorded;
 import dev.ctxflow.jdk.model.ContextRow;
 import dev.ctxflow.jdk.model.CreateAgentRequest;
+import dev.ctxflow.jdk.model.CreateAgentRequestContext;
 import dev.ctxflow.jdk.model.CreateSessionRequest;
 import dev.ctxflow.jdk.model.GateToolCallRequest;
 import dev.ctxflow.jdk.model.ListedMessage;
@@ -100,7 +101,7 @@ public final class Walkthrough {
     SubscriptionsApi subscriptions = new SubscriptionsApi(client);
 
     String agentId = agents.createAgent(new CreateAgentRequest()
-        .context("You resolve support tickets.")
+        .context(new CreateAgentRequestContext("You resolve support tickets."))
         .tools(List.of(new ToolDeclaration().name("lookup_ticket").description("Looks a ticket up"))))
         .getAgentId();
     check(agentId.startsWith("agt_"), "agentId", agentId);

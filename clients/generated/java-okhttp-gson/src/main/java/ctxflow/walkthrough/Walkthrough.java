@@ -17,6 +17,7 @@ import dev.ctxflow.okhttp.model.ConflictErrorBody;
 import dev.ctxflow.okhttp.model.ContextRecorded;
 import dev.ctxflow.okhttp.model.ContextRow;
 import dev.ctxflow.okhttp.model.CreateAgentRequest;
+import dev.ctxflow.okhttp.model.CreateAgentRequestContext;
 import dev.ctxflow.okhttp.model.CreateSessionRequest;
 import dev.ctxflow.okhttp.model.GateToolCallRequest;
 import dev.ctxflow.okhttp.model.ListedMessage;
@@ -95,7 +96,7 @@ public final class Walkthrough {
     SubscriptionsApi subscriptions = new SubscriptionsApi(client);
 
     String agentId = agents.createAgent(new CreateAgentRequest()
-        .context("You resolve support tickets.")
+        .context(new CreateAgentRequestContext("You resolve support tickets."))
         .tools(List.of(new ToolDeclaration().name("lookup_ticket").description("Looks a ticket up"))))
         .getAgentId();
     check(agentId.startsWith("agt_"), "agentId", agentId);
