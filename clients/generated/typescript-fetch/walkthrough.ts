@@ -11,6 +11,7 @@ import {
   ConflictErrorBodyCodeEnum,
   ConflictErrorFromJSON,
   ContextApi,
+  type ContextItem,
   MessagesApi,
   type NotFoundError,
   NotFoundErrorBodyCodeEnum,
@@ -73,7 +74,7 @@ async function main(): Promise<string> {
   const askedSeq = asked.seq;
   check(askedSeq !== undefined && asked.seqs === undefined, 'one message: its seq', asked);
 
-  const items = [{ kind: 'notice', content: 'The customer is on the enterprise plan.' }];
+  const items: ContextItem[] = [{ kind: 'notice', content: 'The customer is on the enterprise plan.' }];
   const first = await context.addContext({ addContextRequest: { sessionId, key: 'plan-1', items } });
   const replay = await context.addContext({ addContextRequest: { sessionId, key: 'plan-1', items } });
   check(first.recorded === 1 && replay.recorded === 0, 'recorded 1, then 0 on the replay', [first, replay]);

@@ -1,4 +1,5 @@
 import {
+  contextItemSchema,
   idSchema,
   MAX_BATCH_BYTES,
   MAX_CACHE_TTL_MS,
@@ -86,11 +87,32 @@ export const patchSessionBody = named(
   'UpdateSessionRequest',
 );
 
-/** Items are validated by the domain (R9) so the messages name the item. */
+const { $schema: _, oneOf: itemKinds, ...itemDocument } = z.toJSONSchema(contextItemSchema, { io: 'input' });
+/** Each kind's item titled for generators that name it (`NoticeItem`, `ToolsItem`, ...). */
+const ITEM_TITLES: Record<string, string> = {
+  instruction: 'InstructionItem',
+  notice: 'NoticeItem',
+  memory: 'MemoryItem',
+  tools: 'ToolsItem',
+};
+
+/**
+ * Items are validated by the domain (R9) so the messages name the item; the document shows
+ * them as `contextItemSchema` gives them.
+ */
+const contextItem = z.unknown().meta({
+  ...itemDocument,
+  oneOf: (itemKinds as { properties: { kind: { const: string } } }[]).map((kind) => ({
+    ...kind,
+    title: ITEM_TITLES[kind.properties.kind.const],
+  })),
+  title: 'ContextItem',
+});
+
 export const postContextBody = named(
   z.strictObject({
     sessionId: idSchema,
-    items: z.array(z.unknown()).min(1).max(1000),
+    items: z.array(contextItem).min(1).max(1000),
     key: idSchema.optional(),
   }),
   'AddContextRequest',
@@ -100,7 +122,7 @@ export const callContextBody = named(
   z.strictObject({
     origin: z.enum(['tool', 'hook']).default('tool'),
     site: z.string().min(1).max(256).optional(),
-    items: z.array(z.unknown()).min(1).max(1000),
+    items: z.array(contextItem).min(1).max(1000),
   }),
   'AddCallContextRequest',
 );

@@ -15,6 +15,7 @@ import dev.ctxflow.jdk.model.AppendMessagesRequest;
 import dev.ctxflow.jdk.model.AppendMessagesRequestToolCallsInner;
 import dev.ctxflow.jdk.model.ConflictError;
 import dev.ctxflow.jdk.model.ConflictErrorBody;
+import dev.ctxflow.jdk.model.ContextItem;
 import dev.ctxflow.jdk.model.ContextRecorded;
 import dev.ctxflow.jdk.model.ContextRow;
 import dev.ctxflow.jdk.model.CreateAgentRequest;
@@ -27,6 +28,7 @@ import dev.ctxflow.jdk.model.MessagesAppended;
 import dev.ctxflow.jdk.model.NeutralStepAnswer;
 import dev.ctxflow.jdk.model.NotFoundError;
 import dev.ctxflow.jdk.model.NotFoundErrorBody;
+import dev.ctxflow.jdk.model.NoticeItem;
 import dev.ctxflow.jdk.model.OpenAIChatRequest;
 import dev.ctxflow.jdk.model.OpenAIChatStepAnswer;
 import dev.ctxflow.jdk.model.OpenAIChatToolRef;
@@ -37,11 +39,11 @@ import dev.ctxflow.jdk.model.StepRequest;
 import dev.ctxflow.jdk.model.SubscriptionCreated;
 import dev.ctxflow.jdk.model.SubscriptionRequest;
 import dev.ctxflow.jdk.model.ToolDecision;
+import dev.ctxflow.jdk.model.ToolsItem;
 import dev.ctxflow.jdk.model.ToolDeclaration;
 import java.net.URI;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -71,6 +73,11 @@ public final class Walkthrough {
       return e.getResponseBody();
     }
     throw new IllegalStateException("expected status " + status + ", the call succeeded");
+  }
+
+  /** A notice item, typed as the document's NoticeItem. */
+  static ContextItem notice(String content) {
+    return new ContextItem(new NoticeItem().kind(NoticeItem.KindEnum.NOTICE).content(content));
   }
 
   public static void main(String[] args) {
@@ -114,13 +121,13 @@ public final class Walkthrough {
     Long askedSeq = asked.getSeq();
     check(askedSeq != null && asked.getSeqs() == null, "one message: its seq", asked);
 
-    List<Object> items = List.of(Map.of("kind", "notice", "content", "The customer is on the enterprise plan."));
+    List<ContextItem> items = List.of(notice("The customer is on the enterprise plan."));
     AddContextRequest plan = new AddContextRequest().sessionId(sessionId).key("plan-1").items(items);
     ContextRecorded first = context.addContext(plan);
     ContextRecorded replay = context.addContext(plan);
     check(first.getRecorded() == 1 && replay.getRecorded() == 0, "recorded 1, then 0 on the replay", first + " " + replay);
     String body = refusal(() -> context.addContext(new AddContextRequest().sessionId(sessionId).key("plan-1")
-        .items(List.of(Map.of("kind", "notice", "content", "Another plan."))) ), 409);
+        .items(List.of(notice("Another plan."))) ), 409);
     ConflictErrorBody conflict = json.readValue(body, ConflictError.class).getError();
     check(conflict.getCode() == ConflictErrorBody.CodeEnum.STATE_CONTEXT_KEY_CONFLICT, "409 code", conflict);
     check(Boolean.FALSE.equals(conflict.getRetryable()), "409 retryable", conflict);
@@ -170,7 +177,8 @@ public final class Walkthrough {
     System.out.println("turn seqs " + seqs.size());
 
     ContextRecorded off = context.addContext(new AddContextRequest().sessionId(sessionId)
-        .items(List.of(Map.of("kind", "tools", "disable", List.of("lookup_ticket")))));
+        .items(List.of(new ContextItem(
+            new ToolsItem().kind(ToolsItem.KindEnum.TOOLS).disable(List.of("lookup_ticket"))))));
     check(off.getRecorded() == 1, "tools item recorded", off);
     NeutralStepAnswer switched = steps.runStep(sessionId, new StepRequest()).getNeutralStepAnswer();
     check(switched.getRequest().getActiveTools().equals(List.of("__finish__")), "activeTools after the switch",

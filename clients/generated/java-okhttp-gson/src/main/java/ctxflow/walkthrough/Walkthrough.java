@@ -14,6 +14,7 @@ import dev.ctxflow.okhttp.model.AppendMessagesRequest;
 import dev.ctxflow.okhttp.model.AppendMessagesRequestToolCallsInner;
 import dev.ctxflow.okhttp.model.ConflictError;
 import dev.ctxflow.okhttp.model.ConflictErrorBody;
+import dev.ctxflow.okhttp.model.ContextItem;
 import dev.ctxflow.okhttp.model.ContextRecorded;
 import dev.ctxflow.okhttp.model.ContextRow;
 import dev.ctxflow.okhttp.model.CreateAgentRequest;
@@ -26,6 +27,7 @@ import dev.ctxflow.okhttp.model.MessagesAppended;
 import dev.ctxflow.okhttp.model.NeutralStepAnswer;
 import dev.ctxflow.okhttp.model.NotFoundError;
 import dev.ctxflow.okhttp.model.NotFoundErrorBody;
+import dev.ctxflow.okhttp.model.NoticeItem;
 import dev.ctxflow.okhttp.model.OpenAIChatRequest;
 import dev.ctxflow.okhttp.model.OpenAIChatStepAnswer;
 import dev.ctxflow.okhttp.model.OpenAIChatToolRef;
@@ -36,10 +38,10 @@ import dev.ctxflow.okhttp.model.StepRequest;
 import dev.ctxflow.okhttp.model.SubscriptionCreated;
 import dev.ctxflow.okhttp.model.SubscriptionRequest;
 import dev.ctxflow.okhttp.model.ToolDecision;
+import dev.ctxflow.okhttp.model.ToolsItem;
 import dev.ctxflow.okhttp.model.ToolDeclaration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Map;
 import java.util.Objects;
 
 /**
@@ -69,6 +71,11 @@ public final class Walkthrough {
       return e.getResponseBody();
     }
     throw new IllegalStateException("expected status " + status + ", the call succeeded");
+  }
+
+  /** A notice item, typed as the document's NoticeItem. */
+  static ContextItem notice(String content) {
+    return new ContextItem(new NoticeItem().kind(NoticeItem.KindEnum.NOTICE).content(content));
   }
 
   public static void main(String[] args) {
@@ -109,13 +116,13 @@ public final class Walkthrough {
     Long askedSeq = asked.getSeq();
     check(askedSeq != null && asked.getSeqs() == null, "one message: its seq", asked);
 
-    List<Object> items = List.of(Map.of("kind", "notice", "content", "The customer is on the enterprise plan."));
+    List<ContextItem> items = List.of(notice("The customer is on the enterprise plan."));
     AddContextRequest plan = new AddContextRequest().sessionId(sessionId).key("plan-1").items(items);
     ContextRecorded first = context.addContext(plan);
     ContextRecorded replay = context.addContext(plan);
     check(first.getRecorded() == 1 && replay.getRecorded() == 0, "recorded 1, then 0 on the replay", first + " " + replay);
     String body = refusal(() -> context.addContext(new AddContextRequest().sessionId(sessionId).key("plan-1")
-        .items(List.of(Map.of("kind", "notice", "content", "Another plan."))) ), 409);
+        .items(List.of(notice("Another plan."))) ), 409);
     ConflictErrorBody conflict = ConflictError.fromJson(body).getError();
     check(conflict.getCode() == ConflictErrorBody.CodeEnum.STATE_CONTEXT_KEY_CONFLICT, "409 code", conflict);
     check(Boolean.FALSE.equals(conflict.getRetryable()), "409 retryable", conflict);
@@ -165,7 +172,8 @@ public final class Walkthrough {
     System.out.println("turn seqs " + seqs.size());
 
     ContextRecorded off = context.addContext(new AddContextRequest().sessionId(sessionId)
-        .items(List.of(Map.of("kind", "tools", "disable", List.of("lookup_ticket")))));
+        .items(List.of(new ContextItem(
+            new ToolsItem().kind(ToolsItem.KindEnum.TOOLS).disable(List.of("lookup_ticket"))))));
     check(off.getRecorded() == 1, "tools item recorded", off);
     NeutralStepAnswer switched = steps.runStep(sessionId, new StepRequest()).getNeutralStepAnswer();
     check(switched.getRequest().getActiveTools().equals(List.of("__finish__")), "activeTools after the switch",
