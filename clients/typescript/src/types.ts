@@ -1,33 +1,30 @@
+import type { components } from './generated/openapi.ts';
 import type { ProviderFormat, ProviderRequests } from './provider-types.ts';
 
 /**
- * The bodies and answers of the ctxflow HTTP API (Contract v1 and v2). A test in the ctxflow
- * repository checks them against the server's zod schemas and the engine's answer types.
+ * The bodies and answers of the ctxflow HTTP API (Contract v1 and v2) under the client's names:
+ * each one the type openapi-typescript generated from the server's `/openapi.json`
+ * (generated/openapi.ts). Only the provider request bodies come from the providers' SDKs.
  */
+type Schemas = components['schemas'];
 
 // ---------------------------------------------------------------- errors
 
-/** Every public error code (shared/contracts/src/errors.ts). */
-export type ErrorCode =
-  | 'validation_error'
-  | 'unauthorized'
-  | 'state_session_not_found'
-  | 'state_agent_not_found'
-  | 'state_step_not_found'
-  | 'state_call_not_found'
-  | 'feed_disabled'
-  | 'not_found'
-  | 'request_timeout'
-  | 'state_context_key_conflict'
-  | 'state_agent_in_use'
-  | 'state_conflict'
-  | 'state_calls_pending'
-  | 'payload_too_large'
-  | 'unsupported_media_type'
-  | 'header_too_large'
-  | 'bus_unavailable'
-  | 'store_unavailable'
-  | 'internal_error';
+/** The error bodies of every status a route can answer. */
+type ErrorBodies =
+  | Schemas['BadRequestErrorBody']
+  | Schemas['UnauthorizedErrorBody']
+  | Schemas['NotFoundErrorBody']
+  | Schemas['RequestTimeoutErrorBody']
+  | Schemas['ConflictErrorBody']
+  | Schemas['PayloadTooLargeErrorBody']
+  | Schemas['UnsupportedMediaTypeErrorBody']
+  | Schemas['HeaderTooLargeErrorBody']
+  | Schemas['InternalErrorBody']
+  | Schemas['UnavailableErrorBody'];
+
+/** Every public error code. */
+export type ErrorCode = ErrorBodies['code'];
 
 /** The error form of every refusal. */
 export interface ErrorBody {
@@ -39,318 +36,97 @@ export interface ErrorBody {
 /** A hook cursor: any JSON value. */
 export type Cursor = string | number | boolean | null | Cursor[] | { [key: string]: Cursor };
 
-export type ContextKind = 'instruction' | 'notice' | 'tools' | 'memory';
-export type RowSource = 'app' | 'hook' | 'tool' | 'memory' | 'late-answer';
+export type ContextKind = Schemas['ContextRow']['kind'];
+export type RowSource = Schemas['ContextRow']['source'];
 
 /** A context block (N1): verbatim text with an optional opaque id. */
-export interface ContextBlock {
-  id?: string;
-  content: string;
-}
+export type ContextBlock = Schemas['ContextBlockInput'];
 /** Context input: a string (one unkeyed block) or a list of blocks. */
-export type ContextInput = string | ContextBlock[];
+export type ContextInput = NonNullable<Schemas['CreateSessionRequest']['context']>;
 
 /** An item as a caller adds it (`POST /context`, a tool's addContext). */
-export type ContextItem =
-  | { kind: 'instruction' | 'notice' | 'memory'; content: string; source?: RowSource }
-  | { kind: 'tools'; disable?: string[]; enable?: string[]; source?: RowSource };
+export type ContextItem = Schemas['AddContextRequest']['items'][number];
 
 /** A committed context row. */
-export interface ContextRow {
-  id: string;
-  role: 'context';
-  kind: ContextKind;
-  source: RowSource;
-  content?: string;
-  disable?: string[];
-  enable?: string[];
-  cursor?: Cursor;
-}
+export type ContextRow = Omit<Schemas['ContextRow'], 'cursor'> & { cursor?: Cursor };
 
 // ---------------------------------------------------------------- agents
 
 /** A tool as the agent declares it; `name` matches `^[A-Za-z0-9_-]{1,64}$`. */
-export interface ToolDeclaration {
-  name: string;
-  description?: string;
-  /** A JSON Schema object for the call's arguments. */
-  parameters?: Record<string, unknown>;
-  strict?: boolean;
-  /** The runtime's client executes it. */
-  client?: boolean;
-  deadlineMs?: number;
-  needsApproval?: boolean;
-}
-
-export interface CreateAgentRequest {
-  context?: ContextInput;
-  model?: string;
-  tools?: ToolDeclaration[];
-  stepContext?: { url?: string; maxBytes?: number; timeoutMs?: number };
-  memory?: { autoInject: boolean };
-  cacheTtlMs?: number;
-}
-
-export interface UpdateAgentRequest {
-  context?: ContextInput;
-  model?: string;
-}
-
-export interface Agent {
-  agentId: string;
-  context: ContextBlock[];
-  model: string | null;
-  tools: ToolDeclaration[];
-  stepContext: { url?: string; maxBytes: number; timeoutMs: number };
-  memory: { autoInject: boolean };
-  cacheTtlMs: number;
-  version: number;
-}
-
-export interface UpdateAgentAnswer {
-  agentId: string;
-  version: number;
-  appliesFrom: 'next_run';
-}
+export type ToolDeclaration = Schemas['ToolDeclaration'];
+export type CreateAgentRequest = Schemas['CreateAgentRequest'];
+export type UpdateAgentRequest = Schemas['UpdateAgentRequest'];
+export type Agent = Schemas['Agent'];
+export type UpdateAgentAnswer = Schemas['AgentUpdated'];
 
 // ---------------------------------------------------------------- sessions
 
-export interface CreateSessionRequest {
-  agentId?: string;
-  context?: ContextInput;
-}
-
-export interface UpdateSessionRequest {
-  context?: ContextInput;
-  forceRefresh?: boolean;
-}
-
-export interface UpdateSessionAnswer {
-  staged: boolean;
-  forceRefresh: boolean;
-}
-
-export interface SessionSummary {
-  sessionId: string;
-  agentId: string | null;
-  createdAt: string;
-  steps: number;
-  branchOf: { sessionId: string; atStepId?: string } | null;
-}
+export type CreateSessionRequest = Schemas['CreateSessionRequest'];
+export type UpdateSessionRequest = Schemas['UpdateSessionRequest'];
+export type UpdateSessionAnswer = Schemas['SessionUpdated'];
+export type SessionSummary = Schemas['SessionSummary'];
 
 /** Why ctxflow recorded a call's result itself. */
-export type ToolOutcome = 'tool_inactive' | 'tool_unavailable' | 'approval_denied' | 'deadline_missed' | 'finished';
+export type ToolOutcome = NonNullable<Schemas['ListedMessage']['outcome']>;
 
 /** A recorded message, as a user may see it. */
-export interface Message {
-  seq: number;
-  role: 'user' | 'assistant' | 'tool';
-  content: string;
-  at: string;
-  callId?: string;
-  name?: string;
-  outcome?: ToolOutcome;
-  toolCalls?: { callId: string; name: string; arguments?: string }[];
-}
+export type Message = Schemas['ListedMessage'];
 
-export interface SessionSnapshot {
-  sessionId: string;
-  agentId: string | null;
-  createdAt: string;
-  branchOf: { sessionId: string; atStepId?: string } | null;
-  messages: Message[];
-  steps: number;
-  queued: number;
-  cursor: Cursor | null;
-  activeTools: string[];
-}
+export type SessionSnapshot = Omit<Schemas['SessionSnapshot'], 'cursor'> & { cursor: Cursor | null };
 
 // ---------------------------------------------------------------- context
 
-export interface AddContextRequest {
-  sessionId: string;
-  items: ContextItem[];
-  /** Idempotency key: the same key and items record nothing again (R13). */
-  key?: string;
-}
-
-export interface CallContextRequest {
-  origin?: 'tool' | 'hook';
-  site?: string;
-  items: ContextItem[];
-}
-
-export interface Recorded {
-  recorded: number;
-}
+export type AddContextRequest = Schemas['AddContextRequest'];
+export type CallContextRequest = Schemas['AddCallContextRequest'];
+export type Recorded = Schemas['ContextRecorded'];
 
 // ---------------------------------------------------------------- steps
 
-export type StepMode = 'first' | 'retry' | 'forced_completion';
+export type StepMode = NonNullable<Schemas['StepRequest']['mode']>;
 /** The step answer's request format: `neutral` (the default) or a provider's request body. */
-export type StepFormat = 'neutral' | ProviderFormat;
+export type StepFormat = NonNullable<Schemas['StepRequest']['format']>;
 
-export interface StepRequest {
-  mode?: StepMode;
-  /** Makes a repeated request a no-op that answers the same step. */
-  requestId?: string;
-  /** The message count the runtime already holds: the answer carries only what comes after it (neutral format). */
-  since?: number;
-  format?: StepFormat;
-}
+export type StepRequest = Schemas['StepRequest'];
+export type RestartRequest = Schemas['RestartRunRequest'];
 
-export interface RestartRequest {
-  requestId?: string;
-  since?: number;
-  format?: StepFormat;
-}
-
-export interface RequestTool {
-  name: string;
-  description?: string;
-  parameters?: Record<string, unknown>;
-  strict?: boolean;
-}
-export interface RequestToolCall {
-  callId: string;
-  name: string;
-  /** The JSON text the model produced. */
-  arguments: string;
-}
-export interface RowRef {
-  id: string;
-  kind: ContextKind;
-  source: RowSource;
-}
-export type RequestMessage =
-  | { role: 'system'; content: string }
-  | { role: 'system' | 'user'; content: string; row: RowRef }
-  | { role: 'user'; content: string }
-  | { role: 'assistant'; content: string; toolCalls?: RequestToolCall[] }
-  | { role: 'tool'; content: string; callId: string; name: string }
-  /** A result without its call in the assistant turn before it (send it as a user turn). */
-  | { role: 'tool'; content: string; callId?: string; name?: string };
-export type ToolChoice = 'auto' | { type: 'tool'; name: string };
+export type RequestTool = Schemas['RequestTool'];
+export type RequestToolCall = Schemas['ToolCall'];
+export type RowRef = Schemas['RowRef'];
+export type RequestMessage = Schemas['NeutralMessage'];
+export type ToolChoice = Schemas['ToolChoice'];
 
 /** The neutral model request of Contract v2. */
-export interface ModelRequest {
-  messages: RequestMessage[];
-  tools: RequestTool[];
-  activeTools: string[];
-  system: string;
-  model: string | null;
-  toolChoice: ToolChoice;
-  /**
-   * Present when the step was asked with `since` (a delta answer): `messages` holds the messages from
-   * index `since` on. `0` when the delta could not be given: `messages` is the whole list, to replace
-   * what the runtime holds.
-   */
-  since?: number;
-}
+export type ModelRequest = Schemas['NeutralRequest'];
 
-export type RebuildReason = 'new_thread' | 'agent_context' | 'model_change' | 'force_refresh' | 'cache_cold' | 'branch';
+export type RebuildReason = NonNullable<Schemas['CacheInfo']['reason']>;
+export type CacheHints = Schemas['CacheInfo'];
+export type SkippedHook = Schemas['Skip'];
 
-export interface CacheHints {
-  rebuilt: boolean;
-  reason: RebuildReason | null;
-  /** A provider cache key, stable for the session. */
-  key: string;
-  /** Index in `request.messages` of the last message of the system prefix; -1 when none. */
-  prefixEnd: number;
-  /** How many messages the previous request of the session had. */
-  previousEnd: number;
-}
-
-export interface SkippedHook {
-  reason: 'hook_error' | 'hook_timeout' | 'hook_invalid' | 'memory_too_large';
-  message: string;
-}
-
-interface StepAnswerBase {
-  stepId: string;
-  mode: StepMode;
-  rows: ContextRow[];
-  cursor: Cursor | null;
-  skipped: SkippedHook[];
-}
 /** The step answer (neutral format, the default). */
-export interface NeutralStepAnswer extends StepAnswerBase {
-  request: ModelRequest;
-  cache: CacheHints;
-}
+export type NeutralStepAnswer = Omit<Schemas['NeutralStepAnswer'], 'cursor'> & { cursor: Cursor | null };
 /** A step in a provider format: spread `request` into that SDK's call with `model` (and `max_tokens`). */
-export interface ProviderStepAnswer<F extends ProviderFormat> extends StepAnswerBase {
+export type ProviderStepAnswer<F extends ProviderFormat> = Omit<NeutralStepAnswer, 'format' | 'request'> & {
+  format: F;
   request: ProviderRequests[F];
-  cache: CacheHints;
-}
+};
 
 // ---------------------------------------------------------------- messages and tool calls
 
-export interface ToolCallInput {
-  callId: string;
-  name: string;
-  /** The JSON text of an object, as the model produced it. */
-  arguments?: string;
-}
-
-export interface MessageInput {
-  role: 'user' | 'assistant' | 'tool';
-  content: string;
-  /** A tool message: the call it answers. */
-  callId?: string;
-  /** An assistant message: the calls the model made. */
-  toolCalls?: ToolCallInput[];
-}
-
-export interface GateRequest {
-  callId: string;
-  name: string;
-}
-
-export type ToolDecision =
-  | { execute: true; client?: true; deadlineAt?: string }
-  | { execute: false; reason: 'tool_inactive' | 'tool_unavailable' | 'approval_required' | 'approval_denied' };
-
-export interface ClientAnswer {
-  late: boolean;
-  recorded: number;
-}
+export type ToolCallInput = NonNullable<Schemas['MessageInput']['toolCalls']>[number];
+export type MessageInput = Schemas['MessageInput'];
+export type GateRequest = Schemas['GateToolCallRequest'];
+export type ToolDecision = Schemas['ToolDecision'];
+export type ClientAnswer = Schemas['ClientAnswerRecorded'];
 
 // ---------------------------------------------------------------- rewinds, branches, subscriptions
 
-export type RewindRequest =
-  | { toStepId: string; beforeStepId?: undefined }
-  | { beforeStepId: string; toStepId?: undefined };
-
-export interface RewindAnswer {
-  logLength: number;
-  requeued: number;
-  queued: number;
-  cursor: Cursor | null;
-  activeTools: string[];
-}
-
-export interface BranchRequest {
-  atStepId?: string;
-}
+export type RewindRequest = Schemas['RewindRequest'];
+export type RewindAnswer = Omit<Schemas['RewindResult'], 'cursor'> & { cursor: Cursor | null };
+export type BranchRequest = Schemas['BranchRequest'];
 
 /** A feed's name: a built-in one (`github`, `jira`, `zendesk`, `generic`, `cloudevents`) or a configured source. */
-export type FeedSource = string;
+export type FeedSource = Schemas['Subscription']['source'];
 
-export interface Subscription {
-  source: FeedSource;
-  /** A ticket key, or `*` with a `scope` (a whole repository, project or account). */
-  ticket: string;
-  scope?: string;
-}
-
-export interface SubscriptionAnswer {
-  sessionId: string;
-  subscription: Subscription;
-  created: boolean;
-}
-export interface UnsubscribeAnswer {
-  sessionId: string;
-  subscription: Subscription;
-  removed: boolean;
-}
+export type Subscription = Schemas['Subscription'];
+export type SubscriptionAnswer = Schemas['SubscriptionCreated'];
+export type UnsubscribeAnswer = Schemas['SubscriptionRemoved'];

@@ -43,14 +43,15 @@ describe('@ctxflow/client types', () => {
   it('answers are what the engine returns', () => {
     expectTypeOf<Client.ErrorCode>().toEqualTypeOf<ErrorCode>();
     expectTypeOf<keyof typeof errorCodes>().toEqualTypeOf<Client.ErrorCode>();
-    expectTypeOf<Client.ModelRequest>().toEqualTypeOf<ModelRequest>();
+    // The client reads what the document says; the engine's types may be narrower, never wider.
+    expectTypeOf<ModelRequest>().toExtend<Client.ModelRequest>();
     expectTypeOf<Client.CacheHints>().toEqualTypeOf<CacheHints>();
-    expectTypeOf<StepResult>().toExtend<Client.NeutralStepAnswer>();
-    expectTypeOf<Client.NeutralStepAnswer>().toExtend<StepResult>();
+    // The HTTP answer adds `format` to the engine's step result.
+    expectTypeOf<StepResult & { format: 'neutral' }>().toExtend<Client.NeutralStepAnswer>();
     // The server's provider bodies are requests the official SDKs take.
     expectTypeOf<ProviderRequests>().toExtend<Client.ProviderRequests>();
-    expectTypeOf<Answer<'gateToolCall'>>().toEqualTypeOf<Client.ToolDecision>();
-    expectTypeOf<Answer<'answerApproval'>>().toEqualTypeOf<Client.ToolDecision>();
+    expectTypeOf<Answer<'gateToolCall'>>().toExtend<Client.ToolDecision>();
+    expectTypeOf<Answer<'answerApproval'>>().toExtend<Client.ToolDecision>();
     expectTypeOf<Answer<'answerClientCall'>>().toExtend<Client.ClientAnswer>();
     expectTypeOf<Answer<'rewind'>>().toExtend<Client.RewindAnswer>();
     expectTypeOf<Answer<'updateSession'>>().toExtend<Client.UpdateSessionAnswer>();
