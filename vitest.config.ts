@@ -16,7 +16,9 @@ export default defineConfig({
     execArgv: ['--expose-gc'],
     // Kafka, Redis and a Redis Cluster for integration tests: from the environment, containers,
     // or scripts/infra.ts; provisioned only when a selected file needs them (see the file).
-    globalSetup: ['test/setup/services.ts'],
+    // Debian's chromium and openssl when a selected suite needs them and the machine lacks them
+    // (test/setup/system-packages.ts).
+    globalSetup: ['test/setup/system-packages.ts', 'test/setup/services.ts'],
     projects: [
       {
         extends: true,
