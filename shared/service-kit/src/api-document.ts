@@ -126,26 +126,29 @@ function jsonErrorAnswers(responses: Record<string, OpenAPIV3_1.ResponseObject>)
   }
 }
 
-const INT32_MAX = 2 ** 31 - 1;
-
-/**
- * Every integer schema with a `format`, so generators pick the right width: `int32` when its
- * bounds fit in 32 bits, else `int64`.
- */
-function integerFormats(node: unknown): void {
+/** Calls `visit` on every object in a document's tree, parents before their children. */
+function eachObject(node: unknown, visit: (object: Record<string, unknown>) => void): void {
   if (Array.isArray(node)) {
-    for (const item of node) integerFormats(item);
+    for (const item of node) eachObject(item, visit);
     return;
   }
   if (typeof node !== 'object' || node === null) return;
-  const schema = node as Record<string, unknown>;
+  visit(node as Record<string, unknown>);
+  for (const value of Object.values(node)) eachObject(value, visit);
+}
+
+const INT32_MAX = 2 ** 31 - 1;
+
+/**
+ * Gives an integer schema a `format`, so generators pick the right width: `int32` when its
+ * bounds fit in 32 bits, else `int64`.
+ */
+function sizeInteger(schema: Record<string, unknown>): void {
   const types = Array.isArray(schema.type) ? schema.type : [schema.type];
-  if (types.includes('integer') && schema.format === undefined) {
-    const low = Number(schema.minimum ?? schema.exclusiveMinimum ?? Number.NEGATIVE_INFINITY);
-    const high = Number(schema.maximum ?? schema.exclusiveMaximum ?? Number.POSITIVE_INFINITY);
-    schema.format = low >= -INT32_MAX - 1 && high <= INT32_MAX ? 'int32' : 'int64';
-  }
-  for (const value of Object.values(schema)) integerFormats(value);
+  if (!types.includes('integer') || schema.format !== undefined) return;
+  const low = Number(schema.minimum ?? schema.exclusiveMinimum ?? Number.NEGATIVE_INFINITY);
+  const high = Number(schema.maximum ?? schema.exclusiveMaximum ?? Number.POSITIVE_INFINITY);
+  schema.format = low >= -INT32_MAX - 1 && high <= INT32_MAX ? 'int32' : 'int64';
 }
 
 const STRING_KEYWORDS = new Set(['type', 'minLength', 'maxLength', 'pattern', 'format']);
@@ -156,30 +159,20 @@ const ARRAY_KEYWORDS = new Set(['type', 'items', 'minItems', 'maxItems']);
  * schema of both types: the same values validate (each keyword applies to its own type), and
  * generators that cannot build a union of a string and a list (Java's) read it as one value.
  */
-function stringOrList(node: unknown): void {
-  if (Array.isArray(node)) {
-    for (const item of node) stringOrList(item);
-    return;
-  }
-  if (typeof node !== 'object' || node === null) return;
-  const schema = node as Record<string, unknown>;
+function mergeStringOrList(schema: Record<string, unknown>): void {
   const branches = schema.oneOf as Record<string, unknown>[] | undefined;
-  if (Array.isArray(branches) && branches.length === 2) {
-    const text = branches.find((b) => b.type === 'string' && Object.keys(b).every((k) => STRING_KEYWORDS.has(k)));
-    const list = branches.find((b) => b.type === 'array' && Object.keys(b).every((k) => ARRAY_KEYWORDS.has(k)));
-    if (text && list) {
-      delete schema.oneOf;
-      Object.assign(schema, text, list, { type: ['string', 'array'] });
-    }
-  }
-  for (const value of Object.values(schema)) stringOrList(value);
+  if (!Array.isArray(branches) || branches.length !== 2) return;
+  const text = branches.find((b) => b.type === 'string' && Object.keys(b).every((k) => STRING_KEYWORDS.has(k)));
+  const list = branches.find((b) => b.type === 'array' && Object.keys(b).every((k) => ARRAY_KEYWORDS.has(k)));
+  if (!text || !list) return;
+  delete schema.oneOf;
+  Object.assign(schema, text, list, { type: ['string', 'array'] });
 }
 
 function transformObject(input: Parameters<typeof objectTransform>[0]) {
   const doc = usedComponents(objectTransform(input) as OpenAPIV3_1.Document);
-  integerFormats(doc.components?.schemas);
-  integerFormats(doc.paths);
-  stringOrList(doc.components?.schemas);
+  eachObject(doc.components?.schemas, mergeStringOrList);
+  eachObject([doc.components?.schemas, doc.paths], sizeInteger);
   for (const item of Object.values(doc.paths ?? {})) {
     for (const operation of Object.values(item ?? {}) as Record<string, unknown>[]) {
       if (typeof operation !== 'object' || operation === null) continue;
