@@ -253,109 +253,55 @@ export function tcpConnects(port: number, host = HOST, timeoutMs = 1_000): Promi
 }
 
 /**
- * Sends one request over a fresh TCP connection and resolves with the bytes received
- * once `complete(bytes)` says the reply is whole; rejects on error, close or timeout.
- */
-function exchange(
-  port: number,
-  request: Buffer,
-  complete: (received: Buffer) => boolean,
-  host = HOST,
-  timeoutMs = 2_000,
-): Promise<Buffer> {
-  return new Promise((done, fail) => {
-    const socket = createConnection({ host, port });
-    let received = Buffer.alloc(0);
-    const timer = setTimeout(() => {
-      socket.destroy();
-      fail(new Error(`no complete reply from ${host}:${port} within ${timeoutMs} ms`));
-    }, timeoutMs);
-    const finish = (err?: Error) => {
-      clearTimeout(timer);
-      socket.destroy();
-      if (err) fail(err);
-      else done(received);
-    };
-    socket.once('connect', () => socket.write(request));
-    socket.on('data', (chunk: Buffer) => {
-      received = Buffer.concat([received, chunk]);
-      if (complete(received)) finish();
-    });
-    socket.once('error', (err) => finish(err));
-    socket.once('close', () => finish(new Error(`${host}:${port} closed the connection`)));
-  });
-}
-
-/**
- * Kafka ApiVersions v0 round trip. Request (after an int32 size prefix):
- *   request_api_key int16 = 18, request_api_version int16 = 0, correlation_id int32, client_id nullable string
- * Response (after an int32 size prefix): correlation_id int32, error_code int16, api_keys [...]
- * Resolves true when the correlation id comes back with error_code 0.
+ * Whether a Kafka broker answers a metadata request, asked through kafkajs (one try, short
+ * timeouts, its logs silenced: a broker still starting is an expected answer here).
  */
 export async function kafkaAnswers(port = KAFKA_PORT, host = HOST): Promise<boolean> {
-  const clientId = Buffer.from('ctxflow-infra');
-  const correlationId = 0x0c7f;
-  const body = Buffer.alloc(10 + clientId.length);
-  body.writeInt16BE(18, 0);
-  body.writeInt16BE(0, 2);
-  body.writeInt32BE(correlationId, 4);
-  body.writeInt16BE(clientId.length, 8);
-  clientId.copy(body, 10);
-  const size = Buffer.alloc(4);
-  size.writeInt32BE(body.length, 0);
+  const { Kafka, logLevel } = (await import('kafkajs')).default;
+  const admin = new Kafka({
+    clientId: 'ctxflow-infra',
+    brokers: [`${host}:${port}`],
+    connectionTimeout: 1_000,
+    requestTimeout: 2_000,
+    retry: { retries: 0 },
+    logLevel: logLevel.NOTHING,
+  }).admin();
   try {
-    const reply = await exchange(
-      port,
-      Buffer.concat([size, body]),
-      (bytes) => bytes.length >= 4 && bytes.length >= 4 + bytes.readInt32BE(0),
-      host,
-    );
-    return reply.length >= 10 && reply.readInt32BE(4) === correlationId && reply.readInt16BE(8) === 0;
+    await admin.connect();
+    return (await admin.describeCluster()).brokers.length > 0;
   } catch {
     return false;
+  } finally {
+    await admin.disconnect().catch(() => {});
   }
 }
 
-/** Encodes a command as a RESP array of bulk strings. */
-function respCommand(args: readonly string[]): Buffer {
-  const parts = [`*${args.length}\r\n`];
-  for (const arg of args) parts.push(`$${Buffer.byteLength(arg)}\r\n${arg}\r\n`);
-  return Buffer.from(parts.join(''));
-}
-
 /**
- * Sends one Redis command and returns the reply as text: the payload of a simple string
- * (`+OK`), bulk string (`$n`), or integer (`:n`). An error reply (`-ERR ...`) rejects.
- * Arrays are not needed here and are not parsed.
+ * Sends one Redis command through ioredis (no retries, no offline queue) and returns its
+ * reply as text; an error reply rejects.
  */
 export async function redisCommand(port: number, args: readonly string[], host = HOST): Promise<string> {
-  const reply = await exchange(
-    port,
-    respCommand(args),
-    (bytes) => {
-      const lineEnd = bytes.indexOf('\r\n');
-      if (lineEnd < 0) return false;
-      if (bytes[0] !== 0x24 /* $ */) return true;
-      const length = Number.parseInt(bytes.subarray(1, lineEnd).toString(), 10);
-      return length < 0 || bytes.length >= lineEnd + 2 + length + 2;
-    },
+  const { Redis } = await import('ioredis');
+  const client = new Redis({
     host,
-  );
-  const lineEnd = reply.indexOf('\r\n');
-  const head = reply.subarray(1, lineEnd).toString();
-  switch (reply[0]) {
-    case 0x2b /* + */:
-    case 0x3a /* : */:
-      return head;
-    case 0x2d /* - */:
-      throw new Error(`redis ${host}:${port} ${args[0]}: ${head}`);
-    case 0x24 /* $ */:
-      {
-        const length = Number.parseInt(head, 10);
-        return length < 0 ? '' : reply.subarray(lineEnd + 2, lineEnd + 2 + length).toString();
-      }
-    default:
-      throw new Error(`redis ${host}:${port}: unexpected reply ${JSON.stringify(reply.toString().slice(0, 80))}`);
+    port,
+    lazyConnect: true,
+    connectTimeout: 2_000,
+    commandTimeout: 2_000,
+    maxRetriesPerRequest: 0,
+    enableOfflineQueue: false,
+    retryStrategy: () => null,
+  });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    const [command, ...rest] = args;
+    const reply = await client.call(command!, ...rest);
+    return reply === null ? '' : String(reply);
+  } catch (err) {
+    throw new Error(`redis ${host}:${port} ${args[0]}: ${err instanceof Error ? err.message : String(err)}`);
+  } finally {
+    client.disconnect();
   }
 }
 
