@@ -130,6 +130,11 @@ export class ContextEngine {
     return this.#ctx.events.recent(sessionId);
   }
 
+  /** The recent chunks with their event ids (a stream's replay). */
+  recentEvents(sessionId: string) {
+    return this.#ctx.events.recentEvents(sessionId);
+  }
+
   subscribe(sessionId: string, listener: Parameters<SessionEvents['subscribe']>[1]) {
     return this.#ctx.events.subscribe(sessionId, listener);
   }

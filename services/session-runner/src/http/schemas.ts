@@ -259,3 +259,8 @@ export const branchBody = named(z.strictObject({ atStepId: idSchema.optional() }
 
 /** `GET /sessions/:id/stream?follow=false` replays the recent chunks and ends. */
 export const streamQuery = z.object({ follow: z.enum(['true', 'false']).optional() });
+
+/** A reconnecting client names the last event it saw: the replay starts after it. */
+export const streamHeaders = z.object({
+  'last-event-id': z.string().max(256).optional().describe('The id of the last event this client received'),
+});

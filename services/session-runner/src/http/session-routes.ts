@@ -39,10 +39,11 @@ import {
   restartBody,
   rewindBody,
   stepBody,
+  streamHeaders,
   streamQuery,
   toolCallBody,
 } from './schemas.ts';
-import { boundedReplay, StreamFollowers } from './stream-followers.ts';
+import { boundedReplay, eventsAfter, StreamFollowers } from './stream-followers.ts';
 
 export interface SessionRoutesDeps {
   engine: ContextEngine;
@@ -496,7 +497,9 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
    * chunks and ends. The replay holds the newest chunks within
    * `STREAM_REPLAY_BYTES`, after one `replay_truncated` event counting the
    * older ones left out; a follower whose client leaves more than
-   * `STREAM_BUFFER_BYTES` unread is dropped; at shutdown every follower gets a
+   * `STREAM_BUFFER_BYTES` unread is dropped; each chunk carries an event id, and a
+   * client that reconnects with `Last-Event-ID` is replayed what came after it; at
+   * shutdown every follower gets a
    * `shutdown` event and its response ends.
    */
   api.get(
@@ -508,6 +511,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
         summary: 'Server-sent events (`?follow=false` replays and ends)',
         params: sessionParams,
         querystring: streamQuery,
+        headers: streamHeaders,
         produces: ['text/event-stream'],
         response: { 200: z.string().describe('Server-sent events'), 404: notFound },
       },
@@ -523,7 +527,8 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
       // The client sees the stream open even before its first event.
       reply.raw.flushHeaders();
       const { sessionId } = request.params;
-      for (const frame of boundedReplay(engine.recentChunks(sessionId), streams.limits.replayBytes)) {
+      const replay = eventsAfter(engine.recentEvents(sessionId), request.headers['last-event-id']);
+      for (const frame of boundedReplay(replay.events, streams.limits.replayBytes, replay.omitted)) {
         reply.raw.write(frame);
       }
       if (request.query.follow === 'false') {

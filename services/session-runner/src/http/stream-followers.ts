@@ -1,5 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import type { StreamChunk } from '../domain/model.ts';
+import type { SessionEvent } from '../ports/session-events.ts';
 
 /** Bytes of the replay a stream opens with (its summary event included); older chunks are summarized. */
 export const STREAM_REPLAY_BYTES = 256 * 1024;
@@ -22,9 +22,31 @@ export const DEFAULT_STREAM_LIMITS: StreamLimits = {
   bufferBytes: STREAM_BUFFER_BYTES,
 };
 
-/** One server-sent event: `event: <name>\ndata: <json>\n\n`. */
-export function sseFrame(event: string, data: unknown): string {
-  return `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+/**
+ * One server-sent event: `event: <name>\ndata: <json>\n\n`, with `id: <id>` after its data
+ * when it has one (a client that reconnects sends the last one as `Last-Event-ID`).
+ */
+export function sseFrame(event: string, data: unknown, id?: string): string {
+  return `event: ${event}\ndata: ${JSON.stringify(data)}\n${id === undefined ? '' : `id: ${id}\n`}\n`;
+}
+
+/**
+ * The events a client that saw `lastEventId` has not: those after it. An id this buffer no
+ * longer holds, or one another process issued (a restart, another runner), gives every event
+ * held, after a count of the ones of this process between the two that were dropped
+ * (`omitted`), when the id says how many.
+ */
+export function eventsAfter(
+  events: readonly SessionEvent[],
+  lastEventId: string | undefined,
+): { events: readonly SessionEvent[]; omitted: number } {
+  if (lastEventId === undefined) return { events, omitted: 0 };
+  const index = events.findIndex((event) => event.id === lastEventId);
+  if (index >= 0) return { events: events.slice(index + 1), omitted: 0 };
+  const [epoch, seen] = lastEventId.split('-');
+  const [firstEpoch, first] = events[0]?.id.split('-') ?? [];
+  const gap = epoch === firstEpoch ? Number(first) - Number(seen) - 1 : 0;
+  return { events, omitted: Number.isSafeInteger(gap) && gap > 0 ? gap : 0 };
 }
 
 /** The event that replaces the chunks a replay left out, oldest first: `{"type":"replay_truncated","omitted":N}`. */
@@ -41,22 +63,22 @@ export const SHUTDOWN_FRAME = sseFrame('shutdown', { type: 'shutdown' });
  * chunks left out when there are any. The total, summary included, never
  * exceeds `maxBytes`.
  */
-export function boundedReplay(chunks: readonly StreamChunk[], maxBytes: number): string[] {
+export function boundedReplay(events: readonly SessionEvent[], maxBytes: number, omittedBefore = 0): string[] {
   const kept: string[] = [];
   let bytes = 0;
-  let index = chunks.length - 1;
+  let index = events.length - 1;
   for (; index >= 0; index--) {
-    const chunk = chunks[index]!;
-    const frame = sseFrame(chunk.type, chunk);
+    const { id, chunk } = events[index]!;
+    const frame = sseFrame(chunk.type, chunk, id);
     const size = Buffer.byteLength(frame);
     // Room for the summary is kept whenever some chunk is still left to consider.
-    const reserve = index > 0 ? Buffer.byteLength(truncatedFrame(index)) : 0;
+    const reserve = index > 0 || omittedBefore > 0 ? Buffer.byteLength(truncatedFrame(index + omittedBefore)) : 0;
     if (bytes + size + reserve > maxBytes) break;
     bytes += size;
     kept.push(frame);
   }
   kept.reverse();
-  const omitted = index + 1;
+  const omitted = index + 1 + omittedBefore;
   return omitted > 0 ? [truncatedFrame(omitted), ...kept] : kept;
 }
 
@@ -95,13 +117,13 @@ export class StreamFollowers {
    * returns the detach function. Ends when the client goes, when it is dropped
    * or at shutdown.
    */
-  follow(raw: ServerResponse, sessionId: string, subscribe: (send: (chunk: StreamChunk) => void) => () => void): void {
+  follow(raw: ServerResponse, sessionId: string, subscribe: (send: (event: SessionEvent) => void) => () => void): void {
     let detach: () => void = () => {};
     const forget = () => {
       detach();
       this.#open.delete(raw);
     };
-    detach = subscribe((chunk) => {
+    detach = subscribe(({ id, chunk }) => {
       if (raw.destroyed || raw.writableEnded) return;
       // Bytes the client has not taken yet: past the bound, the follower is dropped, not buffered.
       if (raw.writableLength > this.#limits.bufferBytes) {
@@ -114,7 +136,7 @@ export class StreamFollowers {
         raw.destroy();
         return;
       }
-      raw.write(sseFrame(chunk.type, chunk));
+      raw.write(sseFrame(chunk.type, chunk, id));
     });
     this.#open.set(raw, forget);
     raw.once('close', forget);
