@@ -1,3 +1,4 @@
+import { type FollowOptions, followStream, type StreamEvent } from './follow.ts';
 import type { ProviderFormat } from './provider-types.ts';
 import type {
   AddContextRequest,
@@ -121,6 +122,17 @@ function isErrorBody(value: unknown): value is ErrorBody {
   );
 }
 
+/** The error an answer that is not a success stands for. */
+function answerError(status: number, parsed: unknown, text: string, what: string): CtxflowApiError {
+  if (isErrorBody(parsed)) {
+    const e = parsed.error;
+    return new CtxflowApiError(status, e.code, e.message, e.retryable, e.details);
+  }
+  // Not ctxflow's answer (a proxy, a gateway): a 502/503/504 may pass.
+  const retryable = status === 502 || status === 503 || status === 504;
+  return new CtxflowApiError(status, 'unexpected_answer', `HTTP ${status} from ${what}`, retryable, text.slice(0, 500));
+}
+
 /**
  * A typed client for the whole ctxflow HTTP API. Refusals throw `CtxflowApiError`; retryable ones
  * (the server says `retryable: true`) are sent again with backoff, and so are requests whose answer
@@ -166,20 +178,7 @@ export class CtxflowClient {
           parsed = text;
         }
         if (response.ok) return parsed as T;
-        if (isErrorBody(parsed)) {
-          const e = parsed.error;
-          error = new CtxflowApiError(response.status, e.code, e.message, e.retryable, e.details);
-        } else {
-          // Not ctxflow's answer (a proxy, a gateway): a 502/503/504 may pass.
-          const retryable = response.status === 502 || response.status === 503 || response.status === 504;
-          error = new CtxflowApiError(
-            response.status,
-            'unexpected_answer',
-            `HTTP ${response.status} from ${send.method} ${send.path}`,
-            retryable,
-            text.slice(0, 500),
-          );
-        }
+        error = answerError(response.status, parsed, text, `${send.method} ${send.path}`);
         const header = response.headers.get('retry-after');
         if (header !== null && /^\d+$/.test(header)) retryAfterMs = Number(header) * 1000;
       } catch (err) {
@@ -254,6 +253,35 @@ export class CtxflowClient {
     /** Erases the session in every store (idempotent: 204 again for a session already gone). */
     delete: (sessionId: string, options?: CallOptions) =>
       this.#write<undefined>('DELETE', `/sessions/${seg(sessionId)}`, undefined, true, options),
+    /**
+     * The session's stream (`GET /sessions/:sessionId/stream`) as an async iterator of its events,
+     * reconnecting after a dropped connection from the last event it yielded (`Last-Event-ID`);
+     * see `followStream`. Stop it with `signal` or by leaving the loop.
+     */
+    follow: (sessionId: string, options?: FollowOptions): AsyncGenerator<StreamEvent, void, undefined> => {
+      const path = `/sessions/${seg(sessionId)}/stream`;
+      return followStream(
+        (lastEventId, signal) =>
+          this.#fetch(`${this.#base}${path}`, {
+            headers: {
+              ...this.#headers,
+              accept: 'text/event-stream',
+              ...(lastEventId === undefined ? {} : { 'last-event-id': lastEventId }),
+            },
+            ...(signal ? { signal } : {}),
+          }),
+        async (response) => {
+          const text = await response.text().catch(() => '');
+          let parsed: unknown;
+          try {
+            parsed = JSON.parse(text);
+          } catch {}
+          const error = answerError(response.status, parsed, text, `GET ${path}`);
+          return { error, retryable: error.retryable };
+        },
+        options,
+      );
+    },
   };
 
   readonly context = {

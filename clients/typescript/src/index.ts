@@ -1,3 +1,4 @@
 export { type CallOptions, CtxflowApiError, CtxflowClient, type CtxflowClientOptions } from './client.ts';
+export { type FollowOptions, followStream, type StreamEvent } from './follow.ts';
 export type * from './provider-types.ts';
 export type * from './types.ts';

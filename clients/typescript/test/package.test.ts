@@ -9,9 +9,10 @@ const work = mkdtempSync(join(tmpdir(), 'ctxflow-client-pack-'));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
 describe('@ctxflow/client as published', () => {
-  it('packs with no runtime dependency; strict consumers type-check (with the SDKs: provider formats) and run its dist', () => {
+  it('packs with one runtime dependency; strict consumers type-check (with the SDKs: provider formats) and run its dist', () => {
     const manifest = JSON.parse(readFileSync(join(PACKAGE, 'package.json'), 'utf8'));
-    expect(manifest.dependencies).toBeUndefined();
+    // The stream's parser (follow); nothing else.
+    expect(manifest.dependencies).toEqual({ 'eventsource-parser': '4.1.3' });
     expect(manifest.type).toBe('module');
     // The SDKs and runtimes are peers for their types only, each optional.
     expect(Object.keys(manifest.peerDependencies).sort()).toEqual([
@@ -36,6 +37,8 @@ describe('@ctxflow/client as published', () => {
     mkdirSync(installed, { recursive: true });
     execFileSync('tar', ['xzf', join(work, packed), '-C', installed]);
     execFileSync('mv', [join(installed, 'package'), join(installed, 'client')]);
+    // What npm installs beside it: its one dependency.
+    symlinkSync(join(PACKAGE, 'node_modules/eventsource-parser'), join(work, 'node_modules', 'eventsource-parser'));
 
     writeFileSync(join(work, 'package.json'), '{"type":"module"}');
     writeFileSync(

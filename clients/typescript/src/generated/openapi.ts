@@ -3978,7 +3978,10 @@ export interface operations {
             query?: {
                 follow?: "true" | "false";
             };
-            header?: never;
+            header?: {
+                /** @description The id of the last event this client received */
+                "last-event-id"?: string;
+            };
             path: {
                 sessionId: string;
             };
