@@ -14,7 +14,9 @@ export const RECEIVED_AT = new Date(NOW).toISOString();
 export const SECRETS: Record<Exclude<BuiltinFeedSource, 'cloudevents'>, string> = {
   generic: 'generic-test-secret-9f1c',
   github: 'github-test-secret-27ab',
+  incidentio: 'whsec_aW5jaWRlbnRpby10ZXN0LXNlY3JldC0zMmI5',
   jira: 'jira-test-secret-c04e',
+  servicenow: 'whsec_c2VydmljZW5vdy10ZXN0LXNlY3JldC03MWQ0',
   zendesk: 'zendesk-test-secret-e6d3',
 };
 
