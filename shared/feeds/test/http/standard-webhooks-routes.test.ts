@@ -136,6 +136,20 @@ describe('Standard Webhooks on the feed routes', () => {
     await app.close();
   });
 
+  it('a configured source (the generic format under its own name) takes Standard Webhooks too', async () => {
+    const { app, publisher } = await feedApp({ secrets: { 'my-tracker': 'whsec_bXktdHJhY2tlci1zZWNyZXQ=' } });
+    const f = feeds.generic!;
+    const res = await app.inject({
+      method: 'POST',
+      url: '/feeds/my-tracker',
+      headers: standardHeaders(f.body, 'msg_tracker', 'whsec_bXktdHJhY2tlci1zZWNyZXQ='),
+      payload: f.body,
+    });
+    expect(res.json()).toEqual({ accepted: true, id: 'my-tracker:evt-2024-05-01-0001' });
+    expect(JSON.parse(publisher.published[0]!.record.value).source).toBe('my-tracker');
+    await app.close();
+  });
+
   it('a sender mid-rotation signs with both keys: the configured new one alone verifies', async () => {
     const f = feeds.incidentio!;
     const { app, publisher } = await feedApp({ secrets: { incidentio: f.secret } });
