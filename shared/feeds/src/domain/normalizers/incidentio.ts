@@ -28,6 +28,7 @@ const incident = z.looseObject({
   updated_at: z.string().min(1),
 });
 const statusUpdate = z.looseObject({ incident, new_status: named, previous_status: named });
+const envelope = z.looseObject({ event_type: z.string().min(1) });
 
 const KINDS: Record<IncidentioEvent, string> = {
   'public_incident.incident_created_v2': 'created',
@@ -50,11 +51,11 @@ function state(item: z.infer<typeof incident>): string {
  * same on every retry of the message), time the incident's `updated_at`.
  */
 export const normalizeIncidentio: Normalizer = ({ headers, body, receivedAt }) => {
-  const type = parsePayload(z.looseObject({ event_type: z.string().min(1) }), body, 'incident.io payload').event_type;
+  const type = parsePayload(envelope, body, 'incident.io payload').event_type;
   if (!(INCIDENTIO_EVENTS as readonly string[]).includes(type)) return { ignored: `incident.io event ${type}` };
   const event = type as IncidentioEvent;
-  const envelope = parsePayload(z.looseObject({ [event]: z.unknown() }), body, 'incident.io payload');
-  const payload = envelope[event];
+  // The envelope holds the payload under the event type's own name (an object: event_type parsed).
+  const payload = Object.hasOwn(body as object, event) ? (body as Record<string, unknown>)[event] : undefined;
   let item: z.infer<typeof incident>;
   let changes: TicketChange[] | undefined;
   let headline: string;
