@@ -1,5 +1,6 @@
 /**
- * S3 (`POST /context`), S4 (signed `POST /feeds/generic`) and S6
+ * S3 (`POST /context`), S4 (signed `POST /feeds/generic`; S4b `POST
+ * /feeds/incidentio`, Standard Webhooks) and S6
  * (OpenTelemetry on over off), each as requests per second over a baseline
  * measured in the same trial on the same server: `POST /bench/hello`, a
  * fastify route of the same embedded app that answers a constant.
@@ -92,6 +93,52 @@ function signedDeliveries(count: number): { next: () => LoadRequest; used: () =>
   };
 }
 
+/**
+ * incident.io deliveries (incident updated, a fresh `webhook-id` each), signed
+ * with Standard Webhooks before the run. The bench secret is raw (no `whsec_`):
+ * the key is its UTF-8 bytes.
+ */
+function standardDeliveries(count: number): { next: () => LoadRequest; used: () => number } {
+  const timestamp = String(Math.floor(Date.now() / 1000));
+  const pool: { headers: Record<string, string>; body: string }[] = [];
+  for (let i = 0; i < count; i++) {
+    const id = `msg_${randomUUID()}`;
+    const body = JSON.stringify({
+      event_type: 'public_incident.incident_updated_v2',
+      'public_incident.incident_updated_v2': {
+        id: '01FDAG4SAP5TYPT98WGR2N7W91',
+        reference: `INC-${i % 500}`,
+        name: 'Checkout fails for carts over 50 items',
+        summary: NOTICE,
+        permalink: `https://app.incident.io/incidents/${i % 500}`,
+        incident_status: { id: '01FCNDV6P870EA6S7TK1DSYD5H', name: 'Fixing', category: 'active' },
+        severity: { id: '01FCNDV6P870EA6S7TK1DSYDG0', name: 'Major', rank: 2 },
+        updated_at: '2026-05-01T09:30:00.000Z',
+        visibility: 'public',
+      },
+    });
+    const signature = createHmac('sha256', FEED_SECRET).update(`${id}.${timestamp}.${body}`).digest('base64');
+    pool.push({
+      headers: {
+        ...JSON_HEADERS,
+        'webhook-id': id,
+        'webhook-timestamp': timestamp,
+        'webhook-signature': `v1,${signature}`,
+      },
+      body,
+    });
+  }
+  let n = 0;
+  return {
+    next: () => {
+      const delivery = pool[n % pool.length]!;
+      n += 1;
+      return { path: '/feeds/incidentio', ...delivery };
+    },
+    used: () => n,
+  };
+}
+
 /** An OTLP receiver that accepts and drops everything (the "on" server exports to it). */
 async function startOtlpSink(): Promise<Server> {
   const sink = createServer((request, response) => {
@@ -140,11 +187,16 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
       SIGNED_PER_SECOND *
         Math.max(options.slices * runSeconds(options.sliceSeconds), runSeconds(options.warmupSeconds)),
     );
-    const signedVariant = (name: string, server: ServerProcess, path?: string): Variant => ({
+    const signedVariant = (
+      name: string,
+      server: ServerProcess,
+      path?: string,
+      sign: typeof signedDeliveries = signedDeliveries,
+    ): Variant => ({
       name,
       server,
       async prepare() {
-        const deliveries = signedDeliveries(signedCount);
+        const deliveries = sign(signedCount);
         return {
           next: path ? () => ({ ...deliveries.next(), path }) : deliveries.next,
           check: () =>
@@ -177,6 +229,8 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
       },
       signedVariant('hello (webhook body)', plain, BASELINE_PATH),
       signedVariant('POST /feeds/generic', plain),
+      signedVariant('hello (incident.io body)', plain, BASELINE_PATH, standardDeliveries),
+      signedVariant('POST /feeds/incidentio', plain, undefined, standardDeliveries),
       newKeyVariant('POST /context new key, OpenTelemetry on', otel, '/context'),
     ];
 
@@ -281,6 +335,18 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
         ['hello', 'hello (webhook body)'],
         { op: '>=', value: 0.5 },
         [setup, 'fresh eventId per request, signed before the run; embedded in-memory bus and ledger'],
+      ),
+      scenario(
+        'S4b',
+        'Standard Webhooks ingest, POST /feeds/incidentio',
+        'req/s over the hello route (same signed bodies)',
+        ['webhook', 'POST /feeds/incidentio'],
+        ['hello', 'hello (incident.io body)'],
+        { op: '>=', value: 0.5 },
+        [
+          setup,
+          'incident updated events, fresh webhook-id per request, signed before the run; embedded in-memory bus and ledger',
+        ],
       ),
       scenario(
         'S6',

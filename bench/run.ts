@@ -8,7 +8,7 @@
  *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
  *                                   also written to bench/results/<startedAt>.json and, for full runs,
  *                                   to bench/results/latest.json and docs/performance.md's figures
- *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S7 S8 S9; S3, S4 and S6 run together,
+ *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S7 S8 S9; S3, S4 (with S4b) and S6 run together,
  *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
  *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*);
  *                                   S5 includes its rows per provider format, S5-openai-chat etc.;

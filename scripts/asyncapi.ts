@@ -14,6 +14,7 @@ import {
   DEAD_LETTER_REASONS,
   DLQ_HEADERS,
   deadLetterHeadersSchema,
+  FEED_SOURCES,
   MAX_DLQ_ERROR_LENGTH,
   RECORD_ID_HEADER,
   recordHeadersSchema,
@@ -40,6 +41,17 @@ function jsonSchema(schema: z.ZodType, io: 'input' | 'output'): Record<string, u
     unknown
   >;
   return rest;
+}
+
+/** The TicketUpdate schema with its `source` naming the built-in feeds (the schema itself takes any source name). */
+function withFeedSources(schema: Record<string, unknown>): Record<string, unknown> {
+  const properties = schema.properties as Record<string, Record<string, unknown>>;
+  properties.source = {
+    ...properties.source,
+    description: `The feed it came in on: a built-in one (POST /feeds/<source>), or a configured source name (CTXFLOW_FEED_SECRET_<NAME>, the generic format).`,
+    examples: [...FEED_SOURCES],
+  };
+  return schema;
 }
 
 const KAFKA_BINDING = '0.5.0';
@@ -205,7 +217,7 @@ ${VERSIONING}`,
         },
       },
       schemas: {
-        TicketUpdate: jsonSchema(ticketUpdateSchema, 'input'),
+        TicketUpdate: withFeedSources(jsonSchema(ticketUpdateSchema, 'input')),
         StepRequest: jsonSchema(stepRequestSchema, 'input'),
         StepResult: jsonSchema(stepResultRecordSchema, 'output'),
         RecordHeaders: jsonSchema(recordHeadersSchema, 'input'),

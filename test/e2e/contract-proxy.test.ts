@@ -32,7 +32,14 @@ let served: OpenApiDocument;
 beforeAll(async () => {
   embedded = await buildEmbeddedApp({
     // The feed secret names the tenant whose subscriptions its deliveries reach.
-    config: { apiKeys: new Map([[API_KEY, TENANT]]), secrets: { generic: [{ tenant: TENANT, secret: FEED_SECRET }] } },
+    config: {
+      apiKeys: new Map([[API_KEY, TENANT]]),
+      secrets: {
+        generic: [{ tenant: TENANT, secret: FEED_SECRET }],
+        incidentio: [{ tenant: TENANT, secret: FEED_SECRET }],
+        servicenow: [{ tenant: TENANT, secret: FEED_SECRET }],
+      },
+    },
   });
   upstream = await embedded.app.listen({ port: 0, host: '127.0.0.1' });
   served = (await (await fetch(`${upstream}/openapi.json`)).json()) as OpenApiDocument;

@@ -13,6 +13,7 @@ import {
   githubHeaders,
   jiraHeaders,
   SECRETS,
+  standardHeaders,
   zendeskHeaders,
 } from '../../shared/feeds/test/helpers.ts';
 
@@ -60,6 +61,9 @@ function feedHeaders(source: string, body: string): Record<string, string> {
       return jiraHeaders(body);
     case 'zendesk':
       return zendeskHeaders(body, new Date(now).toISOString());
+    case 'incidentio':
+    case 'servicenow':
+      return standardHeaders(body, 'msg-null-1', SECRETS[source], Math.floor(now / 1000));
     default:
       throw new Error(`no signature for the ${source} feed`);
   }
@@ -96,7 +100,7 @@ afterAll(async () => {
 describe('a null body', () => {
   it('is 400 validation_error on every POST and PATCH route, and nothing is written', async () => {
     const writes = routes.filter((r) => r.method === 'POST' || r.method === 'PATCH');
-    // Every route that takes a body: the session-runner's, the subscriptions' and the five feeds'.
+    // Every route that takes a body: the session-runner's, the subscriptions' and the feeds'.
     expect(writes.map((r) => `${r.method} ${r.url}`).sort()).toEqual(
       [
         'PATCH /agents/:agentId',
@@ -107,7 +111,9 @@ describe('a null body', () => {
         'POST /feeds/cloudevents',
         'POST /feeds/generic',
         'POST /feeds/github',
+        'POST /feeds/incidentio',
         'POST /feeds/jira',
+        'POST /feeds/servicenow',
         'POST /feeds/zendesk',
         'POST /sessions',
         'POST /sessions/:sessionId/branches',

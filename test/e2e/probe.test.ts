@@ -239,7 +239,12 @@ describe('the bad-input probe', () => {
     const embedded = await buildEmbeddedApp({
       config: {
         apiKeys: parseApiKeys(`ta:${KEY_A},tb:${KEY_B}`),
-        secrets: { generic: GENERIC_SECRET, github: GITHUB_SECRET },
+        secrets: {
+          generic: GENERIC_SECRET,
+          github: GITHUB_SECRET,
+          incidentio: 'whsec_cHJvYmUtaW5jaWRlbnRpby1zZWNyZXQ=',
+          servicenow: 'probe-servicenow-secret',
+        },
       },
     });
     await embedded.app.listen({ host: '127.0.0.1', port: 0 });
@@ -410,6 +415,25 @@ describe('the bad-input probe', () => {
         'x-github-delivery': 'd1',
       });
       add('POST', `/feeds/${source}`, '{}', { [header]: `sha256=${'0'.repeat(64)}`, 'x-github-event': 'issues' });
+    }
+    // Standard Webhooks: missing headers, malformed and wrong signatures, stale and absurd timestamps.
+    for (const source of ['incidentio', 'servicenow', 'generic']) {
+      add('POST', `/feeds/${source}`, '{}', { 'webhook-signature': 'v1,' });
+      add('POST', `/feeds/${source}`, '{}', {
+        'webhook-id': 'm'.repeat(300),
+        'webhook-timestamp': String(now),
+        'webhook-signature': `v1,${'A'.repeat(43)}=`,
+      });
+      add('POST', `/feeds/${source}`, '{}', {
+        'webhook-id': 'msg-1',
+        'webhook-timestamp': '99999999999999999999',
+        'webhook-signature': `${'v1,x '.repeat(500)}`,
+      });
+      add('POST', `/feeds/${source}`, '{}', {
+        'webhook-id': 'msg-1',
+        'webhook-timestamp': '1',
+        'webhook-signature': `v1,${'A'.repeat(43)}= v2,abc v1,${'/'.repeat(43)}=`,
+      });
     }
 
     return async () => {

@@ -10,7 +10,7 @@ import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { Parser } from '@asyncapi/parser';
 import { createBus, type IncomingRecord, readTopic } from '@ctxflow/bus';
-import { DEFAULT_TENANT, DLQ_HEADERS, TOPICS } from '@ctxflow/contracts';
+import { DEFAULT_TENANT, DLQ_HEADERS, FEED_SOURCES, TOPICS } from '@ctxflow/contracts';
 import { createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
 import { MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
@@ -81,6 +81,8 @@ describe('AsyncAPI document (docs/asyncapi.yaml)', () => {
     );
     expect(doc.info.description).toContain('ctxflow-record-id');
     expect(doc.info.description).toContain('.v<N>');
+    // Every built-in feed is named as a source of ticket updates.
+    expect(doc.components.schemas.TicketUpdate.properties.source.examples).toEqual([...FEED_SOURCES]);
   });
 
   it('ASYNC3: the schemas accept the records the services publish on Kafka, and refuse a broken one', async () => {

@@ -3,7 +3,7 @@
  * 409, 400 (bodies the document refuses too, and refusals only the server can judge), malformed
  * %-escapes and oversize ids, 413, bodies that are not JSON.
  */
-import { caller, signed, type TrafficTarget } from './contract-traffic.ts';
+import { caller, signed, standardSigned, type TrafficTarget } from './contract-traffic.ts';
 
 /** Typical refusals, each with the status the contract gives it. */
 export async function refusals(target: TrafficTarget): Promise<void> {
@@ -46,6 +46,19 @@ export async function refusals(target: TrafficTarget): Promise<void> {
     key: null,
     raw: event,
     headers: signed('wrong', event),
+  });
+  // Standard Webhooks: a stale timestamp, and a delivery the servicenow feed cannot read.
+  await call('POST', '/feeds/incidentio', undefined, {
+    status: 401,
+    key: null,
+    raw: event,
+    headers: standardSigned(target.feedSecret, 'msg-stale', event, Math.floor(Date.now() / 1000) - 600),
+  });
+  await call('POST', '/feeds/servicenow', undefined, {
+    status: 400,
+    key: null,
+    raw: event,
+    headers: standardSigned(target.feedSecret, 'msg-bad', event),
   });
   // 409: the same idempotency key with other items.
   await call(

@@ -10,6 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { CtxflowClient } from '@ctxflow/client';
+import { Webhook } from 'standardwebhooks';
 import { expect } from 'vitest';
 import { EXPECT_HEADER, type Expectation } from './validating-proxy.ts';
 import { runWalkthrough, walkthroughBlock } from './walkthrough.ts';
@@ -19,7 +20,7 @@ const run = promisify(execFile);
 export interface TrafficTarget {
   url: string;
   apiKey: string;
-  /** The generic feed's secret. */
+  /** The generic feed's secret (also the incidentio and servicenow feeds', taken raw by Standard Webhooks). */
   feedSecret: string;
 }
 
@@ -96,6 +97,16 @@ export function signed(secret: string, body: string, at = Math.floor(Date.now() 
     'content-type': 'application/json',
     'x-ctxflow-timestamp': String(at),
     'x-ctxflow-signature': `sha256=${signature}`,
+  };
+}
+
+/** A Standard Webhooks delivery signed by the `standardwebhooks` package (a raw secret: its UTF-8 bytes). */
+export function standardSigned(secret: string, id: string, body: string, at = Math.floor(Date.now() / 1000)) {
+  return {
+    'content-type': 'application/json',
+    'webhook-id': id,
+    'webhook-timestamp': String(at),
+    'webhook-signature': new Webhook(secret, { format: 'raw' }).sign(id, new Date(at * 1000), body),
   };
 }
 
@@ -252,6 +263,51 @@ export async function contractFlows(target: TrafficTarget): Promise<void> {
     key: null,
     raw: event,
     headers: signed(target.feedSecret, event),
+  });
+  // The same feed signed with Standard Webhooks, and the feeds that take only that.
+  const swEvent = JSON.stringify({ eventId: `evt-sw-${s}`, ticket: 'T-7', summary: 'Signed the other way.' });
+  await call('POST', '/feeds/generic', undefined, {
+    status: 202,
+    key: null,
+    raw: swEvent,
+    headers: standardSigned(target.feedSecret, `msg-${s}`, swEvent),
+  });
+  const incident = JSON.stringify({
+    event_type: 'public_incident.incident_created_v2',
+    'public_incident.incident_created_v2': {
+      id: '01FDAG4SAP5TYPT98WGR2N7W91',
+      reference: 'INC-123',
+      name: 'Our database is sad',
+      updated_at: '2021-08-17T13:28:57.801578Z',
+    },
+  });
+  await call('POST', '/feeds/incidentio', undefined, {
+    status: 202,
+    key: null,
+    raw: incident,
+    headers: standardSigned(target.feedSecret, `msg-inc-${s}`, incident),
+  });
+  const followUp = JSON.stringify({
+    event_type: 'public_incident.follow_up_created_v1',
+    'public_incident.follow_up_created_v1': {},
+  });
+  await call('POST', '/feeds/incidentio', undefined, {
+    status: 202,
+    key: null,
+    raw: followUp,
+    headers: standardSigned(target.feedSecret, `msg-fu-${s}`, followUp),
+  });
+  const record = JSON.stringify({
+    sys_id: 'a1',
+    number: 'INC0010001',
+    short_description: 'Mail down',
+    sys_mod_count: '2',
+  });
+  await call('POST', '/feeds/servicenow', undefined, {
+    status: 202,
+    key: null,
+    raw: record,
+    headers: standardSigned(target.feedSecret, `a1.2-${s}`, record),
   });
   await new Promise((resolve) => setTimeout(resolve, 200));
   await call('POST', `${base}/steps`, {}, { status: 200 });

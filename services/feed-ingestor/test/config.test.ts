@@ -127,6 +127,38 @@ describe('feed-ingestor configuration', () => {
     expect((error as ConfigError).message).not.toContain('plain-secret');
   });
 
+  it('two secrets per tenant (rotation); a third, or a whsec_ secret that is not base64, names the variable only', () => {
+    let error: unknown;
+    try {
+      loadFeedConfig({
+        CTXFLOW_API_KEYS: 'ta:key-a,tb:key-b',
+        CTXFLOW_FEED_SECRET_GENERIC: 'ta:old-a,ta:new-a,tb:only-b',
+        CTXFLOW_FEED_SECRET_INCIDENTIO: 'ta:whsec_b2xk,ta:whsec_bmV3,ta:whsec_dGhpcmQ=',
+        CTXFLOW_FEED_SECRET_SERVICENOW: 'tb:whsec_not*base64',
+      });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).problems).toEqual([
+      'CTXFLOW_FEED_SECRET_INCIDENTIO: tenant "ta" has more than 2 secrets: at most two per tenant (the current one and the next, while it rotates)',
+      'CTXFLOW_FEED_SECRET_SERVICENOW: tenant "tb": a secret starting whsec_ (Standard Webhooks) must be followed by its key in base64',
+    ]);
+    for (const value of ['dGhpcmQ=', 'not*base64', 'old-a'])
+      expect((error as ConfigError).message).not.toContain(value);
+    expect(
+      loadFeedConfig({
+        CTXFLOW_API_KEYS: 'ta:key-a,tb:key-b',
+        CTXFLOW_FEED_SECRET_GENERIC: 'ta:old-a,ta:new-a,ta:old-a',
+      }).secrets,
+    ).toEqual({
+      generic: [
+        { tenant: 'ta', secret: 'old-a' },
+        { tenant: 'ta', secret: 'new-a' },
+      ],
+    });
+  });
+
   it('a malformed CTXFLOW_API_KEYS is reported with the rest', () => {
     expect(() => loadFeedConfig({ CTXFLOW_API_KEYS: 'nocolon' })).toThrow(
       'CTXFLOW_API_KEYS: each entry must be tenant:key',

@@ -5,6 +5,7 @@ import { type BuiltinFeedSource, CtxflowError } from '@ctxflow/contracts';
 import { type FeedRoutesDeps, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feeds';
 import { createServer } from '@ctxflow/service-kit';
 import type { FastifyBaseLogger } from 'fastify';
+import { Webhook } from 'standardwebhooks';
 
 /** Fixed "now" of the feed tests: 2024-05-01T09:31:00Z, in epoch milliseconds. */
 export const NOW = Date.parse('2024-05-01T09:31:00Z');
@@ -13,7 +14,9 @@ export const RECEIVED_AT = new Date(NOW).toISOString();
 export const SECRETS: Record<Exclude<BuiltinFeedSource, 'cloudevents'>, string> = {
   generic: 'generic-test-secret-9f1c',
   github: 'github-test-secret-27ab',
+  incidentio: 'whsec_aW5jaWRlbnRpby10ZXN0LXNlY3JldC0zMmI5',
   jira: 'jira-test-secret-c04e',
+  servicenow: 'whsec_c2VydmljZW5vdy10ZXN0LXNlY3JldC03MWQ0',
   zendesk: 'zendesk-test-secret-e6d3',
 };
 
@@ -75,6 +78,30 @@ export function zendeskHeaders(
     'content-type': 'application/json',
     'x-zendesk-webhook-signature-timestamp': timestamp,
     'x-zendesk-webhook-signature': signature,
+  };
+}
+
+/**
+ * Standard Webhooks headers, signed by the `standardwebhooks` package (the
+ * reference implementation, not the verifier's code). A `whsec_` secret is
+ * base64 after the prefix; any other is taken raw (the package's `format: "raw"`).
+ * Several secrets: one `v1,` signature each, space-separated (a sender mid-rotation).
+ */
+export function standardHeaders(
+  body: Buffer | string,
+  id: string,
+  secrets: string | readonly string[],
+  timestampS = Math.floor(NOW / 1000),
+) {
+  const signatures = [secrets].flat().map((secret) => {
+    const webhook = secret.startsWith('whsec_') ? new Webhook(secret) : new Webhook(secret, { format: 'raw' });
+    return webhook.sign(id, new Date(timestampS * 1000), body.toString('utf8'));
+  });
+  return {
+    'content-type': 'application/json',
+    'webhook-id': id,
+    'webhook-timestamp': String(timestampS),
+    'webhook-signature': signatures.join(' '),
   };
 }
 

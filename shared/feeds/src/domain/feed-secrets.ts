@@ -1,6 +1,7 @@
 import { DEFAULT_TENANT, FEED_SOURCE_NAME, type FeedSource } from '@ctxflow/contracts';
 import { parseApiKeys } from '@ctxflow/service-kit';
 import type { z } from 'zod';
+import { standardWebhooksKey } from './verifiers/standard-webhooks.ts';
 
 /** One webhook secret of a feed and the tenant whose deliveries it signs. */
 export interface TenantSecret {
@@ -39,6 +40,9 @@ export function feedSourceOfVar(variable: string): FeedSource | undefined {
   return FEED_SOURCE_NAME.test(name) ? name : undefined;
 }
 
+/** Most secrets one tenant may hold for one source: the current one and the next, while it rotates. */
+export const MAX_SECRETS_PER_TENANT = 2;
+
 /** A source's secrets as tenant and secret pairs (a plain string is the default tenant's). */
 export function tenantSecrets(secrets: string | readonly TenantSecret[]): readonly TenantSecret[] {
   return typeof secrets === 'string' ? [{ tenant: DEFAULT_TENANT, secret: secrets }] : secrets;
@@ -48,6 +52,18 @@ export function tenantSecrets(secrets: string | readonly TenantSecret[]): readon
 export interface SecretProblem {
   variable: string;
   message: string;
+}
+
+const BAD_WHSEC = 'a secret starting whsec_ (Standard Webhooks) must be followed by its key in base64';
+
+/** Whether a secret is a `whsec_` one whose key is not base64 (the Standard Webhooks verifier could not use it). */
+function isBadStandardWebhooksSecret(secret: string): boolean {
+  try {
+    standardWebhooksKey(secret);
+    return false;
+  } catch {
+    return true;
+  }
 }
 
 /**
@@ -63,8 +79,12 @@ export interface SecretProblem {
  *   `tenant:secret` pairs (`ta:secret-a,tb:secret-b`); the secret that
  *   verifies a delivery names its tenant. Refused, each problem naming its
  *   variable: a plain secret (no tenant), an empty tenant or secret, a tenant
- *   without a key in `CTXFLOW_API_KEYS`, and one secret given to two tenants.
- *   A tenant may have several secrets (rotation).
+ *   without a key in `CTXFLOW_API_KEYS`, one secret given to two tenants, and
+ *   more than MAX_SECRETS_PER_TENANT secrets for one tenant. A tenant may have
+ *   two (rotation): either verifies, and names that tenant.
+ *
+ * In both forms a secret starting `whsec_` (Standard Webhooks) must be
+ * followed by its key in base64.
  *
  * A malformed `CTXFLOW_API_KEYS` is the caller's problem to report (its
  * parse names it); the tenant check is then skipped.
@@ -97,12 +117,13 @@ export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
       });
       continue;
     }
+    const problem = (message: string) => problems.push({ variable, message });
     if (!multiTenant) {
-      secrets[source] = Object.freeze([{ tenant: DEFAULT_TENANT, secret: value }]);
+      if (isBadStandardWebhooksSecret(value)) problem(BAD_WHSEC);
+      else secrets[source] = Object.freeze([{ tenant: DEFAULT_TENANT, secret: value }]);
       continue;
     }
     const pairs: TenantSecret[] = [];
-    const problem = (message: string) => problems.push({ variable, message });
     for (const entry of value.split(',')) {
       const trimmed = entry.trim();
       const colon = trimmed.indexOf(':');
@@ -132,7 +153,19 @@ export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
         problem(`one secret is given to tenants "${other.tenant}" and "${tenant}": a secret must name one tenant`);
         continue;
       }
-      if (!pairs.some((p) => p.secret === secret)) pairs.push(Object.freeze({ tenant, secret }));
+      if (isBadStandardWebhooksSecret(secret)) {
+        problem(`tenant "${tenant}": ${BAD_WHSEC}`);
+        continue;
+      }
+      if (pairs.some((p) => p.secret === secret)) continue;
+      if (pairs.filter((p) => p.tenant === tenant).length >= MAX_SECRETS_PER_TENANT) {
+        problem(
+          `tenant "${tenant}" has more than ${MAX_SECRETS_PER_TENANT} secrets: ` +
+            'at most two per tenant (the current one and the next, while it rotates)',
+        );
+        continue;
+      }
+      pairs.push(Object.freeze({ tenant, secret }));
     }
     if (pairs.length > 0) secrets[source] = Object.freeze(pairs);
   }

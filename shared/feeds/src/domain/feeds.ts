@@ -1,12 +1,15 @@
 import type { BuiltinFeedSource, FeedSource } from '@ctxflow/contracts';
 import { normalizeGeneric } from './normalizers/generic.ts';
 import { normalizeGithub } from './normalizers/github.ts';
+import { normalizeIncidentio } from './normalizers/incidentio.ts';
 import { normalizeJira } from './normalizers/jira.ts';
 import type { Normalizer } from './normalizers/normalizer.ts';
+import { normalizeServicenow } from './normalizers/servicenow.ts';
 import { normalizeZendesk } from './normalizers/zendesk.ts';
 import { verifyGeneric } from './verifiers/generic.ts';
 import { verifyGithub } from './verifiers/github.ts';
 import { verifyJira } from './verifiers/jira.ts';
+import { verifyStandardWebhooks } from './verifiers/standard-webhooks.ts';
 import type { Verifier } from './verifiers/verifier.ts';
 import { verifyZendesk } from './verifiers/zendesk.ts';
 
@@ -14,6 +17,13 @@ import { verifyZendesk } from './verifiers/zendesk.ts';
 export interface Feed {
   verify: Verifier;
   normalize: Normalizer;
+  /**
+   * `standard-webhooks`: `verify` is given the Standard Webhooks keys of the
+   * secrets (`whsec_` decoded); else the secrets' UTF-8 bytes.
+   */
+  keys?: 'standard-webhooks';
+  /** A delivery with a `webhook-signature` header is verified as Standard Webhooks instead of by `verify`. */
+  alsoStandardWebhooks?: boolean;
 }
 
 /**
@@ -22,9 +32,11 @@ export interface Feed {
  * cloudevents feed has routes of its own (cloudevents-feed.ts).
  */
 export const FEEDS: Readonly<Record<Exclude<BuiltinFeedSource, 'cloudevents'>, Feed>> = {
-  generic: { verify: verifyGeneric, normalize: normalizeGeneric },
+  generic: { verify: verifyGeneric, normalize: normalizeGeneric, alsoStandardWebhooks: true },
   github: { verify: verifyGithub, normalize: normalizeGithub },
+  incidentio: { verify: verifyStandardWebhooks, normalize: normalizeIncidentio, keys: 'standard-webhooks' },
   jira: { verify: verifyJira, normalize: normalizeJira },
+  servicenow: { verify: verifyStandardWebhooks, normalize: normalizeServicenow, keys: 'standard-webhooks' },
   zendesk: { verify: verifyZendesk, normalize: normalizeZendesk },
 };
 
@@ -36,6 +48,7 @@ export const FEEDS: Readonly<Record<Exclude<BuiltinFeedSource, 'cloudevents'>, F
 export function configuredFeed(source: FeedSource): Feed {
   return {
     verify: verifyGeneric,
+    alsoStandardWebhooks: true,
     normalize(delivery) {
       const outcome = normalizeGeneric(delivery);
       if ('update' in outcome) {

@@ -37,6 +37,11 @@ import {
 import { type FeedSecrets, tenantSecrets } from '../domain/feed-secrets.ts';
 import { feedOf } from '../domain/feeds.ts';
 import { verifyGeneric } from '../domain/verifiers/generic.ts';
+import {
+  hasStandardWebhooksSignature,
+  standardWebhooksKey,
+  verifyStandardWebhooks,
+} from '../domain/verifiers/standard-webhooks.ts';
 import { secretKey } from '../domain/verifiers/verifier.ts';
 import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
 import { type FeedTelemetry, noopFeedTelemetry } from '../ports/feed-telemetry.ts';
@@ -77,6 +82,17 @@ function feedSchema(source: string) {
 function mediaTypeIsCloudEvents(request: FastifyRequest): boolean {
   const type = mediaTypeOf(request.headers).type;
   return type === CE_STRUCTURED || type === CE_BATCH;
+}
+
+/**
+ * A source's secrets made into keys once: `keys` the HMAC keys of their UTF-8
+ * bytes, `standard` their Standard Webhooks keys (`whsec_` decoded), `tenants`
+ * the tenant of each, all in the same order.
+ */
+interface FeedKeys {
+  keys: KeyObject[];
+  standard: KeyObject[];
+  tenants: string[];
 }
 
 /** Default body limit of a feed request, in bytes (256 KiB). */
@@ -168,9 +184,11 @@ function parseJson(rawBody: Buffer): unknown {
 }
 
 /**
- * `POST /feeds/<source>` for every built-in feed (github, jira, zendesk,
- * generic, cloudevents) and every configured source (a name in `secrets`
- * other than those: the generic feed's format under that name). The plugin reads request
+ * `POST /feeds/<source>` for every built-in feed (FEED_SOURCES) and every
+ * configured source (a name in `secrets` other than those: the generic
+ * feed's format under that name). The generic and cloudevents feeds and the
+ * configured sources also take Standard Webhooks signatures (a request with
+ * `webhook-signature` is verified that way only). The plugin reads request
  * bodies as raw bytes (its own application/json parser, in this plugin's
  * encapsulated scope only: register it without fastify-plugin), verifies the
  * sender's signature over those bytes, normalizes to one TicketUpdate and
@@ -192,8 +210,8 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
   const telemetry = deps.telemetry ?? noopFeedTelemetry;
   // Without telemetry no span is opened at all (no span attributes built, no wrapper around the handler).
   const traced = deps.telemetry !== undefined;
-  // Each secret becomes its HMAC key once, not on every delivery; the tenants in the same order.
-  const keys: Partial<Record<FeedSource, { keys: KeyObject[]; tenants: string[] }>> = {};
+  // Each secret becomes its HMAC keys once, not on every delivery; the tenants in the same order.
+  const keys: Partial<Record<FeedSource, FeedKeys>> = {};
   const sources = [...new Set([...FEED_SOURCES, ...Object.keys(deps.secrets)])];
   for (const source of sources) {
     if (!FEED_SOURCE_NAME.test(source)) {
@@ -202,7 +220,17 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     const secrets = deps.secrets[source];
     const pairs = secrets === undefined ? [] : tenantSecrets(secrets).filter((p) => p.secret !== '');
     if (pairs.length > 0) {
-      keys[source] = { keys: pairs.map((p) => secretKey(p.secret)), tenants: pairs.map((p) => p.tenant) };
+      keys[source] = {
+        keys: pairs.map((p) => secretKey(p.secret)),
+        standard: pairs.map((p) => {
+          try {
+            return standardWebhooksKey(p.secret);
+          } catch (err) {
+            throw new Error(`feed source "${source}": ${(err as Error).message}`);
+          }
+        }),
+        tenants: pairs.map((p) => p.tenant),
+      };
     }
   }
 
@@ -307,7 +335,12 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
     }
     const feed = feedOf(source);
     // The secret that verified the delivery names its tenant.
-    const tenant = feedKeys.tenants[feed.verify({ headers: request.headers, rawBody }, feedKeys.keys, now)]!;
+    const signed = { headers: request.headers, rawBody };
+    const index =
+      feed.alsoStandardWebhooks && hasStandardWebhooksSignature(request.headers)
+        ? verifyStandardWebhooks(signed, feedKeys.standard, now)
+        : feed.verify(signed, feed.keys === 'standard-webhooks' ? feedKeys.standard : feedKeys.keys, now);
+    const tenant = feedKeys.tenants[index]!;
     const body = parseJson(rawBody);
     const outcome = feed.normalize({ headers: request.headers, body, receivedAt: new Date(now).toISOString() });
     if ('ignored' in outcome) {
@@ -336,14 +369,18 @@ export const feedRoutes: FastifyPluginAsync<FeedRoutesDeps> = async (app, deps) 
    * published (the ledger remembers the others).
    */
   async function ingestCloudEvents(
-    feedKeys: { keys: KeyObject[]; tenants: string[] },
+    feedKeys: FeedKeys,
     request: FastifyRequest,
     reply: FastifyReply,
     span: SpanHandle,
     rawBody: Buffer,
     now: number,
   ): Promise<FastifyReply> {
-    const tenant = feedKeys.tenants[verifyGeneric({ headers: request.headers, rawBody }, feedKeys.keys, now)]!;
+    const signed = { headers: request.headers, rawBody };
+    const index = hasStandardWebhooksSignature(request.headers)
+      ? verifyStandardWebhooks(signed, feedKeys.standard, now)
+      : verifyGeneric(signed, feedKeys.keys, now);
+    const tenant = feedKeys.tenants[index]!;
     const { mode, updates } = cloudEventUpdates(request.headers, rawBody, {
       tenant,
       receivedAt: new Date(now).toISOString(),
