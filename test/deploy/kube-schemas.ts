@@ -3,7 +3,8 @@
  *
  * 1. the schema: each object is validated with the model of its apiVersion and kind from
  *    kubernetes-models (the Kubernetes OpenAPI schemas compiled to validators),
- *    @kubernetes-models/keda (the KEDA CRDs), or, for Strimzi's KafkaTopic and KafkaUser,
+ *    @kubernetes-models/keda (the KEDA CRDs), @kubernetes-models/prometheus-operator (the
+ *    Prometheus Operator's CRDs), or, for Strimzi's KafkaTopic and KafkaUser,
  *    the JSON Schemas in schemas/ (no npm package ships them);
  * 2. unknown fields: the OpenAPI validators accept any extra property, so a misspelled
  *    field (`readinesProbe`) would pass them while the API server drops or refuses it. Every
@@ -17,9 +18,12 @@ import { fileURLToPath } from 'node:url';
 import { ObjectMeta } from '@kubernetes-models/apimachinery/apis/meta/v1/ObjectMeta';
 import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
 import { TriggerAuthentication } from '@kubernetes-models/keda/keda.sh/v1alpha1/TriggerAuthentication';
+import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
+import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
 import { Ajv, type ErrorObject } from 'ajv';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { HorizontalPodAutoscaler } from 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler';
+import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
@@ -106,6 +110,33 @@ export const KINDS: ReadonlyMap<string, KindEntry> = new Map<string, KindEntry>(
       declaration: {
         module: 'kubernetes-models/autoscaling/v2/HorizontalPodAutoscaler',
         name: 'IHorizontalPodAutoscaler',
+      },
+    },
+  ],
+  [
+    'networking.k8s.io/v1 NetworkPolicy',
+    {
+      validate: model(NetworkPolicy),
+      declaration: { module: 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy', name: 'INetworkPolicy' },
+    },
+  ],
+  [
+    'monitoring.coreos.com/v1 ServiceMonitor',
+    {
+      validate: model(ServiceMonitor),
+      declaration: {
+        module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor',
+        name: 'IServiceMonitor',
+      },
+    },
+  ],
+  [
+    'monitoring.coreos.com/v1 PrometheusRule',
+    {
+      validate: model(PrometheusRule),
+      declaration: {
+        module: '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule',
+        name: 'IPrometheusRule',
       },
     },
   ],

@@ -1,6 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import { PassThrough, type Readable } from 'node:stream';
 import { MAX_ID_LENGTH } from '@ctxflow/contracts';
+import { type Attributes, type Histogram, metrics } from '@opentelemetry/api';
 import Fastify, { type FastifyInstance, type FastifyServerOptions, type RouteOptions } from 'fastify';
 import { serializerCompiler } from 'fastify-type-provider-zod';
 import { z } from 'zod';
@@ -69,6 +70,36 @@ function endAfterUpload(raw: IncomingMessage, answer: string | Buffer): Readable
   return out;
 }
 
+/** The meter scope of ctxflow's own instruments (INSTRUMENTATION_SCOPE of @ctxflow/telemetry). */
+const METER_SCOPE = 'ctxflow';
+/** OpenTelemetry's HTTP server metric (semantic conventions): duration of each answered request, in seconds. */
+export const METRIC_HTTP_SERVER_DURATION = 'http.server.request.duration';
+/** The bucket boundaries the semantic conventions advise for it, in seconds. */
+const HTTP_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+
+/**
+ * Records every answer in `http.server.request.duration` on the global meter provider
+ * (startTelemetry's), by method, route template (absent for an unknown route) and status code.
+ * The histogram is made at the first answer: the provider is registered by then.
+ */
+function recordRequestDurations(app: FastifyInstance): void {
+  let duration: Histogram | undefined;
+  app.addHook('onResponse', async (request, reply) => {
+    duration ??= metrics.getMeter(METER_SCOPE).createHistogram(METRIC_HTTP_SERVER_DURATION, {
+      description: 'Duration of HTTP server requests',
+      unit: 's',
+      advice: { explicitBucketBoundaries: HTTP_DURATION_BUCKETS },
+    });
+    const attributes: Attributes = {
+      'http.request.method': request.method,
+      'http.response.status_code': reply.statusCode,
+    };
+    const route = request.routeOptions.url;
+    if (route) attributes['http.route'] = route;
+    duration.record(reply.elapsedTime / 1000, attributes);
+  });
+}
+
 const DEFAULT_API: ApiInfo = {
   title: 'ctxflow',
   version: '3.0.0',
@@ -124,6 +155,7 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
   if (options.onRoute) app.addHook('onRoute', options.onRoute);
   app.decorateRequest('tenant', '');
   installErrorHandler(app);
+  recordRequestDurations(app);
 
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
