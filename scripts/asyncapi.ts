@@ -14,6 +14,7 @@ import {
   DEAD_LETTER_REASONS,
   DLQ_HEADERS,
   deadLetterHeadersSchema,
+  FEED_SOURCES,
   MAX_DLQ_ERROR_LENGTH,
   RECORD_ID_HEADER,
   recordHeadersSchema,
@@ -140,9 +141,12 @@ ${VERSIONING}`,
       }),
     },
     operations: {
-      publishTicketUpdates: operation('send', 'ticketUpdates', 'feed-ingestor publishes each accepted delivery.', [
-        'ticketUpdate',
-      ]),
+      publishTicketUpdates: operation(
+        'send',
+        'ticketUpdates',
+        `feed-ingestor publishes each accepted delivery of \`POST /feeds/<source>\`: the built-in sources (${FEED_SOURCES.map((s) => `\`${s}\``).join(', ')}) and every configured one; \`source\` names it.`,
+        ['ticketUpdate'],
+      ),
       consumeTicketUpdates: operation(
         'receive',
         'ticketUpdates',

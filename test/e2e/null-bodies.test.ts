@@ -12,6 +12,7 @@ import {
   genericHeaders,
   githubHeaders,
   jiraHeaders,
+  pagerdutyHeaders,
   SECRETS,
   zendeskHeaders,
 } from '../../shared/feeds/test/helpers.ts';
@@ -60,6 +61,8 @@ function feedHeaders(source: string, body: string): Record<string, string> {
       return jiraHeaders(body);
     case 'zendesk':
       return zendeskHeaders(body, new Date(now).toISOString());
+    case 'pagerduty':
+      return pagerdutyHeaders(body, 'delivery-1');
     default:
       throw new Error(`no signature for the ${source} feed`);
   }
@@ -96,7 +99,7 @@ afterAll(async () => {
 describe('a null body', () => {
   it('is 400 validation_error on every POST and PATCH route, and nothing is written', async () => {
     const writes = routes.filter((r) => r.method === 'POST' || r.method === 'PATCH');
-    // Every route that takes a body: the session-runner's, the subscriptions' and the five feeds'.
+    // Every route that takes a body: the session-runner's, the subscriptions' and the feeds'.
     expect(writes.map((r) => `${r.method} ${r.url}`).sort()).toEqual(
       [
         'PATCH /agents/:agentId',
@@ -109,6 +112,7 @@ describe('a null body', () => {
         'POST /feeds/github',
         'POST /feeds/jira',
         'POST /feeds/zendesk',
+        'POST /feeds/pagerduty',
         'POST /sessions',
         'POST /sessions/:sessionId/branches',
         'POST /sessions/:sessionId/messages',

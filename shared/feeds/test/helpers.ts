@@ -15,6 +15,7 @@ export const SECRETS: Record<Exclude<BuiltinFeedSource, 'cloudevents'>, string> 
   github: 'github-test-secret-27ab',
   jira: 'jira-test-secret-c04e',
   zendesk: 'zendesk-test-secret-e6d3',
+  pagerduty: 'pagerduty-test-secret-5a80',
 };
 
 /** A Publisher that records what the bus acknowledged; `failing` makes it reject like a bus that is down. */
@@ -75,6 +76,15 @@ export function zendeskHeaders(
     'content-type': 'application/json',
     'x-zendesk-webhook-signature-timestamp': timestamp,
     'x-zendesk-webhook-signature': signature,
+  };
+}
+
+/** PagerDuty's header: one `v1=` signature per secret (several while PagerDuty rotates the secret). */
+export function pagerdutyHeaders(body: Buffer | string, webhookId?: string, secrets: string[] = [SECRETS.pagerduty]) {
+  return {
+    'content-type': 'application/json',
+    'x-pagerduty-signature': secrets.map((secret) => `v1=${hmacHex(secret, body)}`).join(','),
+    ...(webhookId === undefined ? {} : { 'x-webhook-id': webhookId }),
   };
 }
 

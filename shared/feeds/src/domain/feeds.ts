@@ -3,10 +3,12 @@ import { normalizeGeneric } from './normalizers/generic.ts';
 import { normalizeGithub } from './normalizers/github.ts';
 import { normalizeJira } from './normalizers/jira.ts';
 import type { Normalizer } from './normalizers/normalizer.ts';
+import { normalizePagerduty } from './normalizers/pagerduty.ts';
 import { normalizeZendesk } from './normalizers/zendesk.ts';
 import { verifyGeneric } from './verifiers/generic.ts';
 import { verifyGithub } from './verifiers/github.ts';
 import { verifyJira } from './verifiers/jira.ts';
+import { verifyPagerduty } from './verifiers/pagerduty.ts';
 import type { Verifier } from './verifiers/verifier.ts';
 import { verifyZendesk } from './verifiers/zendesk.ts';
 
@@ -26,6 +28,7 @@ export const FEEDS: Readonly<Record<Exclude<BuiltinFeedSource, 'cloudevents'>, F
   github: { verify: verifyGithub, normalize: normalizeGithub },
   jira: { verify: verifyJira, normalize: normalizeJira },
   zendesk: { verify: verifyZendesk, normalize: normalizeZendesk },
+  pagerduty: { verify: verifyPagerduty, normalize: normalizePagerduty },
 };
 
 /**
