@@ -12,6 +12,7 @@ import {
   genericHeaders,
   githubHeaders,
   jiraHeaders,
+  linearHeaders,
   pagerdutyHeaders,
   SECRETS,
   zendeskHeaders,
@@ -63,6 +64,8 @@ function feedHeaders(source: string, body: string): Record<string, string> {
       return zendeskHeaders(body, new Date(now).toISOString());
     case 'pagerduty':
       return pagerdutyHeaders(body, 'delivery-1');
+    case 'linear':
+      return linearHeaders(body, 'delivery-1');
     default:
       throw new Error(`no signature for the ${source} feed`);
   }
@@ -113,6 +116,7 @@ describe('a null body', () => {
         'POST /feeds/jira',
         'POST /feeds/zendesk',
         'POST /feeds/pagerduty',
+        'POST /feeds/linear',
         'POST /sessions',
         'POST /sessions/:sessionId/branches',
         'POST /sessions/:sessionId/messages',

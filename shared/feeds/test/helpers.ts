@@ -16,6 +16,7 @@ export const SECRETS: Record<Exclude<BuiltinFeedSource, 'cloudevents'>, string> 
   jira: 'jira-test-secret-c04e',
   zendesk: 'zendesk-test-secret-e6d3',
   pagerduty: 'pagerduty-test-secret-5a80',
+  linear: 'linear-test-secret-b71d',
 };
 
 /** A Publisher that records what the bus acknowledged; `failing` makes it reject like a bus that is down. */
@@ -85,6 +86,23 @@ export function pagerdutyHeaders(body: Buffer | string, webhookId?: string, secr
     'content-type': 'application/json',
     'x-pagerduty-signature': secrets.map((secret) => `v1=${hmacHex(secret, body)}`).join(','),
     ...(webhookId === undefined ? {} : { 'x-webhook-id': webhookId }),
+  };
+}
+
+/** A Linear body as sent at `atMs`: the fixture with its `webhookTimestamp` set (the rest byte for byte). */
+export function linearBody(name: string, atMs = NOW): Buffer {
+  const text = fixture(name).toString('utf8');
+  const stamp = /"webhookTimestamp": \d+/;
+  if (!stamp.test(text)) throw new Error(`${name}: no webhookTimestamp`);
+  return Buffer.from(text.replace(stamp, `"webhookTimestamp": ${atMs}`));
+}
+
+export function linearHeaders(body: Buffer | string, delivery?: string, secret = SECRETS.linear) {
+  return {
+    'content-type': 'application/json; charset=utf-8',
+    'linear-signature': hmacHex(secret, body),
+    'linear-event': 'Issue',
+    ...(delivery === undefined ? {} : { 'linear-delivery': delivery }),
   };
 }
 
