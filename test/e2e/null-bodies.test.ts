@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   genericHeaders,
   githubHeaders,
+  gitlabHeaders,
   jiraHeaders,
   linearHeaders,
   pagerdutyHeaders,
@@ -66,6 +67,8 @@ function feedHeaders(source: string, body: string): Record<string, string> {
       return pagerdutyHeaders(body, 'delivery-1');
     case 'linear':
       return linearHeaders(body, 'delivery-1');
+    case 'gitlab':
+      return gitlabHeaders('Issue Hook', 'delivery-1');
     default:
       throw new Error(`no signature for the ${source} feed`);
   }
@@ -117,6 +120,7 @@ describe('a null body', () => {
         'POST /feeds/zendesk',
         'POST /feeds/pagerduty',
         'POST /feeds/linear',
+        'POST /feeds/gitlab',
         'POST /sessions',
         'POST /sessions/:sessionId/branches',
         'POST /sessions/:sessionId/messages',

@@ -29,6 +29,7 @@ export const embeddedConfigSchema = z
     CTXFLOW_FEED_SECRET_CLOUDEVENTS: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_PAGERDUTY: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_LINEAR: blank(z.string().min(1).optional()),
+    CTXFLOW_FEED_SECRET_GITLAB: blank(z.string().min(1).optional()),
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
     CTXFLOW_SESSION_TTL_MS: sessionTtlVar(),

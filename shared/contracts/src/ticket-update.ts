@@ -5,7 +5,16 @@ import { z } from 'zod';
  * source is configured (`CTXFLOW_FEED_SECRET_<NAME>`) and speaks the generic
  * feed's format under its own name.
  */
-export const FEED_SOURCES = ['generic', 'github', 'jira', 'zendesk', 'cloudevents', 'pagerduty', 'linear'] as const;
+export const FEED_SOURCES = [
+  'generic',
+  'github',
+  'jira',
+  'zendesk',
+  'cloudevents',
+  'pagerduty',
+  'linear',
+  'gitlab',
+] as const;
 export type BuiltinFeedSource = (typeof FEED_SOURCES)[number];
 
 /** A feed source's name: lowercase letters, digits and `-`, 1 to 32 characters. */

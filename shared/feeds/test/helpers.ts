@@ -17,6 +17,7 @@ export const SECRETS: Record<Exclude<BuiltinFeedSource, 'cloudevents'>, string> 
   zendesk: 'zendesk-test-secret-e6d3',
   pagerduty: 'pagerduty-test-secret-5a80',
   linear: 'linear-test-secret-b71d',
+  gitlab: 'gitlab-test-token-3c94',
 };
 
 /** A Publisher that records what the bus acknowledged; `failing` makes it reject like a bus that is down. */
@@ -103,6 +104,16 @@ export function linearHeaders(body: Buffer | string, delivery?: string, secret =
     'linear-signature': hmacHex(secret, body),
     'linear-event': 'Issue',
     ...(delivery === undefined ? {} : { 'linear-delivery': delivery }),
+  };
+}
+
+export function gitlabHeaders(event: string, idempotencyKey?: string, token = SECRETS.gitlab) {
+  return {
+    'content-type': 'application/json',
+    'x-gitlab-event': event,
+    'x-gitlab-token': token,
+    'x-gitlab-event-uuid': '13792a34-cac6-4fda-95a8-c58e00a3954e',
+    ...(idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey }),
   };
 }
 

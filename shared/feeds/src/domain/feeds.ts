@@ -1,6 +1,7 @@
 import type { BuiltinFeedSource, FeedSource } from '@ctxflow/contracts';
 import { normalizeGeneric } from './normalizers/generic.ts';
 import { normalizeGithub } from './normalizers/github.ts';
+import { normalizeGitlab } from './normalizers/gitlab.ts';
 import { normalizeJira } from './normalizers/jira.ts';
 import { normalizeLinear } from './normalizers/linear.ts';
 import type { Normalizer } from './normalizers/normalizer.ts';
@@ -8,6 +9,7 @@ import { normalizePagerduty } from './normalizers/pagerduty.ts';
 import { normalizeZendesk } from './normalizers/zendesk.ts';
 import { verifyGeneric } from './verifiers/generic.ts';
 import { verifyGithub } from './verifiers/github.ts';
+import { verifyGitlab } from './verifiers/gitlab.ts';
 import { verifyJira } from './verifiers/jira.ts';
 import { verifyLinear } from './verifiers/linear.ts';
 import { verifyPagerduty } from './verifiers/pagerduty.ts';
@@ -32,6 +34,7 @@ export const FEEDS: Readonly<Record<Exclude<BuiltinFeedSource, 'cloudevents'>, F
   zendesk: { verify: verifyZendesk, normalize: normalizeZendesk },
   pagerduty: { verify: verifyPagerduty, normalize: normalizePagerduty },
   linear: { verify: verifyLinear, normalize: normalizeLinear },
+  gitlab: { verify: verifyGitlab, normalize: normalizeGitlab },
 };
 
 /**
