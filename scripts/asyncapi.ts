@@ -152,9 +152,12 @@ ${VERSIONING}`,
       }),
     },
     operations: {
-      publishTicketUpdates: operation('send', 'ticketUpdates', 'feed-ingestor publishes each accepted delivery.', [
-        'ticketUpdate',
-      ]),
+      publishTicketUpdates: operation(
+        'send',
+        'ticketUpdates',
+        `feed-ingestor publishes each accepted delivery of \`POST /feeds/<source>\`: the built-in sources (${FEED_SOURCES.map((s) => `\`${s}\``).join(', ')}) and every configured one; \`source\` names it.`,
+        ['ticketUpdate'],
+      ),
       consumeTicketUpdates: operation(
         'receive',
         'ticketUpdates',

@@ -1,174 +1,175 @@
 /**
- * The Standard Webhooks feeds on the real stack: the feed routes publish to
- * Kafka (under a fresh KAFKA_TOPIC_PREFIX) with their delivery ledger on
- * Redis; step-context consumes into its Redis batch store; a subscribed
- * session's next step gets each update exactly once, as a hook notice that
- * quotes the ticket text as untrusted data. incident.io deliveries (the
- * tenant rotating its secret: one signed with each), a ServiceNow record with
- * a repeat and a stale version, and a generic delivery signed with Standard
- * Webhooks; every delivery signed by the `standardwebhooks` package.
+ * The PagerDuty, Linear and GitLab feeds on the real stack: the session-runner and
+ * step-context as their own processes on Kafka and Redis, two tenants. Each vendor's
+ * documented payload (shared/feeds/test/fixtures), signed as its vendor signs it, is sent
+ * twice to the runner's port; the subscribed session of the tenant whose secret verified
+ * it gets each update exactly once, as a hook notice; the other tenant's session, subscribed
+ * to the same tickets, gets nothing.
  */
 import { randomUUID } from 'node:crypto';
-import { type Bus, createBus } from '@ctxflow/bus';
-import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
-import { feedRoutes, RedisDeliveryLedger } from '@ctxflow/feeds';
-import { createServer } from '@ctxflow/service-kit';
-import { FeedStepContext, RedisBatchStore, StepContextService } from '@ctxflow/step-context';
-import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
+import { TOPICS } from '@ctxflow/contracts';
 import { Redis } from 'ioredis';
-import kafkajs from 'kafkajs';
-import { afterAll, describe, expect, it } from 'vitest';
-import { deleteKeys, uniquePrefix } from '../../services/step-context/test/helpers.ts';
-import { fixture, standardHeaders } from '../../shared/feeds/test/helpers.ts';
-import { createHarness } from '../support/harness.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  fixture,
+  gitlabHeaders,
+  linearBody,
+  linearHeaders,
+  pagerdutyHeaders,
+} from '../../shared/feeds/test/helpers.ts';
+import {
+  deletePrefix,
+  runnerAndStepContext,
+  type ServiceProcess,
+  startGroupsAtEnd,
+  stopAll,
+  waitFor,
+} from '../faults/processes.ts';
 import { requireKafka, requireRedis } from '../support/services.ts';
 
-const tag = randomUUID().slice(0, 8);
-const prefix = `ctxflow-test-desks-${tag}.`;
-const topic = `${prefix}${TOPICS.ticketUpdates}`;
-const OLD = 'whsec_ZGVza3Mtb2xkLXNlY3JldC1vZi1pbmNpZGVudGlv';
-const NEW = 'whsec_ZGVza3MtbmV3LXNlY3JldC1vZi1pbmNpZGVudGlv';
-const SERVICENOW = 'whsec_ZGVza3Mtc2VydmljZW5vdy1zZWNyZXQ=';
-const GENERIC = 'desks-generic-secret';
-const cleanups: (() => Promise<unknown>)[] = [];
+const run = randomUUID().slice(0, 8);
+const prefix = `desk-feeds:${run}`;
+const KEYS = { ta: 'desk-key-a', tb: 'desk-key-b' } as const;
+type Tenant = keyof typeof KEYS;
+const SECRETS = { pagerduty: `pd-${run}`, linear: `lin-${run}`, gitlab: `gl-${run}` } as const;
 
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-  const admin = new kafkajs.Kafka({ clientId: `ctxflow-test-desks-cleanup-${tag}`, brokers: requireKafka() }).admin();
-  await admin.connect();
-  try {
-    if ((await admin.listTopics()).includes(topic)) await admin.deleteTopics({ topics: [topic] });
-  } finally {
-    await admin.disconnect();
-  }
-});
+describe('PagerDuty, Linear and GitLab deliveries reach a subscribed session exactly once on Kafka and Redis', () => {
+  let runnerUrl = '';
+  let redis: Redis;
+  let runner: ServiceProcess;
 
-describe('Standard Webhooks feeds on Kafka and Redis', () => {
-  it('incident.io, ServiceNow and generic deliveries reach the subscribed session once each; stale and ignored ones never', async () => {
-    const redis = new Redis(requireRedis(), { maxRetriesPerRequest: 2 });
-    const keyPrefix = uniquePrefix();
-    cleanups.push(async () => {
-      await deleteKeys(redis, keyPrefix);
-      await redis.quit();
-    });
-    const bus: Bus = createBus({
-      client: 'platformatic',
-      clientId: `ctxflow-test-desks-${tag}`,
-      brokers: requireKafka(),
-      topicPrefix: prefix,
-    });
-    cleanups.push(async () => {
-      await bus.publisher.close();
-      await bus.admin.close();
-    });
-    await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 1 }]);
-
-    const feeds = createServer({});
-    await feeds.register(feedRoutes, {
-      publisher: bus.publisher,
-      ledger: new RedisDeliveryLedger({ redis, prefix: keyPrefix }),
-      secrets: {
-        incidentio: [
-          { tenant: DEFAULT_TENANT, secret: OLD },
-          { tenant: DEFAULT_TENANT, secret: NEW },
-        ],
-        servicenow: SERVICENOW,
-        generic: GENERIC,
-      },
-    });
-    cleanups.push(() => feeds.close());
-
-    const subscriptions = new RedisSubscriptionStore({ redis, prefix: keyPrefix });
-    const batches = new RedisBatchStore({ redis, prefix: keyPrefix });
-    const service = new StepContextService({
-      subscriber: bus.subscriber,
-      batches,
-      subscriptions,
-      groupId: `ctxflow-test-desks-step-context-${tag}`,
-    });
-    await service.start();
-    cleanups.push(() => service.stop());
-    const harness = await createHarness({
-      engine: { stepContextFor: () => new FeedStepContext({ batches, subscriptions }) },
-    });
-    const session = (await harness.call('POST', '/sessions', {})).body.sessionId as string;
-    for (const [source, ticket] of [
-      ['incidentio', 'INC-123'],
-      ['servicenow', 'INC0000001'],
-      ['generic', 'OPS-42'],
-    ] as const) {
-      await subscriptions.subscribe(DEFAULT_TENANT, session, { source, ticket });
-    }
-
-    const post = async (source: string, body: Buffer | string, id: string, secret: string) => {
-      const res = await feeds.inject({
-        method: 'POST',
-        url: `/feeds/${source}`,
-        headers: standardHeaders(body, id, secret, Math.floor(Date.now() / 1000)),
-        payload: body,
-      });
-      expect(res.statusCode, res.body).toBe(202);
-      return res.json();
+  beforeAll(async () => {
+    const brokers = requireKafka();
+    redis = new Redis(requireRedis());
+    const groups = { runner: `desk-feeds-runner-${run}`, stepContext: `desk-feeds-step-context-${run}` };
+    await startGroupsAtEnd(brokers, [
+      { groupId: groups.runner, topic: TOPICS.stepRequests },
+      { groupId: groups.stepContext, topic: TOPICS.ticketUpdates },
+    ]);
+    const common = {
+      KAFKA_BROKERS: brokers.join(','),
+      REDIS_URL: requireRedis(),
+      CTXFLOW_REDIS_PREFIX: prefix,
+      KAFKA_SESSION_TIMEOUT_MS: '6000',
+      CTXFLOW_LOG_LEVEL: 'error',
+      CTXFLOW_API_KEYS: `ta:${KEYS.ta},tb:${KEYS.tb}`,
+      // Tenant-scoped like every feed's secret: only tenant ta's deliveries verify.
+      CTXFLOW_FEED_SECRET_PAGERDUTY: `ta:${SECRETS.pagerduty}`,
+      CTXFLOW_FEED_SECRET_LINEAR: `ta:${SECRETS.linear}`,
+      CTXFLOW_FEED_SECRET_GITLAB: `ta:${SECRETS.gitlab}`,
     };
-    const record = JSON.parse(fixture('servicenow-incident-commented.json').toString());
-    const stale = JSON.stringify({
-      ...record,
-      sys_mod_count: '6',
-      comments: 'OLD NEWS from version 6',
-      work_notes: '',
+    const services = await runnerAndStepContext({
+      common,
+      runnerGroup: groups.runner,
+      stepContextGroup: groups.stepContext,
     });
-
-    const answers = [
-      await post('incidentio', fixture('incidentio-incident-created.json'), `msg-created-${tag}`, OLD),
-      await post('incidentio', fixture('incidentio-incident-created.json'), `msg-created-${tag}`, NEW),
-      await post('incidentio', fixture('incidentio-incident-status-updated.json'), `msg-status-${tag}`, NEW),
-      await post('incidentio', fixture('incidentio-follow-up-updated.json'), `msg-follow-${tag}`, OLD),
-      await post('servicenow', fixture('servicenow-incident-commented.json'), `rec-${tag}.7`, SERVICENOW),
-      await post('servicenow', fixture('servicenow-incident-commented.json'), `rec-${tag}.7`, SERVICENOW),
-      await post('servicenow', stale, `rec-${tag}.6`, SERVICENOW),
-      await post('generic', fixture('generic-update.json'), `msg-generic-${tag}`, GENERIC),
-    ];
-    expect(answers.map((a) => (a.ignored ? 'ignored' : a.duplicate ? 'duplicate' : 'published'))).toEqual([
-      'published',
-      'duplicate',
-      'published',
-      'ignored',
-      'published',
-      'duplicate',
-      'published',
-      'published',
-    ]);
-
-    // Five records on the topic (offsets 0 to 4); wait until step-context stored the last one's position.
-    for (let i = 0; i < 600; i++) {
-      const at = await batches.resumeFrom(topic, 0);
-      if (at !== undefined && BigInt(at) >= 5n) break;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    expect(await batches.resumeFrom(topic, 0)).toBe('5');
-
-    const step = (await harness.call('POST', `/sessions/${session}/steps`, {})).body;
-    const notices: string[] = step.rows.map((r: { content: string }) => r.content);
-    const of = (source: string) => notices.filter((n) => n.startsWith(`Ticket update from ${source} (untrusted:`));
-    expect([of('incidentio').length, of('servicenow').length, of('generic').length, notices.length]).toEqual([
-      1, 1, 1, 3,
-    ]);
-    const [incident] = of('incidentio') as [string];
-    const [servicenow] = of('servicenow') as [string];
-    // Coalesced per ticket: both incident updates in one notice, each once, the status change folded in.
-    expect(incident).toContain('ticket: "INC-123"');
-    expect(incident).toContain('updates (2):');
-    expect(incident.split('Incident INC-123 created: Our database is sad').length - 1).toBe(1);
-    expect(incident.split('Incident INC-123 status changed:').length - 1).toBe(1);
-    expect(incident).toContain('- "status": "Triage" -> "Fixing"');
-    expect(incident).not.toContain('Call the fire brigade');
-    // The stale version 6 arrived after version 7: dropped.
-    expect(servicenow).toContain('ticket: "INC0000001"');
-    expect(servicenow).toContain('updates (1):');
-    expect(servicenow).toContain('(version 7)');
-    expect(servicenow).not.toContain('OLD NEWS');
-    expect(of('generic')[0]).toContain('ticket: "OPS-42"');
-    // Nothing more on the next step.
-    expect((await harness.call('POST', `/sessions/${session}/steps`, {})).body.rows).toEqual([]);
+    runner = services.runner;
+    runnerUrl = `http://127.0.0.1:${services.runnerPort}`;
+    await Promise.all([runner.start(), services.stepContext.start()]);
   }, 120_000);
+
+  afterAll(async () => {
+    await stopAll();
+    await deletePrefix(redis, prefix);
+    await redis.quit();
+  });
+
+  const api = async (tenant: Tenant, method: string, path: string, body?: object) => {
+    const response = await fetch(`${runnerUrl}${path}`, {
+      method,
+      headers: {
+        authorization: `Bearer ${KEYS[tenant]}`,
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
+    const text = await response.text();
+    return { status: response.status, body: text ? JSON.parse(text) : undefined };
+  };
+
+  const deliver = async (source: string, body: Buffer, headers: Record<string, string>) => {
+    const response = await fetch(`${runnerUrl}/feeds/${source}`, { method: 'POST', headers, body });
+    return { status: response.status, body: await response.json() };
+  };
+
+  it('each feed: published once, one notice row in the subscribed session, none in the other tenant', async () => {
+    const ofA = (await api('ta', 'POST', '/sessions', {})).body.sessionId as string;
+    const ofB = (await api('tb', 'POST', '/sessions', {})).body.sessionId as string;
+    const subscriptions = [
+      { source: 'pagerduty', ticket: 'PGR0VU2' },
+      { source: 'linear', ticket: 'WEB-43' },
+      { source: 'gitlab', ticket: 'gitlabhq/gitlab-test#23' },
+    ];
+    for (const subscription of subscriptions) {
+      expect((await api('ta', 'POST', `/sessions/${ofA}/subscriptions`, subscription)).status).toBe(201);
+      expect((await api('tb', 'POST', `/sessions/${ofB}/subscriptions`, subscription)).status).toBe(201);
+    }
+
+    const pagerduty = fixture('pagerduty-incident-priority-updated.json');
+    const linear = linearBody('linear-issue-update.json', Date.now());
+    const gitlab = fixture('gitlab-issue-hook.json');
+    const sends = [
+      {
+        source: 'pagerduty',
+        body: pagerduty,
+        headers: pagerdutyHeaders(pagerduty, `pd-${run}`, [SECRETS.pagerduty]),
+        id: `pagerduty:pd-${run}`,
+      },
+      {
+        source: 'linear',
+        body: linear,
+        headers: linearHeaders(linear, `lin-${run}`, SECRETS.linear),
+        id: `linear:lin-${run}`,
+      },
+      {
+        source: 'gitlab',
+        body: gitlab,
+        headers: gitlabHeaders('Issue Hook', `gl-${run}`, SECRETS.gitlab),
+        id: `gitlab:gl-${run}`,
+      },
+    ];
+    for (const send of sends) {
+      expect(await deliver(send.source, send.body, send.headers), send.source).toEqual({
+        status: 202,
+        body: { accepted: true, id: send.id },
+      });
+      // The vendor's retry of the same delivery: answered, not published again.
+      expect(await deliver(send.source, send.body, send.headers), send.source).toEqual({
+        status: 202,
+        body: { accepted: true, id: send.id, duplicate: true },
+      });
+    }
+
+    const markers = [
+      'Ticket update from pagerduty',
+      'Tenex Engineer changed the priority of incident #2 PGR0VU2',
+      'Ticket update from linear',
+      'Jane Doe updated WEB-43: Checkout fails for EU cards',
+      'Ticket update from gitlab',
+      'root opened issue gitlabhq/gitlab-test#23',
+    ];
+    const rows: { role: string; kind: string; source: string; content: string }[] = [];
+    await waitFor(
+      'the three notices in the subscribed session',
+      async () => {
+        const step = await api('ta', 'POST', `/sessions/${ofA}/steps`, {});
+        expect(step.status).toBe(200);
+        rows.push(...step.body.rows);
+        const text = rows.map((row) => row.content).join('\n');
+        return markers.every((marker) => text.includes(marker));
+      },
+      30_000,
+      200,
+    );
+    // Nothing more arrives: one more step commits no row.
+    expect((await api('ta', 'POST', `/sessions/${ofA}/steps`, {})).body.rows).toEqual([]);
+    for (const row of rows) expect(row).toMatchObject({ role: 'context', kind: 'notice', source: 'hook' });
+    const text = rows.map((row) => row.content).join('\n');
+    for (const marker of markers) expect(text.split(marker).length - 1, marker).toBe(1);
+
+    // Tenant B's session, subscribed to the same tickets, never sees tenant A's deliveries.
+    const stepB = await api('tb', 'POST', `/sessions/${ofB}/steps`, {});
+    expect(stepB.body.rows).toEqual([]);
+    expect(JSON.stringify(stepB.body)).not.toContain('PGR0VU2');
+  });
 });

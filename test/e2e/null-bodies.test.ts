@@ -11,7 +11,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   genericHeaders,
   githubHeaders,
+  gitlabHeaders,
   jiraHeaders,
+  linearHeaders,
+  pagerdutyHeaders,
   SECRETS,
   standardHeaders,
   zendeskHeaders,
@@ -64,6 +67,12 @@ function feedHeaders(source: string, body: string): Record<string, string> {
     case 'incidentio':
     case 'servicenow':
       return standardHeaders(body, 'msg-null-1', SECRETS[source], Math.floor(now / 1000));
+    case 'pagerduty':
+      return pagerdutyHeaders(body, 'delivery-1');
+    case 'linear':
+      return linearHeaders(body, 'delivery-1');
+    case 'gitlab':
+      return gitlabHeaders('Issue Hook', 'delivery-1');
     default:
       throw new Error(`no signature for the ${source} feed`);
   }
@@ -115,6 +124,9 @@ describe('a null body', () => {
         'POST /feeds/jira',
         'POST /feeds/servicenow',
         'POST /feeds/zendesk',
+        'POST /feeds/pagerduty',
+        'POST /feeds/linear',
+        'POST /feeds/gitlab',
         'POST /sessions',
         'POST /sessions/:sessionId/branches',
         'POST /sessions/:sessionId/messages',

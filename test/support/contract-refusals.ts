@@ -32,7 +32,7 @@ export async function refusals(target: TrafficTarget): Promise<void> {
   await call('GET', '/nope', undefined, { status: 404, expect: 'unknown-route' });
   // Feeds without a secret here answer 404 feed_disabled, whatever they are sent.
   const event = JSON.stringify({ eventId: 'evt-1', ticket: 'T-1', summary: 'x' });
-  for (const source of ['github', 'jira', 'zendesk', 'cloudevents']) {
+  for (const source of ['github', 'jira', 'zendesk', 'cloudevents', 'pagerduty', 'linear', 'gitlab']) {
     await call('POST', `/feeds/${source}`, undefined, {
       status: 404,
       key: null,

@@ -44,6 +44,9 @@ export const feedConfigSchema = z
     CTXFLOW_FEED_SECRET_JIRA: secret,
     CTXFLOW_FEED_SECRET_ZENDESK: secret,
     CTXFLOW_FEED_SECRET_CLOUDEVENTS: secret,
+    CTXFLOW_FEED_SECRET_PAGERDUTY: secret,
+    CTXFLOW_FEED_SECRET_LINEAR: secret,
+    CTXFLOW_FEED_SECRET_GITLAB: secret,
     CTXFLOW_FEED_MAX_BYTES: blank(
       z.coerce
         .number()

@@ -44,6 +44,9 @@ export const runnerConfigSchema = z
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_ZENDESK: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_CLOUDEVENTS: blank(z.string().min(1).optional()),
+    CTXFLOW_FEED_SECRET_PAGERDUTY: blank(z.string().min(1).optional()),
+    CTXFLOW_FEED_SECRET_LINEAR: blank(z.string().min(1).optional()),
+    CTXFLOW_FEED_SECRET_GITLAB: blank(z.string().min(1).optional()),
     ...stackVars(),
   })
   // Kept: every other CTXFLOW_FEED_SECRET_<NAME> configures a source (feed-secrets.ts).

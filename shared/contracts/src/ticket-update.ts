@@ -13,6 +13,9 @@ export const FEED_SOURCES = [
   'servicenow',
   'zendesk',
   'cloudevents',
+  'pagerduty',
+  'linear',
+  'gitlab',
 ] as const;
 export type BuiltinFeedSource = (typeof FEED_SOURCES)[number];
 

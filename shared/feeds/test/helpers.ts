@@ -18,6 +18,9 @@ export const SECRETS: Record<Exclude<BuiltinFeedSource, 'cloudevents'>, string> 
   jira: 'jira-test-secret-c04e',
   servicenow: 'whsec_c2VydmljZW5vdy10ZXN0LXNlY3JldC03MWQ0',
   zendesk: 'zendesk-test-secret-e6d3',
+  pagerduty: 'pagerduty-test-secret-5a80',
+  linear: 'linear-test-secret-b71d',
+  gitlab: 'gitlab-test-token-3c94',
 };
 
 /** A Publisher that records what the bus acknowledged; `failing` makes it reject like a bus that is down. */
@@ -102,6 +105,39 @@ export function standardHeaders(
     'webhook-id': id,
     'webhook-timestamp': String(timestampS),
     'webhook-signature': signatures.join(' '),
+/** PagerDuty's header: one `v1=` signature per secret (several while PagerDuty rotates the secret). */
+export function pagerdutyHeaders(body: Buffer | string, webhookId?: string, secrets: string[] = [SECRETS.pagerduty]) {
+  return {
+    'content-type': 'application/json',
+    'x-pagerduty-signature': secrets.map((secret) => `v1=${hmacHex(secret, body)}`).join(','),
+    ...(webhookId === undefined ? {} : { 'x-webhook-id': webhookId }),
+  };
+}
+
+/** A Linear body as sent at `atMs`: the fixture with its `webhookTimestamp` set (the rest byte for byte). */
+export function linearBody(name: string, atMs = NOW): Buffer {
+  const text = fixture(name).toString('utf8');
+  const stamp = /"webhookTimestamp": \d+/;
+  if (!stamp.test(text)) throw new Error(`${name}: no webhookTimestamp`);
+  return Buffer.from(text.replace(stamp, `"webhookTimestamp": ${atMs}`));
+}
+
+export function linearHeaders(body: Buffer | string, delivery?: string, secret = SECRETS.linear) {
+  return {
+    'content-type': 'application/json; charset=utf-8',
+    'linear-signature': hmacHex(secret, body),
+    'linear-event': 'Issue',
+    ...(delivery === undefined ? {} : { 'linear-delivery': delivery }),
+  };
+}
+
+export function gitlabHeaders(event: string, idempotencyKey?: string, token = SECRETS.gitlab) {
+  return {
+    'content-type': 'application/json',
+    'x-gitlab-event': event,
+    'x-gitlab-token': token,
+    'x-gitlab-event-uuid': '13792a34-cac6-4fda-95a8-c58e00a3954e',
+    ...(idempotencyKey === undefined ? {} : { 'idempotency-key': idempotencyKey }),
   };
 }
 
