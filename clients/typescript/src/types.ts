@@ -11,6 +11,7 @@ import type { ProviderFormat, ProviderRequests } from './provider-types.ts';
 export type ErrorCode =
   | 'validation_error'
   | 'unauthorized'
+  | 'forbidden'
   | 'state_session_not_found'
   | 'state_agent_not_found'
   | 'state_step_not_found'
@@ -22,6 +23,8 @@ export type ErrorCode =
   | 'state_agent_in_use'
   | 'state_conflict'
   | 'state_calls_pending'
+  | 'rate_limited'
+  | 'quota_exceeded'
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'header_too_large'

@@ -1,6 +1,7 @@
 import { readFeedSecrets, refineFeedSecrets } from '@ctxflow/feeds';
 import {
   blank,
+  type IdentityConfig,
   isLoopback,
   logLevelVar,
   parseApiKeys,
@@ -46,7 +47,9 @@ export const embeddedConfigSchema = z
     };
   });
 
-export type EmbeddedConfig = Readonly<z.output<typeof embeddedConfigSchema> & { apiKeys: Map<string, string> }>;
+export type EmbeddedConfig = Readonly<
+  z.output<typeof embeddedConfigSchema> & { apiKeys: Map<string, string>; identity: IdentityConfig }
+>;
 
 export function loadEmbeddedConfig(env: Record<string, string | undefined>): EmbeddedConfig {
   return parseConfigWithAuth(embeddedConfigSchema, env, { parseApiKeys, isLoopback });

@@ -1,4 +1,13 @@
-import { createServer, type ServerOptions, securedRoute, tenantHook } from '@ctxflow/service-kit';
+import {
+  type AuditLog,
+  type Authenticate,
+  auditHook,
+  createAuditLog,
+  createServer,
+  type ServerOptions,
+  securedRoute,
+  tenantHook,
+} from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import type { ContextEngine } from './domain/context-engine.ts';
 import { sessionRoutes } from './http/session-routes.ts';
@@ -6,7 +15,9 @@ import type { StreamFollowers } from './http/stream-followers.ts';
 
 export interface RunnerAppDeps extends ServerOptions {
   engine: ContextEngine;
-  authenticate: (authorization: string | undefined) => string;
+  authenticate: Authenticate;
+  /** Where the audit lines go (default: the server's logger). */
+  audit?: AuditLog;
   /** More route plugins behind the same credentials (the embedded default adds subscriptions). */
   protectedRoutes?: ((app: FastifyInstance) => Promise<void>)[];
   /** Route plugins without credentials (the embedded default adds the feeds). */
@@ -21,6 +32,7 @@ export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
   app.register(async (scope) => {
     scope.addHook('onRoute', securedRoute);
     scope.addHook('onRequest', tenantHook(deps.authenticate));
+    scope.addHook('onResponse', auditHook(deps.audit ?? createAuditLog(app.log)));
     await sessionRoutes(scope, { engine: deps.engine, ...(deps.streams ? { streams: deps.streams } : {}) });
     for (const routes of deps.protectedRoutes ?? []) await routes(scope);
   });

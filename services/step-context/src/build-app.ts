@@ -1,4 +1,12 @@
-import { createServer, type Logger, tenantHook } from '@ctxflow/service-kit';
+import {
+  type Authenticate,
+  auditHook,
+  createAuditLog,
+  createServer,
+  type Logger,
+  securedRoute,
+  tenantHook,
+} from '@ctxflow/service-kit';
 import { type SessionDirectory, type SubscriptionStore, subscriptionRoutes } from '@ctxflow/subscriptions';
 import type { FastifyInstance } from 'fastify';
 import type { FeedStepContext } from './domain/feed-step-context.ts';
@@ -10,7 +18,7 @@ export interface StepContextAppDeps {
   directory?: SessionDirectory;
   feed: FeedStepContext;
   /** Resolves a bearer header to a tenant (service-kit createAuthenticator). */
-  authenticate: (authorization: string | undefined) => string;
+  authenticate: Authenticate;
   logger?: Logger;
   metricsText?: () => Promise<string>;
   readiness?: Record<string, () => Promise<void>>;
@@ -30,7 +38,9 @@ export function buildStepContextApp(deps: StepContextAppDeps): FastifyInstance {
   const { directory } = deps;
   if (directory) {
     app.register(async (scope) => {
+      scope.addHook('onRoute', securedRoute);
       scope.addHook('onRequest', tenantHook(deps.authenticate));
+      scope.addHook('onResponse', auditHook(createAuditLog(app.log)));
       await scope.register(subscriptionRoutes, { subscriptions: deps.subscriptions, directory });
     });
   }

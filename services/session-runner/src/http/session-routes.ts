@@ -1,5 +1,5 @@
 import { idSchema, MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
-import { ERROR_ANSWERS, type ZodTypeProvider } from '@ctxflow/service-kit';
+import { ERROR_ANSWERS, requireScope, SCOPE, type ZodTypeProvider } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { ContextEngine, NeutralStepResult } from '../domain/context-engine.ts';
@@ -110,6 +110,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/agents',
     {
+      config: { scope: SCOPE.write, audit: 'agent.create' },
       schema: {
         ...agents,
         operationId: 'createAgent',
@@ -120,6 +121,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     },
     async (request, reply) => {
       const created = await engine.createAgent(request.tenant, request.body);
+      request.auditDetail = { target: created.agentId };
       return reply.status(201).send({ agentId: created.agentId });
     },
   );
@@ -127,6 +129,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/agents/:agentId',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...agents,
         operationId: 'getAgent',
@@ -141,6 +144,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.patch(
     '/agents/:agentId',
     {
+      config: { scope: SCOPE.write },
       ...contextBody,
       schema: {
         ...agents,
@@ -165,10 +169,12 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.delete(
     '/agents/:agentId',
     {
+      config: { scope: SCOPE.write, audit: 'agent.erase' },
       schema: {
         ...agents,
         operationId: 'deleteAgent',
         summary: 'Erase an agent and its memories (idempotent); with cascade=true its sessions too',
+        description: 'With `cascade=true` the caller needs `ctxflow:admin` besides `ctxflow:write` (else 403).',
         params: agentParams,
         querystring: deleteAgentQuery,
         response: { 204: z.null().describe('Erased, or there was nothing to erase'), 409: conflict },
@@ -176,6 +182,11 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     },
     async (request, reply) => {
       const cascade = request.query.cascade === 'true';
+      // Erasing the agent's sessions with it is an administrator's action.
+      if (cascade) {
+        request.auditDetail = { action: 'agent.erase-cascade' };
+        requireScope(request, SCOPE.admin);
+      }
       await engine.deleteAgent(request.tenant, request.params.agentId, { cascade });
       return reply.status(204).send(null);
     },
@@ -184,6 +195,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/agents/:agentId/memories',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...agents,
         operationId: 'addMemory',
@@ -202,6 +214,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions',
     {
+      config: { scope: SCOPE.write, audit: 'session.create' },
       ...contextBody,
       schema: {
         ...sessions,
@@ -213,6 +226,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     },
     async (request, reply) => {
       const meta = await engine.createSession(request.tenant, request.body);
+      request.auditDetail = { target: meta.sessionId };
       return reply.status(201).send({ sessionId: meta.sessionId });
     },
   );
@@ -220,6 +234,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...sessions,
         operationId: 'listSessions',
@@ -241,6 +256,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions/:sessionId',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...sessions,
         operationId: 'getSession',
@@ -260,6 +276,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.delete(
     '/sessions/:sessionId',
     {
+      config: { scope: SCOPE.write, audit: 'session.erase' },
       schema: {
         ...sessions,
         operationId: 'deleteSession',
@@ -277,6 +294,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions/:sessionId/inspect',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...sessions,
         operationId: 'inspectSession',
@@ -291,6 +309,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.patch(
     '/sessions/:sessionId',
     {
+      config: { scope: SCOPE.write },
       ...contextBody,
       schema: {
         ...sessions,
@@ -307,6 +326,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/context',
     {
+      config: { scope: SCOPE.write },
       schema: {
         tags: ['context'],
         operationId: 'addContext',
@@ -322,6 +342,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/steps',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...steps,
         operationId: 'runStep',
@@ -340,6 +361,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/runs/restart',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...steps,
         operationId: 'restartRun',
@@ -359,6 +381,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/messages',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...messages,
         operationId: 'appendMessages',
@@ -379,6 +402,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions/:sessionId/messages',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...messages,
         operationId: 'listMessages',
@@ -394,6 +418,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/tool-calls',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...calls,
         operationId: 'gateToolCall',
@@ -409,6 +434,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/tool-calls/:callId/context',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...calls,
         operationId: 'addCallContext',
@@ -428,6 +454,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/tool-calls/:callId/approval',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...calls,
         operationId: 'answerApproval',
@@ -444,6 +471,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/tool-calls/:callId/answer',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...calls,
         operationId: 'answerClientCall',
@@ -460,6 +488,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/rewind',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...sessions,
         operationId: 'rewindSession',
@@ -475,6 +504,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/branches',
     {
+      config: { scope: SCOPE.write, audit: 'session.branch' },
       schema: {
         ...sessions,
         operationId: 'branchSession',
@@ -486,6 +516,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     },
     async (request, reply) => {
       const meta = await engine.branch(request.tenant, request.params.sessionId, request.body);
+      request.auditDetail = { target: meta.sessionId };
       return reply.status(201).send({ sessionId: meta.sessionId });
     },
   );
@@ -502,6 +533,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions/:sessionId/stream',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...sessions,
         operationId: 'streamSession',

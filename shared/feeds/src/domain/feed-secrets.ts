@@ -59,11 +59,12 @@ export interface SecretProblem {
  *
  * - `CTXFLOW_API_KEYS` unset (one tenant, loopback only): the value is one
  *   plain secret, as it is, of DEFAULT_TENANT.
- * - `CTXFLOW_API_KEYS` set: the value is a comma-separated list of
+ * - `CTXFLOW_API_KEYS`, `CTXFLOW_API_KEYS_FILE` or `CTXFLOW_OIDC_ISSUER` set: the value is a comma-separated list of
  *   `tenant:secret` pairs (`ta:secret-a,tb:secret-b`); the secret that
  *   verifies a delivery names its tenant. Refused, each problem naming its
  *   variable: a plain secret (no tenant), an empty tenant or secret, a tenant
- *   without a key in `CTXFLOW_API_KEYS`, and one secret given to two tenants.
+ *   without a key in `CTXFLOW_API_KEYS` (unless a key file or tokens name the
+ *   tenants), and one secret given to two tenants.
  *   A tenant may have several secrets (rotation).
  *
  * A malformed `CTXFLOW_API_KEYS` is the caller's problem to report (its
@@ -82,7 +83,12 @@ export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
   } catch {
     tenants = undefined;
   }
-  const multiTenant = Boolean(rawKeys);
+  // Tenants named by a key file or a token are not known at startup: only CTXFLOW_API_KEYS's are checked.
+  const openTenants = [env.CTXFLOW_API_KEYS_FILE, env.CTXFLOW_OIDC_ISSUER].some(
+    (v) => typeof v === 'string' && v.trim() !== '',
+  );
+  if (openTenants) tenants = undefined;
+  const multiTenant = Boolean(rawKeys) || openTenants;
   for (const variable of Object.keys(env).sort()) {
     if (!variable.startsWith(FEED_SECRET_PREFIX)) continue;
     const value = env[variable];
