@@ -32,7 +32,13 @@ import type { EmbeddedConfig } from './config.ts';
 export interface EmbeddedDeps {
   /** `secrets`: a plain string is the single-tenant default's secret (feed-secrets.ts). */
   /** `sessionTtlMs`: CTXFLOW_SESSION_TTL_MS (default 0 here: sessions are kept until deleted). */
-  config: Pick<EmbeddedConfig, 'apiKeys'> & { secrets: FeedSecrets; sessionTtlMs?: number };
+  /** `ratePerMinute`, `maxSessions`: CTXFLOW_RATE_LIMIT_PER_MINUTE, CTXFLOW_TENANT_MAX_SESSIONS (absent: none). */
+  config: Pick<EmbeddedConfig, 'apiKeys'> & {
+    secrets: FeedSecrets;
+    sessionTtlMs?: number;
+    ratePerMinute?: number | undefined;
+    maxSessions?: number | undefined;
+  };
   logger?: Logger;
   /** The callers' credentials (createIdentity); default: `config.apiKeys` (CTXFLOW_API_KEYS). */
   authenticate?: Authenticate;
@@ -113,6 +119,10 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const app = buildRunnerApp({
     engine,
     authenticate: deps.authenticate ?? createAuthenticator(deps.config.apiKeys),
+    limits: {
+      ...(deps.config.ratePerMinute !== undefined ? { rate: { perMinute: deps.config.ratePerMinute } } : {}),
+      ...(deps.config.maxSessions !== undefined ? { maxSessions: deps.config.maxSessions } : {}),
+    },
     ...(deps.logger ? { logger: deps.logger } : {}),
     ...(deps.metricsText ? { metricsText: deps.metricsText } : {}),
     ...(deps.onRoute ? { onRoute: deps.onRoute } : {}),

@@ -4,8 +4,10 @@ import {
   auditHook,
   createAuditLog,
   createServer,
+  registerTenantRateLimit,
   type ServerOptions,
   securedRoute,
+  type TenantRateLimit,
   tenantHook,
 } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
@@ -18,6 +20,8 @@ export interface RunnerAppDeps extends ServerOptions {
   authenticate: Authenticate;
   /** Where the audit lines go (default: the server's logger). */
   audit?: AuditLog;
+  /** Per-tenant limits: a request rate (CTXFLOW_RATE_LIMIT_PER_MINUTE), live sessions (CTXFLOW_TENANT_MAX_SESSIONS). */
+  limits?: { rate?: TenantRateLimit; maxSessions?: number };
   /** More route plugins behind the same credentials (the embedded default adds subscriptions). */
   protectedRoutes?: ((app: FastifyInstance) => Promise<void>)[];
   /** Route plugins without credentials (the embedded default adds the feeds). */
@@ -33,7 +37,12 @@ export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
     scope.addHook('onRoute', securedRoute);
     scope.addHook('onRequest', tenantHook(deps.authenticate));
     scope.addHook('onResponse', auditHook(deps.audit ?? createAuditLog(app.log)));
-    await sessionRoutes(scope, { engine: deps.engine, ...(deps.streams ? { streams: deps.streams } : {}) });
+    if (deps.limits?.rate) await registerTenantRateLimit(scope, deps.limits.rate);
+    await sessionRoutes(scope, {
+      engine: deps.engine,
+      ...(deps.streams ? { streams: deps.streams } : {}),
+      ...(deps.limits?.maxSessions !== undefined ? { maxSessions: deps.limits.maxSessions } : {}),
+    });
     for (const routes of deps.protectedRoutes ?? []) await routes(scope);
   });
   for (const routes of deps.openRoutes ?? []) app.register(routes);

@@ -39,6 +39,10 @@ export const runnerConfigSchema = z
     ),
     /** Parsed by parseConfigWithAuth; here it decides how the feed secrets read. */
     CTXFLOW_API_KEYS: blank(z.string().optional()),
+    /** Requests per tenant per minute on the secured routes, counted in Redis when there is one; absent: no limit. */
+    CTXFLOW_RATE_LIMIT_PER_MINUTE: blank(z.coerce.number().int().min(1).max(1_000_000_000).optional()),
+    /** Live sessions a tenant may have; absent: no cap. */
+    CTXFLOW_TENANT_MAX_SESSIONS: blank(z.coerce.number().int().min(1).max(1_000_000_000).optional()),
     CTXFLOW_FEED_SECRET_GENERIC: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
@@ -58,6 +62,8 @@ export const runnerConfigSchema = z
     groupId: env.CTXFLOW_RUNNER_GROUP,
     heldSessions: env.CTXFLOW_HELD_SESSIONS,
     heldBytes: env.CTXFLOW_HELD_BYTES,
+    ratePerMinute: env.CTXFLOW_RATE_LIMIT_PER_MINUTE,
+    maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,

@@ -149,6 +149,12 @@ async function main() {
   const app = buildRunnerApp({
     engine,
     authenticate: identity.authenticate,
+    limits: {
+      ...(config.ratePerMinute !== undefined
+        ? { rate: { perMinute: config.ratePerMinute, prefix: config.redisPrefix, ...(redis ? { redis } : {}) } }
+        : {}),
+      ...(config.maxSessions !== undefined ? { maxSessions: config.maxSessions } : {}),
+    },
     logger,
     metricsText: () => telemetry.metricsText(),
     protectedRoutes: [

@@ -1,4 +1,4 @@
-import { idSchema, MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
+import { CtxflowError, idSchema, MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
 import { ERROR_ANSWERS, requireScope, SCOPE, type ZodTypeProvider } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
@@ -48,6 +48,8 @@ export interface SessionRoutesDeps {
   engine: ContextEngine;
   /** The server's stream followers (their limits; ended at close). Default: one per registration, default limits. */
   streams?: StreamFollowers;
+  /** Live sessions a tenant may have (CTXFLOW_TENANT_MAX_SESSIONS); absent: no cap. */
+  maxSessions?: number;
 }
 
 const agentParams = z.object({ agentId: idSchema });
@@ -95,7 +97,18 @@ function inFormat(format: ProviderFormat | 'neutral' | undefined, answer: Neutra
  * the contract, and /openapi.json is generated from them.
  */
 export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDeps) {
-  const { engine } = deps;
+  const { engine, maxSessions } = deps;
+  /** A new session (created or branched) over the tenant's cap: 429 `quota_exceeded`, nothing written. */
+  const withinQuota = async (tenant: string) => {
+    if (maxSessions === undefined) return;
+    const live = await engine.listSessions(tenant, maxSessions);
+    if (live.length >= maxSessions) {
+      throw new CtxflowError(
+        'quota_exceeded',
+        `the tenant has ${maxSessions} live sessions, its cap (CTXFLOW_TENANT_MAX_SESSIONS): erase one first`,
+      );
+    }
+  };
   const streams = deps.streams ?? new StreamFollowers(undefined, app.log);
   // Before the server stops listening: open streams end (a `shutdown` event, then the response ends),
   // so closing waits for no follower.
@@ -225,6 +238,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
       },
     },
     async (request, reply) => {
+      await withinQuota(request.tenant);
       const meta = await engine.createSession(request.tenant, request.body);
       request.auditDetail = { target: meta.sessionId };
       return reply.status(201).send({ sessionId: meta.sessionId });
@@ -515,6 +529,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
       },
     },
     async (request, reply) => {
+      await withinQuota(request.tenant);
       const meta = await engine.branch(request.tenant, request.params.sessionId, request.body);
       request.auditDetail = { target: meta.sessionId };
       return reply.status(201).send({ sessionId: meta.sessionId });
