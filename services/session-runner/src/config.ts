@@ -8,6 +8,7 @@ import {
   portVar,
   REFINE_ALWAYS,
   refineGroupTimeouts,
+  serviceTokensOf,
   stackVars,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
@@ -25,6 +26,8 @@ export const runnerConfigSchema = z
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_PORT: portVar(8080),
     CTXFLOW_STEP_CONTEXT_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8082/step-context')),
+    /** The token the runner sends to step-context (the file's first line), re-read when the file changes. */
+    CTXFLOW_SERVICE_TOKEN_FILE: blank(z.string().min(1).optional()),
     /** Consumer group on TOPICS.stepRequests; default STEP_CONSUMER_GROUP (`ctxflow-session-runner`). */
     CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
     /** Sessions whose state the runner holds between steps (0: read every step). */
@@ -58,6 +61,7 @@ export const runnerConfigSchema = z
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_PORT,
     stepContextUrl: env.CTXFLOW_STEP_CONTEXT_URL,
+    serviceTokens: serviceTokensOf(env.CTXFLOW_SERVICE_TOKEN_FILE, ctx),
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
     groupId: env.CTXFLOW_RUNNER_GROUP,
     heldSessions: env.CTXFLOW_HELD_SESSIONS,

@@ -88,7 +88,10 @@ async function main() {
     : new MemoryDeliveryLedger();
   const engine = createEngine({
     store,
-    feed: new HttpStepContext(config.stepContextUrl),
+    feed: new HttpStepContext(
+      config.stepContextUrl,
+      config.serviceTokens ? () => config.serviceTokens!.current() : undefined,
+    ),
     telemetry: createContextTelemetry(),
     heldSessions: config.heldSessions,
     heldBytes: config.heldBytes,

@@ -4,6 +4,7 @@ import {
   createAuditLog,
   createServer,
   type Logger,
+  type ServiceTokens,
   securedRoute,
   tenantHook,
 } from '@ctxflow/service-kit';
@@ -17,6 +18,8 @@ export interface StepContextAppDeps {
   /** Who owns a session (RedisSessionDirectory on the stack); absent: no subscription routes. */
   directory?: SessionDirectory;
   feed: FeedStepContext;
+  /** The tokens `POST /step-context` requires (CTXFLOW_SERVICE_TOKEN_FILE); absent: none. */
+  serviceTokens?: ServiceTokens;
   /** Resolves a bearer header to a tenant (service-kit createAuthenticator). */
   authenticate: Authenticate;
   logger?: Logger;
@@ -44,6 +47,9 @@ export function buildStepContextApp(deps: StepContextAppDeps): FastifyInstance {
       await scope.register(subscriptionRoutes, { subscriptions: deps.subscriptions, directory });
     });
   }
-  app.register(stepContextRoutes, { feed: deps.feed });
+  app.register(stepContextRoutes, {
+    feed: deps.feed,
+    ...(deps.serviceTokens ? { serviceTokens: deps.serviceTokens } : {}),
+  });
   return app;
 }

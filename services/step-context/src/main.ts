@@ -110,6 +110,7 @@ async function main() {
     feed,
     ...(redis ? { directory: new RedisSessionDirectory({ redis, prefix: config.redisPrefix }) } : {}),
     authenticate: identity.authenticate,
+    ...(config.serviceTokens ? { serviceTokens: config.serviceTokens } : {}),
     logger,
     metricsText: () => telemetry.metricsText(),
     readiness: {

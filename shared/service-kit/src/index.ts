@@ -86,3 +86,4 @@ export { registerTenantRateLimit, type TenantRateLimit } from './rate-limit.ts';
 export { connectRedis, consumerGroupOptions, verifyRedis } from './redis.ts';
 export type { ServerOptions } from './server.ts';
 export { createServer } from './server.ts';
+export { MIN_SERVICE_TOKEN_LENGTH, parseServiceTokens, ServiceTokens, serviceTokensOf } from './service-token.ts';
