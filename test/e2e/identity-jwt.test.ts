@@ -233,6 +233,22 @@ describe('JWT bearer tokens (CTXFLOW_OIDC_ISSUER)', () => {
     await app.close();
   });
 
+  it('an issuer whose discovery fails is 503 store_unavailable (retryable), never 401', async () => {
+    const app = await runner({ CTXFLOW_OIDC_ISSUER: `${issuer}-elsewhere` });
+    const { status, body } = await createSession(app, await sign({}, { iss: `${issuer}-elsewhere` }));
+    expect({ status, body }).toEqual({
+      status: 503,
+      body: {
+        error: {
+          code: 'store_unavailable',
+          message: "the issuer's signing keys could not be fetched; retry",
+          retryable: true,
+        },
+      },
+    });
+    await app.close();
+  });
+
   it('the configuration is checked: an audience is required with the issuer, URLs must be URLs', () => {
     expect(() => loadRunnerConfig({ CTXFLOW_OIDC_ISSUER: issuer })).toThrow(
       "CTXFLOW_OIDC_AUDIENCE: required with CTXFLOW_OIDC_ISSUER (the tokens' aud)",
