@@ -8,7 +8,7 @@
  *   npm run bench -- --json         the JSON document on stdout (progress stays on stderr),
  *                                   also written to bench/results/<startedAt>.json and, for full runs,
  *                                   to bench/results/latest.json and docs/performance.md's figures
- *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S7 S8 S9; S3, S4 (with S4b) and S6 run together,
+ *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S7 S8 S9 S10; S3, S4 (with S4b) and S6 run together,
  *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
  *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*);
  *                                   S5 includes its rows per provider format, S5-openai-chat etc.;
@@ -46,6 +46,7 @@ import { runPrefixStability } from './prefix-stability.ts';
 import { runProviderPrefix, runProviderSteps } from './provider-formats.ts';
 import { runSessionMemory } from './session-memory.ts';
 import { runSoak } from './soak.ts';
+import { runTenantIsolation } from './tenant-isolation.ts';
 
 const args = process.argv.slice(2);
 const json = args.includes('--json');
@@ -121,7 +122,7 @@ if (wants('S5')) {
 if (wants('S9')) scenarios.push(...(await runProviderSteps(plan.steps)));
 
 let redisUrl = process.env.REDIS_URL;
-if ((wants('S1', 'S2', 'S8') || wantsS6S1 || wantsSoak) && !redisUrl) {
+if ((wants('S1', 'S2', 'S8', 'S10') || wantsS6S1 || wantsSoak) && !redisUrl) {
   await ensureRedis();
   redisUrl = REDIS_URL;
 }
@@ -132,6 +133,9 @@ if (wants('S7')) {
   );
 }
 if (wants('S8')) scenarios.push(...(await runSessionMemory({ redisUrl: redisUrl!, trials: quick ? 1 : 3 })));
+if (wants('S10')) {
+  scenarios.push(...(await runTenantIsolation({ redisUrl: redisUrl!, trials: quick ? 1 : 3, seconds: quick ? 2 : 4 })));
+}
 if (wants('S1') || wantsS6S1) {
   let brokers = process.env.KAFKA_BROKERS;
   if (!brokers) {

@@ -33,9 +33,12 @@ import { parseArgs } from 'node:util';
 import { createBus, type IncomingRecord, type KafkaBusOptions, type OutgoingRecord, readTopic } from '@ctxflow/bus';
 import { DEAD_LETTER_REASONS, DLQ_HEADERS, TOPICS } from '@ctxflow/contracts';
 import {
+  type AuditLog,
   ConfigError,
   connectionSecurity,
   connectionSecurityVars,
+  createAuditLog,
+  createLogger,
   hostListVar,
   kafkaBusSecurity,
   parseConfig,
@@ -64,6 +67,8 @@ export interface DlqOptions {
   offset?: string;
   /** Source partition (`ctxflow-dlq-partition`). */
   partition?: number;
+  /** Replay only: one audit line per re-published record (`dead-letters.replay`, its source position). */
+  audit?: { log: AuditLog; subject: string };
 }
 
 /** The connection part of {@link DlqOptions}. */
@@ -214,6 +219,13 @@ export async function replayDeadLetters(
         { key: letter.key, value: '', headers: { [DLQ_HEADERS.replayed]: id } },
       ]);
       replayed.push(letter);
+      options.audit?.log.record({
+        tenant: '*',
+        subject: options.audit.subject,
+        action: 'dead-letters.replay',
+        target: id,
+        outcome: 'ok',
+      });
     }
   } finally {
     await bus.publisher.close();
@@ -294,6 +306,9 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(`${letters.length} dead letter(s)\n`);
     return 0;
   }
+  // The audit lines go to stderr as JSON; the listing stays on stdout.
+  const log = createAuditLog(createLogger({ service: 'ctxflow-dlq', destination: process.stderr }));
+  options.audit = { log, subject: `operator:${process.env.USER ?? 'unknown'}` };
   const replayed = await replayDeadLetters(options);
   for (const l of replayed) process.stdout.write(`replayed ${row(l)}\n`);
   process.stdout.write(`${replayed.length} record(s) replayed\n`);

@@ -11,6 +11,7 @@ import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { createBus, readTopic } from '@ctxflow/bus';
 import { DEFAULT_TENANT, DLQ_HEADERS, RECORD_ID_HEADER, TOPICS, ticketKey } from '@ctxflow/contracts';
+import type { AuditEvent } from '@ctxflow/service-kit';
 import { createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
 import { MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
@@ -156,11 +157,22 @@ describe('dead-letter topics on Kafka', () => {
     expect(session.sessionId).toBe(sessionId);
     await engine.addContext(DEFAULT_TENANT, { sessionId, items: [{ kind: 'notice', content: 'n1' }] });
     expect(await dlq('replay', '--topic', 'step-requests')).toContain('1 record(s) replayed');
+    const audited: AuditEvent[] = [];
+    const audit = { log: { record: (event: AuditEvent) => audited.push(event) }, subject: 'operator:test' };
     const fixed = await replayDeadLetters(
-      { brokers, topicPrefix: prefix, topics: ['ticket-updates'], reason: 'invalid' },
+      { brokers, topicPrefix: prefix, topics: ['ticket-updates'], reason: 'invalid', audit },
       (l) => ({ ...sourceRecordOf(l), value: JSON.stringify({ ...JSON.parse(l.value), summary: 'fixed' }) }),
     );
     expect(fixed.map((l) => l.source.offset)).toEqual([invalid.source.offset]);
+    expect(audited).toEqual([
+      {
+        tenant: '*',
+        subject: 'operator:test',
+        action: 'dead-letters.replay',
+        target: `${invalid.source.topic}:${invalid.source.partition}:${invalid.source.offset}`,
+        outcome: 'ok',
+      },
+    ]);
 
     // Delivered: the step ran and answered; the corrected update reached its session.
     await eventually(async () => expect(results).toHaveLength(2), 30_000);

@@ -62,7 +62,7 @@ export class CtxflowApiError extends Error {
 export interface CtxflowClientOptions {
   /** e.g. `http://127.0.0.1:8080` */
   baseURL: string;
-  /** A key of the server's CTXFLOW_API_KEYS: sent as `Authorization: Bearer <apiKey>`. */
+  /** An API key of the server (CTXFLOW_API_KEYS, CTXFLOW_API_KEYS_FILE) or a JWT of its issuer: sent as `Authorization: Bearer <apiKey>`. */
   apiKey?: string;
   /** The fetch to send with (default: the global fetch). */
   fetch?: typeof fetch;

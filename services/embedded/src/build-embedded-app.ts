@@ -1,6 +1,7 @@
 import { type Bus, createBus } from '@ctxflow/bus';
 import { type FeedSecrets, type FeedTelemetry, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feeds';
 import {
+  type Authenticate,
   closeHttp,
   createAuthenticator,
   DEFAULT_SHUTDOWN_GRACE_MS,
@@ -31,8 +32,16 @@ import type { EmbeddedConfig } from './config.ts';
 export interface EmbeddedDeps {
   /** `secrets`: a plain string is the single-tenant default's secret (feed-secrets.ts). */
   /** `sessionTtlMs`: CTXFLOW_SESSION_TTL_MS (default 0 here: sessions are kept until deleted). */
-  config: Pick<EmbeddedConfig, 'apiKeys'> & { secrets: FeedSecrets; sessionTtlMs?: number };
+  /** `ratePerMinute`, `maxSessions`: CTXFLOW_RATE_LIMIT_PER_MINUTE, CTXFLOW_TENANT_MAX_SESSIONS (absent: none). */
+  config: Pick<EmbeddedConfig, 'apiKeys'> & {
+    secrets: FeedSecrets;
+    sessionTtlMs?: number;
+    ratePerMinute?: number | undefined;
+    maxSessions?: number | undefined;
+  };
   logger?: Logger;
+  /** The callers' credentials (createIdentity); default: `config.apiKeys` (CTXFLOW_API_KEYS). */
+  authenticate?: Authenticate;
   telemetry?: ContextTelemetry;
   /** The feed routes' spans and ingest/refusal counters. */
   feedTelemetry?: FeedTelemetry;
@@ -109,7 +118,11 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const directory = { tenantOf: async (sessionId: string) => (await store.load(sessionId))?.meta.tenant };
   const app = buildRunnerApp({
     engine,
-    authenticate: createAuthenticator(deps.config.apiKeys),
+    authenticate: deps.authenticate ?? createAuthenticator(deps.config.apiKeys),
+    limits: {
+      ...(deps.config.ratePerMinute !== undefined ? { rate: { perMinute: deps.config.ratePerMinute } } : {}),
+      ...(deps.config.maxSessions !== undefined ? { maxSessions: deps.config.maxSessions } : {}),
+    },
     ...(deps.logger ? { logger: deps.logger } : {}),
     ...(deps.metricsText ? { metricsText: deps.metricsText } : {}),
     ...(deps.onRoute ? { onRoute: deps.onRoute } : {}),

@@ -1,6 +1,7 @@
 import { readFeedSecrets, refineFeedSecrets } from '@ctxflow/feeds';
 import {
   blank,
+  type IdentityConfig,
   isLoopback,
   logLevelVar,
   parseApiKeys,
@@ -22,6 +23,10 @@ export const embeddedConfigSchema = z
     CTXFLOW_PORT: portVar(8080),
     /** Parsed by parseConfigWithAuth; here it decides how the feed secrets read (feed-secrets.ts). */
     CTXFLOW_API_KEYS: blank(z.string().optional()),
+    /** Requests per tenant per minute on the secured routes (this process's count); absent: no limit. */
+    CTXFLOW_RATE_LIMIT_PER_MINUTE: blank(z.coerce.number().int().min(1).max(1_000_000_000).optional()),
+    /** Live sessions a tenant may have; absent: no cap. */
+    CTXFLOW_TENANT_MAX_SESSIONS: blank(z.coerce.number().int().min(1).max(1_000_000_000).optional()),
     CTXFLOW_FEED_SECRET_GENERIC: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
@@ -46,10 +51,14 @@ export const embeddedConfigSchema = z
       logLevel: env.CTXFLOW_LOG_LEVEL,
       shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
       sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,
+      ratePerMinute: env.CTXFLOW_RATE_LIMIT_PER_MINUTE,
+      maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,
     };
   });
 
-export type EmbeddedConfig = Readonly<z.output<typeof embeddedConfigSchema> & { apiKeys: Map<string, string> }>;
+export type EmbeddedConfig = Readonly<
+  z.output<typeof embeddedConfigSchema> & { apiKeys: Map<string, string>; identity: IdentityConfig }
+>;
 
 export function loadEmbeddedConfig(env: Record<string, string | undefined>): EmbeddedConfig {
   return parseConfigWithAuth(embeddedConfigSchema, env, { parseApiKeys, isLoopback });

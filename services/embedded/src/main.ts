@@ -1,5 +1,13 @@
 import { createFeedTelemetry } from '@ctxflow/feeds';
-import { configOrExit, createLogger, HTTP_GRACE_SHARE, handleShutdown } from '@ctxflow/service-kit';
+import {
+  configOrExit,
+  createAuditLog,
+  createIdentity,
+  createLogger,
+  credentialsConfigured,
+  HTTP_GRACE_SHARE,
+  handleShutdown,
+} from '@ctxflow/service-kit';
 import { createContextTelemetry } from '@ctxflow/session-runner';
 import { createConsumerTelemetry } from '@ctxflow/step-context';
 import { startTelemetry } from '@ctxflow/telemetry';
@@ -11,15 +19,17 @@ async function main() {
   const config = configOrExit('ctxflow', () => loadEmbeddedConfig(process.env));
   const logger = createLogger({ service: 'ctxflow-embedded', level: config.logLevel });
   const telemetry = startTelemetry({ serviceName: 'ctxflow' });
+  const identity = createIdentity(config.identity, { log: logger, audit: createAuditLog(logger) });
   const embedded = await buildEmbeddedApp({
     config,
     logger,
+    authenticate: identity.authenticate,
     telemetry: createContextTelemetry(),
     feedTelemetry: createFeedTelemetry(),
     consumerTelemetry: createConsumerTelemetry(),
     metricsText: () => telemetry.metricsText(),
   });
-  if (config.apiKeys.size === 0) {
+  if (!credentialsConfigured(config.identity)) {
     logger.warn(`no CTXFLOW_API_KEYS: serving loopback only (${config.host}), every caller is tenant "default"`);
   }
   await embedded.app.listen({ host: config.host, port: config.port });
@@ -32,6 +42,7 @@ async function main() {
     () => [
       // Streams end with a `shutdown` event, in-flight requests finish, connections close by half the grace.
       { name: 'http', run: () => embedded.close({ forceAfterMs: config.shutdownGraceMs * HTTP_GRACE_SHARE }) },
+      { name: 'key-file', run: async () => identity.close() },
       { name: 'telemetry', run: () => telemetry.shutdown() },
     ],
     { graceMs: config.shutdownGraceMs },

@@ -1,4 +1,15 @@
-import { createServer, type ServerOptions, securedRoute, tenantHook } from '@ctxflow/service-kit';
+import {
+  type AuditLog,
+  type Authenticate,
+  auditHook,
+  createAuditLog,
+  createServer,
+  registerTenantRateLimit,
+  type ServerOptions,
+  securedRoute,
+  type TenantRateLimit,
+  tenantHook,
+} from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import type { ContextEngine } from './domain/context-engine.ts';
 import { sessionRoutes } from './http/session-routes.ts';
@@ -6,7 +17,11 @@ import type { StreamFollowers } from './http/stream-followers.ts';
 
 export interface RunnerAppDeps extends ServerOptions {
   engine: ContextEngine;
-  authenticate: (authorization: string | undefined) => string;
+  authenticate: Authenticate;
+  /** Where the audit lines go (default: the server's logger). */
+  audit?: AuditLog;
+  /** Per-tenant limits: a request rate (CTXFLOW_RATE_LIMIT_PER_MINUTE), live sessions (CTXFLOW_TENANT_MAX_SESSIONS). */
+  limits?: { rate?: TenantRateLimit; maxSessions?: number };
   /** More route plugins behind the same credentials (the embedded default adds subscriptions). */
   protectedRoutes?: ((app: FastifyInstance) => Promise<void>)[];
   /** Route plugins without credentials (the embedded default adds the feeds). */
@@ -21,7 +36,13 @@ export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
   app.register(async (scope) => {
     scope.addHook('onRoute', securedRoute);
     scope.addHook('onRequest', tenantHook(deps.authenticate));
-    await sessionRoutes(scope, { engine: deps.engine, ...(deps.streams ? { streams: deps.streams } : {}) });
+    scope.addHook('onResponse', auditHook(deps.audit ?? createAuditLog(app.log)));
+    if (deps.limits?.rate) await registerTenantRateLimit(scope, deps.limits.rate);
+    await sessionRoutes(scope, {
+      engine: deps.engine,
+      ...(deps.streams ? { streams: deps.streams } : {}),
+      ...(deps.limits?.maxSessions !== undefined ? { maxSessions: deps.limits.maxSessions } : {}),
+    });
     for (const routes of deps.protectedRoutes ?? []) await routes(scope);
   });
   for (const routes of deps.openRoutes ?? []) app.register(routes);

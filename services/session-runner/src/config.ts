@@ -8,6 +8,7 @@ import {
   portVar,
   REFINE_ALWAYS,
   refineGroupTimeouts,
+  serviceTokensOf,
   stackVars,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
@@ -25,6 +26,8 @@ export const runnerConfigSchema = z
     CTXFLOW_HOST: blank(z.string().min(1).default('127.0.0.1')),
     CTXFLOW_PORT: portVar(8080),
     CTXFLOW_STEP_CONTEXT_URL: blank(z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:8082/step-context')),
+    /** The token the runner sends to step-context (the file's first line), re-read when the file changes. */
+    CTXFLOW_SERVICE_TOKEN_FILE: blank(z.string().min(1).optional()),
     /** Consumer group on TOPICS.stepRequests; default STEP_CONSUMER_GROUP (`ctxflow-session-runner`). */
     CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
     /** Sessions whose state the runner holds between steps (0: read every step). */
@@ -39,6 +42,10 @@ export const runnerConfigSchema = z
     ),
     /** Parsed by parseConfigWithAuth; here it decides how the feed secrets read. */
     CTXFLOW_API_KEYS: blank(z.string().optional()),
+    /** Requests per tenant per minute on the secured routes, counted in Redis when there is one; absent: no limit. */
+    CTXFLOW_RATE_LIMIT_PER_MINUTE: blank(z.coerce.number().int().min(1).max(1_000_000_000).optional()),
+    /** Live sessions a tenant may have; absent: no cap. */
+    CTXFLOW_TENANT_MAX_SESSIONS: blank(z.coerce.number().int().min(1).max(1_000_000_000).optional()),
     CTXFLOW_FEED_SECRET_GENERIC: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
@@ -57,10 +64,13 @@ export const runnerConfigSchema = z
     host: env.CTXFLOW_HOST,
     port: env.CTXFLOW_PORT,
     stepContextUrl: env.CTXFLOW_STEP_CONTEXT_URL,
+    serviceTokens: serviceTokensOf(env.CTXFLOW_SERVICE_TOKEN_FILE, ctx),
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
     groupId: env.CTXFLOW_RUNNER_GROUP,
     heldSessions: env.CTXFLOW_HELD_SESSIONS,
     heldBytes: env.CTXFLOW_HELD_BYTES,
+    ratePerMinute: env.CTXFLOW_RATE_LIMIT_PER_MINUTE,
+    maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,

@@ -13,7 +13,8 @@ import {
   connectOrExit,
   connectRedis,
   consumerGroupOptions,
-  createAuthenticator,
+  createAuditLog,
+  createIdentity,
   createLogger,
   HTTP_GRACE_SHARE,
   handleShutdown,
@@ -58,6 +59,7 @@ import { startStepRequestConsumer } from './step-request-consumer.ts';
 async function main() {
   const config = configOrExit('session-runner', () => loadRunnerConfig(process.env));
   const logger = createLogger({ service: 'session-runner', level: config.logLevel });
+  const identity = createIdentity(config.identity, { log: logger, audit: createAuditLog(logger) });
   const telemetry = startTelemetry({ serviceName: 'ctxflow-session-runner' });
 
   const redis = connectRedis(config);
@@ -86,7 +88,10 @@ async function main() {
     : new MemoryDeliveryLedger();
   const engine = createEngine({
     store,
-    feed: new HttpStepContext(config.stepContextUrl),
+    feed: new HttpStepContext(
+      config.stepContextUrl,
+      config.serviceTokens ? () => config.serviceTokens!.current() : undefined,
+    ),
     telemetry: createContextTelemetry(),
     heldSessions: config.heldSessions,
     heldBytes: config.heldBytes,
@@ -139,13 +144,20 @@ async function main() {
       { name: 'publisher', run: () => bus.publisher.close() },
       { name: 'admin', run: () => bus.admin.close() },
       { name: 'redis', run: async () => redis?.disconnect() },
+      { name: 'key-file', run: async () => identity.close() },
       { name: 'telemetry', run: () => telemetry.shutdown() },
     ],
     { graceMs: config.shutdownGraceMs },
   );
   const app = buildRunnerApp({
     engine,
-    authenticate: createAuthenticator(config.apiKeys),
+    authenticate: identity.authenticate,
+    limits: {
+      ...(config.ratePerMinute !== undefined
+        ? { rate: { perMinute: config.ratePerMinute, prefix: config.redisPrefix, ...(redis ? { redis } : {}) } }
+        : {}),
+      ...(config.maxSessions !== undefined ? { maxSessions: config.maxSessions } : {}),
+    },
     logger,
     metricsText: () => telemetry.metricsText(),
     protectedRoutes: [

@@ -1,4 +1,13 @@
-import { createServer, type Logger, tenantHook } from '@ctxflow/service-kit';
+import {
+  type Authenticate,
+  auditHook,
+  createAuditLog,
+  createServer,
+  type Logger,
+  type ServiceTokens,
+  securedRoute,
+  tenantHook,
+} from '@ctxflow/service-kit';
 import { type SessionDirectory, type SubscriptionStore, subscriptionRoutes } from '@ctxflow/subscriptions';
 import type { FastifyInstance } from 'fastify';
 import type { FeedStepContext } from './domain/feed-step-context.ts';
@@ -9,8 +18,10 @@ export interface StepContextAppDeps {
   /** Who owns a session (RedisSessionDirectory on the stack); absent: no subscription routes. */
   directory?: SessionDirectory;
   feed: FeedStepContext;
+  /** The tokens `POST /step-context` requires (CTXFLOW_SERVICE_TOKEN_FILE); absent: none. */
+  serviceTokens?: ServiceTokens;
   /** Resolves a bearer header to a tenant (service-kit createAuthenticator). */
-  authenticate: (authorization: string | undefined) => string;
+  authenticate: Authenticate;
   logger?: Logger;
   metricsText?: () => Promise<string>;
   readiness?: Record<string, () => Promise<void>>;
@@ -30,10 +41,15 @@ export function buildStepContextApp(deps: StepContextAppDeps): FastifyInstance {
   const { directory } = deps;
   if (directory) {
     app.register(async (scope) => {
+      scope.addHook('onRoute', securedRoute);
       scope.addHook('onRequest', tenantHook(deps.authenticate));
+      scope.addHook('onResponse', auditHook(createAuditLog(app.log)));
       await scope.register(subscriptionRoutes, { subscriptions: deps.subscriptions, directory });
     });
   }
-  app.register(stepContextRoutes, { feed: deps.feed });
+  app.register(stepContextRoutes, {
+    feed: deps.feed,
+    ...(deps.serviceTokens ? { serviceTokens: deps.serviceTokens } : {}),
+  });
   return app;
 }

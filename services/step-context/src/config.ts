@@ -7,6 +7,7 @@ import {
   portVar,
   REFINE_ALWAYS,
   refineGroupTimeouts,
+  serviceTokensOf,
   stackVars,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
@@ -31,6 +32,8 @@ export const stepContextConfigSchema = z
      * domain/offset-check.ts. Default `earliest`.
      */
     CTXFLOW_OFFSET_RESET: blank(z.enum(OFFSET_RESET_POLICIES).default(DEFAULT_OFFSET_RESET)),
+    /** The tokens `POST /step-context` accepts (any line of the file), re-read when the file changes. */
+    CTXFLOW_SERVICE_TOKEN_FILE: blank(z.string().min(1).optional()),
     ...stackVars(),
   })
   .superRefine(refineGroupTimeouts, REFINE_ALWAYS)
@@ -40,6 +43,7 @@ export const stepContextConfigSchema = z
     redisPrefix: env.CTXFLOW_REDIS_PREFIX,
     groupId: env.CTXFLOW_STEP_CONTEXT_GROUP,
     offsetReset: env.CTXFLOW_OFFSET_RESET,
+    serviceTokens: serviceTokensOf(env.CTXFLOW_SERVICE_TOKEN_FILE, ctx),
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,

@@ -6,7 +6,8 @@ import {
   connectOrExit,
   connectRedis,
   consumerGroupOptions,
-  createAuthenticator,
+  createAuditLog,
+  createIdentity,
   createLogger,
   HTTP_GRACE_SHARE,
   handleShutdown,
@@ -39,6 +40,7 @@ import type { BatchStore } from './ports/batch-store.ts';
 async function main() {
   const config = configOrExit('step-context', () => loadStepContextConfig(process.env));
   const logger = createLogger({ service: 'step-context', level: config.logLevel });
+  const identity = createIdentity(config.identity, { log: logger, audit: createAuditLog(logger) });
   const telemetry = startTelemetry({ serviceName: 'ctxflow-step-context' });
 
   const redis = connectRedis(config);
@@ -97,6 +99,7 @@ async function main() {
       { name: 'publisher', run: () => bus.publisher.close() },
       { name: 'admin', run: () => bus.admin.close() },
       { name: 'redis', run: async () => redis?.disconnect() },
+      { name: 'key-file', run: async () => identity.close() },
       { name: 'telemetry', run: () => telemetry.shutdown() },
     ],
     { graceMs: config.shutdownGraceMs },
@@ -106,7 +109,8 @@ async function main() {
     subscriptions,
     feed,
     ...(redis ? { directory: new RedisSessionDirectory({ redis, prefix: config.redisPrefix }) } : {}),
-    authenticate: createAuthenticator(config.apiKeys),
+    authenticate: identity.authenticate,
+    ...(config.serviceTokens ? { serviceTokens: config.serviceTokens } : {}),
     logger,
     metricsText: () => telemetry.metricsText(),
     readiness: {

@@ -13,6 +13,7 @@ export const errorCodes = {
     summary: 'bad body, unknown kind, __finish__ switched off, item over 32 KiB',
   },
   unauthorized: { status: 401, retryable: false, summary: 'missing or wrong credentials, bad webhook signature' },
+  forbidden: { status: 403, retryable: false, summary: "valid credentials without the route's scope" },
   state_session_not_found: {
     status: 404,
     retryable: false,
@@ -40,6 +41,12 @@ export const errorCodes = {
     retryable: false,
     summary: 'a step or a user or assistant message while a call of the last assistant message has no result yet',
   },
+  rate_limited: {
+    status: 429,
+    retryable: true,
+    summary: 'the tenant is over its request rate; retry after the Retry-After delay',
+  },
+  quota_exceeded: { status: 429, retryable: false, summary: "a session over the tenant's cap of live sessions" },
   payload_too_large: { status: 413, retryable: false, summary: 'request body over the limit' },
   unsupported_media_type: {
     status: 415,

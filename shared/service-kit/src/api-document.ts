@@ -209,13 +209,18 @@ function addTransportAnswers(route: RouteOptions): void {
 }
 
 /**
- * For a plugin scope whose routes need credentials: each is documented with the bearer scheme
- * and its 401 (the credentials hook) and 503 (a store or the bus did not answer).
+ * For a plugin scope whose routes need credentials: each declares its scope (`config.scope`)
+ * and is documented with the bearer scheme requiring that scope (OpenAPI 3.1 lets a
+ * non-OAuth requirement list the roles it needs), its 401 (the credentials hook), 403 (a
+ * caller without the scope), 429 (the tenant's request rate) and 503 (a store or the bus
+ * did not answer). A secured route without a scope is a startup error.
  */
 export function securedRoute(route: RouteOptions): void {
+  const scope = (route.config as { scope?: string } | undefined)?.scope;
+  if (!scope) throw new Error(`${[route.method].flat().join(',')} ${route.url}: a secured route declares config.scope`);
   const schema = schemaOf(route);
-  schema.response = { ...errorAnswers(401, 503), ...(schema.response as object | undefined) };
-  schema.security = [{ bearer: [] }];
+  schema.response = { ...errorAnswers(401, 403, 429, 503), ...(schema.response as object | undefined) };
+  schema.security = [{ bearer: [scope] }];
 }
 
 /**
@@ -232,7 +237,14 @@ export function registerApiDocument(app: FastifyInstance, info: ApiInfo): void {
       info,
       components: {
         securitySchemes: {
-          bearer: { type: 'http', scheme: 'bearer', description: 'An API key (when the server has keys)' },
+          bearer: {
+            type: 'http',
+            scheme: 'bearer',
+            description:
+              'An API key (CTXFLOW_API_KEYS, CTXFLOW_API_KEYS_FILE) or a JWT of the configured issuer ' +
+              '(CTXFLOW_OIDC_ISSUER); each operation names the scope it needs: ctxflow:read, ctxflow:write ' +
+              'or ctxflow:admin',
+          },
         },
       },
     },

@@ -5,17 +5,19 @@ import { z } from 'zod';
 const NAMES: Record<number, string> = {
   400: 'BadRequestError',
   401: 'UnauthorizedError',
+  403: 'ForbiddenError',
   404: 'NotFoundError',
   408: 'RequestTimeoutError',
   409: 'ConflictError',
   413: 'PayloadTooLargeError',
   415: 'UnsupportedMediaTypeError',
+  429: 'TooManyRequestsError',
   431: 'HeaderTooLargeError',
   500: 'InternalError',
   503: 'UnavailableError',
 };
 
-export type ErrorStatus = 400 | 401 | 404 | 408 | 409 | 413 | 415 | 431 | 500 | 503;
+export type ErrorStatus = 400 | 401 | 403 | 404 | 408 | 409 | 413 | 415 | 429 | 431 | 500 | 503;
 
 function codesAt(status: number): [ErrorCode, ...ErrorCode[]] {
   const codes = (Object.keys(errorCodes) as ErrorCode[]).filter((code) => errorCodes[code].status === status);

@@ -1,6 +1,35 @@
 export { serializerCompiler, type ZodTypeProvider } from 'fastify-type-provider-zod';
 export { type ApiInfo, securedRoute, validatorCompiler } from './api-document.ts';
-export { createAuthenticator, DEFAULT_TENANT, isLoopback, parseApiKeys, tenantHook } from './auth.ts';
+export {
+  ALL_SCOPES,
+  type ApiKeyEntry,
+  ApiKeyRing,
+  entriesOfKeyMap,
+  KEY_FILE_POLL_MS,
+  keyIdOf,
+  parseKeyFile,
+  readKeyFile,
+  SCOPE,
+  SCOPES,
+  type Scope,
+  sha256Hex,
+  watchKeyFile,
+} from './api-keys.ts';
+export { type AuditEvent, type AuditLog, auditHook, createAuditLog } from './audit.ts';
+export {
+  type Authenticate,
+  createAuthenticator,
+  createIdentity,
+  credentialsConfigured,
+  DEFAULT_TENANT,
+  type Identity,
+  type IdentityConfig,
+  isLoopback,
+  LOOPBACK_IDENTITY,
+  parseApiKeys,
+  requireScope,
+  tenantHook,
+} from './auth.ts';
 export { blank } from './blank.ts';
 export { ConfigError, configOrExit, parseConfig, parseConfigWithAuth } from './config.ts';
 export {
@@ -35,6 +64,13 @@ export {
 export { ERROR_ANSWERS, type ErrorStatus, errorAnswers } from './error-answers.ts';
 export { installErrorHandler } from './error-handler.ts';
 export {
+  JWKS_COOLDOWN_MS,
+  JWT_ALGORITHMS,
+  JWT_CLOCK_TOLERANCE_S,
+  JwtVerifier,
+  type OidcOptions,
+} from './jwt.ts';
+export {
   closeHttp,
   DEFAULT_SHUTDOWN_GRACE_MS,
   HTTP_GRACE_SHARE,
@@ -46,6 +82,8 @@ export {
 } from './lifecycle.ts';
 export type { Logger } from './logger.ts';
 export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
+export { registerTenantRateLimit, type TenantRateLimit } from './rate-limit.ts';
 export { connectRedis, consumerGroupOptions, verifyRedis } from './redis.ts';
 export type { ServerOptions } from './server.ts';
 export { createServer } from './server.ts';
+export { MIN_SERVICE_TOKEN_LENGTH, parseServiceTokens, ServiceTokens, serviceTokensOf } from './service-token.ts';

@@ -6,6 +6,7 @@ import Fastify, { type FastifyInstance, type FastifyServerOptions, type RouteOpt
 import { serializerCompiler } from 'fastify-type-provider-zod';
 import { z } from 'zod';
 import { type ApiInfo, registerApiDocument, validatorCompiler } from './api-document.ts';
+import type { Identity } from './auth.ts';
 import { clientErrorHandler, frameworkErrors, installErrorHandler } from './error-handler.ts';
 
 export interface ServerOptions {
@@ -154,6 +155,8 @@ export function createServer(options: ServerOptions = {}): FastifyInstance {
   registerApiDocument(app, options.api ?? DEFAULT_API);
   if (options.onRoute) app.addHook('onRoute', options.onRoute);
   app.decorateRequest('tenant', '');
+  app.decorateRequest('identity', null as unknown as Identity);
+  app.decorateRequest('auditDetail', null);
   installErrorHandler(app);
   recordRequestDurations(app);
 

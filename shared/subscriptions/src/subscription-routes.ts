@@ -1,5 +1,5 @@
 import { CtxflowError, feedSourceSchema, idSchema, validationRefusal } from '@ctxflow/contracts';
-import { ERROR_ANSWERS, type ZodTypeProvider } from '@ctxflow/service-kit';
+import { ERROR_ANSWERS, SCOPE, type ZodTypeProvider } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { SessionDirectory } from './session-directory.ts';
@@ -63,6 +63,12 @@ function parseSubscription(raw: unknown, where: string): Subscription {
   return scope === undefined ? { source, ticket } : { source, ticket, scope };
 }
 
+/** The audit line's target of a subscription change: the session, the source and the ticket or scope. */
+function auditTarget(sessionId: string, subscription: Subscription): string {
+  const scope = subscription.scope === undefined ? '' : ` scope ${subscription.scope}`;
+  return `${sessionId} ${subscription.source}:${subscription.ticket}${scope}`;
+}
+
 const sessionParams = z.object({ sessionId: idSchema });
 const tags = ['subscriptions'];
 const notFound = ERROR_ANSWERS[404];
@@ -93,6 +99,7 @@ export async function subscriptionRoutes(app: FastifyInstance, deps: Subscriptio
   api.post(
     '/sessions/:sessionId/subscriptions',
     {
+      config: { scope: SCOPE.write, audit: 'subscription.create' },
       schema: {
         tags,
         operationId: 'subscribe',
@@ -110,6 +117,7 @@ export async function subscriptionRoutes(app: FastifyInstance, deps: Subscriptio
     async (request, reply) => {
       const sessionId = await ownedSession(request);
       const subscription = parseSubscription(request.body, 'body');
+      request.auditDetail = { target: auditTarget(sessionId, subscription) };
       const created = await deps.subscriptions.subscribe(request.tenant, sessionId, subscription);
       return reply.status(201).send({ sessionId, subscription, created });
     },
@@ -118,6 +126,7 @@ export async function subscriptionRoutes(app: FastifyInstance, deps: Subscriptio
   api.delete(
     '/sessions/:sessionId/subscriptions',
     {
+      config: { scope: SCOPE.write, audit: 'subscription.remove' },
       schema: {
         tags,
         operationId: 'unsubscribe',
@@ -139,6 +148,7 @@ export async function subscriptionRoutes(app: FastifyInstance, deps: Subscriptio
         request.body === undefined
           ? parseSubscription(request.query, 'querystring')
           : parseSubscription(request.body, 'body');
+      request.auditDetail = { target: auditTarget(sessionId, subscription) };
       const removed = await deps.subscriptions.unsubscribe(request.tenant, sessionId, subscription);
       return reply.status(200).send({ sessionId, subscription, removed });
     },
@@ -147,6 +157,7 @@ export async function subscriptionRoutes(app: FastifyInstance, deps: Subscriptio
   api.get(
     '/sessions/:sessionId/subscriptions',
     {
+      config: { scope: SCOPE.read },
       schema: {
         tags,
         operationId: 'listSubscriptions',

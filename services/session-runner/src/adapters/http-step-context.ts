@@ -13,15 +13,21 @@ import type { StepContextRequest, StepContextSource } from '../ports/step-contex
  */
 export class HttpStepContext implements StepContextSource {
   readonly #url: string;
+  readonly #token: (() => string) | undefined;
 
-  constructor(url: string) {
+  /** `token`: the service token sent as the bearer (CTXFLOW_SERVICE_TOKEN_FILE's first line), read per call. */
+  constructor(url: string, token?: () => string) {
     this.#url = url;
+    this.#token = token;
   }
 
   async fetch(request: StepContextRequest): Promise<unknown> {
     const response = await fetch(this.#url, {
       method: 'POST',
-      headers: injectTraceContext({ 'content-type': 'application/json' }),
+      headers: injectTraceContext({
+        'content-type': 'application/json',
+        ...(this.#token ? { authorization: `Bearer ${this.#token()}` } : {}),
+      }),
       body: JSON.stringify({
         sessionId: request.sessionId,
         cursor: request.cursor ?? null,

@@ -1,5 +1,5 @@
-import { idSchema, MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
-import { ERROR_ANSWERS, type ZodTypeProvider } from '@ctxflow/service-kit';
+import { CtxflowError, idSchema, MAX_CONTEXT_BODY_BYTES } from '@ctxflow/contracts';
+import { ERROR_ANSWERS, requireScope, SCOPE, type ZodTypeProvider } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { ContextEngine, NeutralStepResult } from '../domain/context-engine.ts';
@@ -49,6 +49,8 @@ export interface SessionRoutesDeps {
   engine: ContextEngine;
   /** The server's stream followers (their limits; ended at close). Default: one per registration, default limits. */
   streams?: StreamFollowers;
+  /** Live sessions a tenant may have (CTXFLOW_TENANT_MAX_SESSIONS); absent: no cap. */
+  maxSessions?: number;
 }
 
 const agentParams = z.object({ agentId: idSchema });
@@ -96,7 +98,18 @@ function inFormat(format: ProviderFormat | 'neutral' | undefined, answer: Neutra
  * the contract, and /openapi.json is generated from them.
  */
 export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDeps) {
-  const { engine } = deps;
+  const { engine, maxSessions } = deps;
+  /** A new session (created or branched) over the tenant's cap: 429 `quota_exceeded`, nothing written. */
+  const withinQuota = async (tenant: string) => {
+    if (maxSessions === undefined) return;
+    const live = await engine.listSessions(tenant, maxSessions);
+    if (live.length >= maxSessions) {
+      throw new CtxflowError(
+        'quota_exceeded',
+        `the tenant has ${maxSessions} live sessions, its cap (CTXFLOW_TENANT_MAX_SESSIONS): erase one first`,
+      );
+    }
+  };
   const streams = deps.streams ?? new StreamFollowers(undefined, app.log);
   // Before the server stops listening: open streams end (a `shutdown` event, then the response ends),
   // so closing waits for no follower.
@@ -111,6 +124,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/agents',
     {
+      config: { scope: SCOPE.write, audit: 'agent.create' },
       schema: {
         ...agents,
         operationId: 'createAgent',
@@ -121,6 +135,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     },
     async (request, reply) => {
       const created = await engine.createAgent(request.tenant, request.body);
+      request.auditDetail = { target: created.agentId };
       return reply.status(201).send({ agentId: created.agentId });
     },
   );
@@ -128,6 +143,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/agents/:agentId',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...agents,
         operationId: 'getAgent',
@@ -142,6 +158,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.patch(
     '/agents/:agentId',
     {
+      config: { scope: SCOPE.write },
       ...contextBody,
       schema: {
         ...agents,
@@ -166,10 +183,12 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.delete(
     '/agents/:agentId',
     {
+      config: { scope: SCOPE.write, audit: 'agent.erase' },
       schema: {
         ...agents,
         operationId: 'deleteAgent',
         summary: 'Erase an agent and its memories (idempotent); with cascade=true its sessions too',
+        description: 'With `cascade=true` the caller needs `ctxflow:admin` besides `ctxflow:write` (else 403).',
         params: agentParams,
         querystring: deleteAgentQuery,
         response: { 204: z.null().describe('Erased, or there was nothing to erase'), 409: conflict },
@@ -177,6 +196,11 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
     },
     async (request, reply) => {
       const cascade = request.query.cascade === 'true';
+      // Erasing the agent's sessions with it is an administrator's action.
+      if (cascade) {
+        request.auditDetail = { action: 'agent.erase-cascade' };
+        requireScope(request, SCOPE.admin);
+      }
       await engine.deleteAgent(request.tenant, request.params.agentId, { cascade });
       return reply.status(204).send(null);
     },
@@ -185,6 +209,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/agents/:agentId/memories',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...agents,
         operationId: 'addMemory',
@@ -203,6 +228,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions',
     {
+      config: { scope: SCOPE.write, audit: 'session.create' },
       ...contextBody,
       schema: {
         ...sessions,
@@ -213,7 +239,9 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
       },
     },
     async (request, reply) => {
+      await withinQuota(request.tenant);
       const meta = await engine.createSession(request.tenant, request.body);
+      request.auditDetail = { target: meta.sessionId };
       return reply.status(201).send({ sessionId: meta.sessionId });
     },
   );
@@ -221,6 +249,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...sessions,
         operationId: 'listSessions',
@@ -242,6 +271,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions/:sessionId',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...sessions,
         operationId: 'getSession',
@@ -261,6 +291,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.delete(
     '/sessions/:sessionId',
     {
+      config: { scope: SCOPE.write, audit: 'session.erase' },
       schema: {
         ...sessions,
         operationId: 'deleteSession',
@@ -278,6 +309,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions/:sessionId/inspect',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...sessions,
         operationId: 'inspectSession',
@@ -292,6 +324,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.patch(
     '/sessions/:sessionId',
     {
+      config: { scope: SCOPE.write },
       ...contextBody,
       schema: {
         ...sessions,
@@ -308,6 +341,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/context',
     {
+      config: { scope: SCOPE.write },
       schema: {
         tags: ['context'],
         operationId: 'addContext',
@@ -323,6 +357,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/steps',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...steps,
         operationId: 'runStep',
@@ -341,6 +376,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/runs/restart',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...steps,
         operationId: 'restartRun',
@@ -360,6 +396,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/messages',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...messages,
         operationId: 'appendMessages',
@@ -380,6 +417,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions/:sessionId/messages',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...messages,
         operationId: 'listMessages',
@@ -395,6 +433,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/tool-calls',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...calls,
         operationId: 'gateToolCall',
@@ -410,6 +449,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/tool-calls/:callId/context',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...calls,
         operationId: 'addCallContext',
@@ -429,6 +469,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/tool-calls/:callId/approval',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...calls,
         operationId: 'answerApproval',
@@ -445,6 +486,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/tool-calls/:callId/answer',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...calls,
         operationId: 'answerClientCall',
@@ -461,6 +503,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/rewind',
     {
+      config: { scope: SCOPE.write },
       schema: {
         ...sessions,
         operationId: 'rewindSession',
@@ -476,6 +519,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.post(
     '/sessions/:sessionId/branches',
     {
+      config: { scope: SCOPE.write, audit: 'session.branch' },
       schema: {
         ...sessions,
         operationId: 'branchSession',
@@ -486,7 +530,9 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
       },
     },
     async (request, reply) => {
+      await withinQuota(request.tenant);
       const meta = await engine.branch(request.tenant, request.params.sessionId, request.body);
+      request.auditDetail = { target: meta.sessionId };
       return reply.status(201).send({ sessionId: meta.sessionId });
     },
   );
@@ -505,6 +551,7 @@ export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDep
   api.get(
     '/sessions/:sessionId/stream',
     {
+      config: { scope: SCOPE.read },
       schema: {
         ...sessions,
         operationId: 'streamSession',

@@ -119,17 +119,49 @@ describe('GET /openapi.json', () => {
       '200',
       '400',
       '401',
+      '403',
       '404',
       '408',
       '409',
       '413',
       '415',
+      '429',
       '431',
       '500',
       '503',
     ]);
     expect(doc.paths['/healthz'].get.security).toEqual([]);
-    expect(doc.paths['/context'].post.security).toEqual([{ bearer: [] }]);
+    expect(doc.paths['/context'].post.security).toEqual([{ bearer: ['ctxflow:write'] }]);
+  });
+
+  it('every secured operation names the one scope it needs, and documents 401, 403 and 429', async () => {
+    const doc = await embeddedDocument();
+    const scopes: Record<string, string[]> = {};
+    for (const item of Object.values(doc.paths) as Record<string, any>[]) {
+      for (const operation of Object.values(item)) {
+        if (operation.security?.length === 0) continue;
+        expect(operation.security, operation.operationId).toHaveLength(1);
+        scopes[operation.operationId] = operation.security[0].bearer;
+        expect(Object.keys(operation.responses), operation.operationId).toEqual(
+          expect.arrayContaining(['401', '403', '429']),
+        );
+      }
+    }
+    const reads = Object.keys(scopes).filter((id) => scopes[id]![0] === 'ctxflow:read');
+    expect(reads.sort()).toEqual([
+      'getAgent',
+      'getSession',
+      'inspectSession',
+      'listMessages',
+      'listSessions',
+      'listSubscriptions',
+      'streamSession',
+    ]);
+    expect(Object.values(scopes).every((s) => s.length === 1 && /^ctxflow:(read|write)$/.test(s[0]!))).toBe(true);
+    expect(Object.keys(scopes)).toHaveLength(26);
+    expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
+    expect(doc.paths['/agents/{agentId}'].delete.description).toContain('ctxflow:admin');
+    expect(doc.paths['/agents/{agentId}'].get.responses['403'].description).toContain('`forbidden`');
   });
 
   it('answers are named components a generator can read', async () => {

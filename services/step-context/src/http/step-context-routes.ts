@@ -6,6 +6,7 @@ import {
   MAX_BATCH_BYTES,
   MAX_JSON_DEPTH,
 } from '@ctxflow/contracts';
+import type { ServiceTokens } from '@ctxflow/service-kit';
 import { formatTraceLinks, TRACE_LINKS_HEADER } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
@@ -13,6 +14,8 @@ import type { FeedStepContext } from '../domain/feed-step-context.ts';
 
 export interface StepContextRoutesDeps {
   feed: FeedStepContext;
+  /** CTXFLOW_SERVICE_TOKEN_FILE: a caller must present one of them as its bearer; absent: no credentials asked. */
+  serviceTokens?: ServiceTokens;
 }
 
 /** Default batch limit when the caller names none (R25: 32 KiB). */
@@ -36,9 +39,19 @@ const bodySchema = z.strictObject({
  * A 200 carries `ctxflow-trace-links`: the traceparents of the ticket updates
  * the batch covers (comma separated, at most 32), for the runner's span links;
  * the body stays exactly the hook result.
- * Service-to-service: mount it where only the runner can reach it.
+ * Service-to-service: with service tokens, a caller without one of them is 401
+ * `unauthorized` (a tenant's key is not one); without, mount it where only the runner
+ * can reach it.
  */
 export async function stepContextRoutes(app: FastifyInstance, deps: StepContextRoutesDeps): Promise<void> {
+  const tokens = deps.serviceTokens;
+  if (tokens) {
+    app.addHook('onRequest', (request, _reply, done) => {
+      const match = /^Bearer\s+(\S+)\s*$/i.exec(request.headers.authorization ?? '');
+      if (match && tokens.accepts(match[1]!)) done();
+      else done(new CtxflowError('unauthorized', 'this route takes the service token (CTXFLOW_SERVICE_TOKEN_FILE)'));
+    });
+  }
   app.post('/step-context', async (request, reply) => {
     if (!jsonDepthWithin((request.body as { cursor?: unknown } | undefined)?.cursor)) {
       throw new CtxflowError('validation_error', `cursor: nested deeper than ${MAX_JSON_DEPTH} levels`);

@@ -75,11 +75,12 @@ function isBadStandardWebhooksSecret(secret: string): boolean {
  *
  * - `CTXFLOW_API_KEYS` unset (one tenant, loopback only): the value is one
  *   plain secret, as it is, of DEFAULT_TENANT.
- * - `CTXFLOW_API_KEYS` set: the value is a comma-separated list of
+ * - `CTXFLOW_API_KEYS`, `CTXFLOW_API_KEYS_FILE` or `CTXFLOW_OIDC_ISSUER` set: the value is a comma-separated list of
  *   `tenant:secret` pairs (`ta:secret-a,tb:secret-b`); the secret that
  *   verifies a delivery names its tenant. Refused, each problem naming its
  *   variable: a plain secret (no tenant), an empty tenant or secret, a tenant
- *   without a key in `CTXFLOW_API_KEYS`, one secret given to two tenants, and
+ *   without a key in `CTXFLOW_API_KEYS` (unless a key file or tokens name the
+ *   tenants), one secret given to two tenants, and
  *   more than MAX_SECRETS_PER_TENANT secrets for one tenant. A tenant may have
  *   two (rotation): either verifies, and names that tenant.
  *
@@ -102,7 +103,12 @@ export function readFeedSecrets(env: Readonly<Record<string, unknown>>): {
   } catch {
     tenants = undefined;
   }
-  const multiTenant = Boolean(rawKeys);
+  // Tenants named by a key file or a token are not known at startup: only CTXFLOW_API_KEYS's are checked.
+  const openTenants = [env.CTXFLOW_API_KEYS_FILE, env.CTXFLOW_OIDC_ISSUER].some(
+    (v) => typeof v === 'string' && v.trim() !== '',
+  );
+  if (openTenants) tenants = undefined;
+  const multiTenant = Boolean(rawKeys) || openTenants;
   for (const variable of Object.keys(env).sort()) {
     if (!variable.startsWith(FEED_SECRET_PREFIX)) continue;
     const value = env[variable];
