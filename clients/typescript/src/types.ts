@@ -14,12 +14,14 @@ type Schemas = components['schemas'];
 type ErrorBodies =
   | Schemas['BadRequestErrorBody']
   | Schemas['UnauthorizedErrorBody']
+  | Schemas['ForbiddenErrorBody']
   | Schemas['NotFoundErrorBody']
   | Schemas['RequestTimeoutErrorBody']
   | Schemas['ConflictErrorBody']
   | Schemas['PayloadTooLargeErrorBody']
   | Schemas['UnsupportedMediaTypeErrorBody']
   | Schemas['HeaderTooLargeErrorBody']
+  | Schemas['TooManyRequestsErrorBody']
   | Schemas['InternalErrorBody']
   | Schemas['UnavailableErrorBody'];
 

@@ -105,6 +105,9 @@ export function standardHeaders(
     'webhook-id': id,
     'webhook-timestamp': String(timestampS),
     'webhook-signature': signatures.join(' '),
+  };
+}
+
 /** PagerDuty's header: one `v1=` signature per secret (several while PagerDuty rotates the secret). */
 export function pagerdutyHeaders(body: Buffer | string, webhookId?: string, secrets: string[] = [SECRETS.pagerduty]) {
   return {

@@ -100,7 +100,10 @@ export interface paths {
         get: operations["getAgent"];
         put?: never;
         post?: never;
-        /** Erase an agent and its memories (idempotent); with cascade=true its sessions too */
+        /**
+         * Erase an agent and its memories (idempotent); with cascade=true its sessions too
+         * @description With `cascade=true` the caller needs `ctxflow:admin` besides `ctxflow:write` (else 403).
+         */
         delete: operations["deleteAgent"];
         options?: never;
         head?: never;
@@ -471,6 +474,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/feeds/incidentio": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A signed incidentio webhook delivery (the raw JSON body, the source's signature headers) */
+        post: operations["receiveIncidentioFeed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/feeds/jira": {
         parameters: {
             query?: never;
@@ -482,6 +502,23 @@ export interface paths {
         put?: never;
         /** A signed jira webhook delivery (the raw JSON body, the source's signature headers) */
         post: operations["receiveJiraFeed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/feeds/servicenow": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A signed servicenow webhook delivery (the raw JSON body, the source's signature headers) */
+        post: operations["receiveServicenowFeed"];
         delete?: never;
         options?: never;
         head?: never;
@@ -516,6 +553,57 @@ export interface paths {
         put?: never;
         /** A signed cloudevents webhook delivery (the raw JSON body, the source's signature headers) */
         post: operations["receiveCloudeventsFeed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/feeds/pagerduty": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A signed pagerduty webhook delivery (the raw JSON body, the source's signature headers) */
+        post: operations["receivePagerdutyFeed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/feeds/linear": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A signed linear webhook delivery (the raw JSON body, the source's signature headers) */
+        post: operations["receiveLinearFeed"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/feeds/gitlab": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** A signed gitlab webhook delivery (the raw JSON body, the source's signature headers) */
+        post: operations["receiveGitlabFeed"];
         delete?: never;
         options?: never;
         head?: never;
@@ -864,6 +952,27 @@ export interface components {
                 id: string;
                 duplicate?: boolean;
             }[];
+        };
+        /**
+         * ForbiddenError
+         * @description The error answer with status 403
+         */
+        ForbiddenError: {
+            error: components["schemas"]["ForbiddenErrorBody"];
+        };
+        /** ForbiddenErrorBody */
+        ForbiddenErrorBody: {
+            /**
+             * @description `forbidden`: valid credentials without the route's scope
+             * @enum {string}
+             */
+            code: "forbidden";
+            /** @description What was wrong, for a person; never echoes the request */
+            message: string;
+            /** @description Whether sending the same request again can succeed */
+            retryable: boolean;
+            /** @description For validation errors: each problem, `{ path, message }` */
+            details?: unknown;
         };
         /** GateToolCallRequest */
         GateToolCallRequest: {
@@ -1375,6 +1484,27 @@ export interface components {
             ticket: string;
             scope?: string;
         };
+        /**
+         * TooManyRequestsError
+         * @description The error answer with status 429
+         */
+        TooManyRequestsError: {
+            error: components["schemas"]["TooManyRequestsErrorBody"];
+        };
+        /** TooManyRequestsErrorBody */
+        TooManyRequestsErrorBody: {
+            /**
+             * @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions
+             * @enum {string}
+             */
+            code: "rate_limited" | "quota_exceeded";
+            /** @description What was wrong, for a person; never echoes the request */
+            message: string;
+            /** @description Whether sending the same request again can succeed */
+            retryable: boolean;
+            /** @description For validation errors: each problem, `{ path, message }` */
+            details?: unknown;
+        };
         /** ToolCall */
         ToolCall: {
             callId: string;
@@ -1775,6 +1905,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
             408: {
                 headers: {
@@ -1800,6 +1939,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -1869,6 +2017,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -1885,6 +2042,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -1954,6 +2120,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
             408: {
                 headers: {
@@ -1988,6 +2163,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2061,6 +2245,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -2095,6 +2288,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2168,6 +2370,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -2202,6 +2413,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2269,6 +2489,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
             408: {
                 headers: {
@@ -2276,6 +2505,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2347,6 +2585,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -2381,6 +2628,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2450,6 +2706,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -2466,6 +2731,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2533,6 +2807,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
             408: {
                 headers: {
@@ -2558,6 +2841,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2631,6 +2923,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -2665,6 +2966,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2734,6 +3044,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -2750,6 +3069,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2821,6 +3149,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -2864,6 +3201,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -2937,6 +3283,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -2980,6 +3335,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3053,6 +3417,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3096,6 +3469,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3165,6 +3547,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3181,6 +3572,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3254,6 +3654,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3297,6 +3706,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3370,6 +3788,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3404,6 +3831,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3478,6 +3914,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3512,6 +3957,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3586,6 +4040,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3620,6 +4083,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3694,6 +4166,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3728,6 +4209,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3801,6 +4291,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3835,6 +4334,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -3908,6 +4416,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -3942,6 +4459,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -4016,6 +4542,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -4032,6 +4567,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -4101,6 +4645,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -4117,6 +4670,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -4190,6 +4752,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -4224,6 +4795,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -4301,6 +4881,15 @@ export interface operations {
                     "application/json": components["schemas"]["UnauthorizedError"];
                 };
             };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
             /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
             404: {
                 headers: {
@@ -4335,6 +4924,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
                 };
             };
             /** @description `header_too_large`: request headers over the server limit; the connection is closed */
@@ -4746,7 +5344,219 @@ export interface operations {
             };
         };
     };
+    receiveIncidentioFeed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The sender's JSON payload, verified on its raw bytes */
+        requestBody?: {
+            content: {
+                "application/json": unknown;
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedAccepted"];
+                };
+            };
+            /** @description `validation_error`: bad body, unknown kind, __finish__ switched off, item over 32 KiB */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong credentials, bad webhook signature */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `payload_too_large`: request body over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeError"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body in a media type the route does not take (JSON routes take application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `header_too_large`: request headers over the server limit; the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeaderTooLargeError"];
+                };
+            };
+            /** @description `internal_error`: an unexpected failure; nothing was half-written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `bus_unavailable`: the message bus did not acknowledge; retry after the Retry-After delay; `store_unavailable`: the store did not answer; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
     receiveJiraFeed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The sender's JSON payload, verified on its raw bytes */
+        requestBody?: {
+            content: {
+                "application/json": unknown;
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedAccepted"];
+                };
+            };
+            /** @description `validation_error`: bad body, unknown kind, __finish__ switched off, item over 32 KiB */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong credentials, bad webhook signature */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `payload_too_large`: request body over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeError"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body in a media type the route does not take (JSON routes take application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `header_too_large`: request headers over the server limit; the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeaderTooLargeError"];
+                };
+            };
+            /** @description `internal_error`: an unexpected failure; nothing was half-written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `bus_unavailable`: the message bus did not acknowledge; retry after the Retry-After delay; `store_unavailable`: the store did not answer; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    receiveServicenowFeed: {
         parameters: {
             query?: never;
             header?: never;
@@ -4971,6 +5781,324 @@ export interface operations {
                 "application/json": unknown;
                 "application/cloudevents+json": unknown;
                 "application/cloudevents-batch+json": unknown;
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedAccepted"];
+                };
+            };
+            /** @description `validation_error`: bad body, unknown kind, __finish__ switched off, item over 32 KiB */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong credentials, bad webhook signature */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `payload_too_large`: request body over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeError"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body in a media type the route does not take (JSON routes take application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `header_too_large`: request headers over the server limit; the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeaderTooLargeError"];
+                };
+            };
+            /** @description `internal_error`: an unexpected failure; nothing was half-written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `bus_unavailable`: the message bus did not acknowledge; retry after the Retry-After delay; `store_unavailable`: the store did not answer; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    receivePagerdutyFeed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The sender's JSON payload, verified on its raw bytes */
+        requestBody?: {
+            content: {
+                "application/json": unknown;
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedAccepted"];
+                };
+            };
+            /** @description `validation_error`: bad body, unknown kind, __finish__ switched off, item over 32 KiB */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong credentials, bad webhook signature */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `payload_too_large`: request body over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeError"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body in a media type the route does not take (JSON routes take application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `header_too_large`: request headers over the server limit; the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeaderTooLargeError"];
+                };
+            };
+            /** @description `internal_error`: an unexpected failure; nothing was half-written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `bus_unavailable`: the message bus did not acknowledge; retry after the Retry-After delay; `store_unavailable`: the store did not answer; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    receiveLinearFeed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The sender's JSON payload, verified on its raw bytes */
+        requestBody?: {
+            content: {
+                "application/json": unknown;
+            };
+        };
+        responses: {
+            /** @description Accepted */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["FeedAccepted"];
+                };
+            };
+            /** @description `validation_error`: bad body, unknown kind, __finish__ switched off, item over 32 KiB */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong credentials, bad webhook signature */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `payload_too_large`: request body over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeError"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body in a media type the route does not take (JSON routes take application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `header_too_large`: request headers over the server limit; the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeaderTooLargeError"];
+                };
+            };
+            /** @description `internal_error`: an unexpected failure; nothing was half-written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `bus_unavailable`: the message bus did not acknowledge; retry after the Retry-After delay; `store_unavailable`: the store did not answer; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    receiveGitlabFeed: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** @description The sender's JSON payload, verified on its raw bytes */
+        requestBody?: {
+            content: {
+                "application/json": unknown;
             };
         };
         responses: {
