@@ -90,7 +90,13 @@ beforeAll(async () => {
   telemetry = startTelemetry({ serviceName: 'ctxflow' });
   const consumerTelemetry = createConsumerTelemetry();
   embedded = await buildEmbeddedApp({
-    config: { apiKeys: new Map([[API_KEY, TENANT]]), secrets: { generic: [{ tenant: TENANT, secret: FEED_SECRET }] } },
+    config: {
+      apiKeys: new Map([[API_KEY, TENANT]]),
+      // The feeds the contract traffic signs for.
+      secrets: Object.fromEntries(
+        ['generic', 'incidentio', 'servicenow'].map((source) => [source, [{ tenant: TENANT, secret: FEED_SECRET }]]),
+      ),
+    },
     telemetry: createContextTelemetry(),
     feedTelemetry: createFeedTelemetry(),
     consumerTelemetry,
