@@ -39,12 +39,23 @@ const SIGNED_PER_SECOND = 60_000;
 const NOTICE =
   'Ticket PROJ-4312 moved to In Progress by alice@example.com: "Checkout fails for carts over 50 items" (priority P2).';
 
+/**
+ * A setup request (outside the timing). A trial longer than the server's
+ * keep-alive timeout (72 s) leaves fetch's pooled connection idle past it: the
+ * server has closed it when the next trial's setup reuses it, and fetch fails
+ * with UND_ERR_SOCKET before the request reached the server. That one is sent
+ * again, once.
+ */
 async function post(server: ServerProcess, path: string, body: unknown): Promise<unknown> {
-  const response = await fetch(`${server.url}${path}`, {
-    method: 'POST',
-    headers: JSON_HEADERS,
-    body: JSON.stringify(body),
-  });
+  const send = () =>
+    fetch(`${server.url}${path}`, { method: 'POST', headers: JSON_HEADERS, body: JSON.stringify(body) });
+  let response: Response;
+  try {
+    response = await send();
+  } catch (err) {
+    if ((err as { cause?: { code?: string } }).cause?.code !== 'UND_ERR_SOCKET') throw err;
+    response = await send();
+  }
   if (!response.ok) throw new Error(`${path}: ${response.status} ${await response.text()}`);
   return response.json();
 }
