@@ -1,6 +1,6 @@
 /**
  * S3 (`POST /context`), S4 (signed `POST /feeds/generic`; S4b `POST
- * /feeds/incidentio`, Standard Webhooks) and S6
+ * /feeds/incidentio`, Standard Webhooks; S4-pagerduty `POST /feeds/pagerduty`) and S6
  * (OpenTelemetry on over off), each as requests per second over a baseline
  * measured in the same trial on the same server: `POST /bench/hello`, a
  * fastify route of the same embedded app that answers a constant.
@@ -11,6 +11,7 @@
  */
 import { createHmac, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import { BASELINE_PATH, type ServerProcess, startServerProcess } from './lib/http-server.ts';
 import { combine, type LoadRequest, type LoadResult, runLoad } from './lib/load.ts';
@@ -150,6 +151,36 @@ function standardDeliveries(count: number): { next: () => LoadRequest; used: () 
   };
 }
 
+/** PagerDuty's documented `incident.priority_updated` payload, the body of the PagerDuty feed's deliveries. */
+const PAGERDUTY_EXAMPLE = readFileSync(
+  new URL('../shared/feeds/test/fixtures/pagerduty-incident-priority-updated.json', import.meta.url),
+  'utf8',
+);
+
+/**
+ * PagerDuty deliveries: the documented payload for 500 incidents, each signed
+ * before the run (the signature covers the body only); each request a new
+ * X-Webhook-Id, so each is a new delivery.
+ */
+function pagerdutyDeliveries(path = '/feeds/pagerduty'): () => LoadRequest {
+  const run = randomUUID();
+  const pool = Array.from({ length: 500 }, (_, i) => {
+    const body = PAGERDUTY_EXAMPLE.replaceAll('PGR0VU2', `PBENCH${i}`);
+    const signature = createHmac('sha256', FEED_SECRET).update(body).digest('hex');
+    return { body, signature: `v1=${signature}` };
+  });
+  let n = 0;
+  return () => {
+    const delivery = pool[n % pool.length]!;
+    n += 1;
+    return {
+      path,
+      headers: { ...JSON_HEADERS, 'x-pagerduty-signature': delivery.signature, 'x-webhook-id': `${run}-${n}` },
+      body: delivery.body,
+    };
+  };
+}
+
 /** An OTLP receiver that accepts and drops everything (the "on" server exports to it). */
 async function startOtlpSink(): Promise<Server> {
   const sink = createServer((request, response) => {
@@ -242,6 +273,12 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
       signedVariant('POST /feeds/generic', plain),
       signedVariant('hello (incident.io body)', plain, BASELINE_PATH, standardDeliveries),
       signedVariant('POST /feeds/incidentio', plain, undefined, standardDeliveries),
+      {
+        name: 'hello (pagerduty body)',
+        server: plain,
+        prepare: async () => ({ next: pagerdutyDeliveries(BASELINE_PATH) }),
+      },
+      { name: 'POST /feeds/pagerduty', server: plain, prepare: async () => ({ next: pagerdutyDeliveries() }) },
       newKeyVariant('POST /context new key, OpenTelemetry on', otel, '/context'),
     ];
 
@@ -357,6 +394,18 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
         [
           setup,
           'incident updated events, fresh webhook-id per request, signed before the run; embedded in-memory bus and ledger',
+        ],
+      ),
+      scenario(
+        'S4-pagerduty',
+        'Signed webhook ingest, POST /feeds/pagerduty',
+        'req/s over the hello route (same signed bodies)',
+        ['webhook', 'POST /feeds/pagerduty'],
+        ['hello', 'hello (pagerduty body)'],
+        { op: '>=', value: 0.5 },
+        [
+          setup,
+          "PagerDuty's documented incident.priority_updated payload (2.3 KB) for 500 incidents, signed before the run; a new X-Webhook-Id per request; embedded in-memory bus and ledger",
         ],
       ),
       scenario(

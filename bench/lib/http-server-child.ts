@@ -8,7 +8,7 @@
  * `{ type: 'stop' }` closes and exits. On start the child sends
  * `{ type: 'listening', port }`.
  *
- * Environment: BENCH_FEED_SECRET (the generic and incidentio feeds' secret), BENCH_TELEMETRY=1
+ * Environment: BENCH_FEED_SECRET (the generic, incidentio and PagerDuty feeds' secret), BENCH_TELEMETRY=1
  * starts OpenTelemetry the way the embedded composition root does
  * (startTelemetry + createContextTelemetry), exporting to the OTLP endpoint in
  * the standard OTEL_* variables.
@@ -27,7 +27,7 @@ let telemetry: RunningTelemetry | undefined;
 if (process.env.BENCH_TELEMETRY === '1') telemetry = startTelemetry({ serviceName: 'ctxflow-bench' });
 
 const embedded = await buildEmbeddedApp({
-  config: { apiKeys: new Map(), secrets: { generic: secret, incidentio: secret } },
+  config: { apiKeys: new Map(), secrets: { generic: secret, incidentio: secret, pagerduty: secret } },
   ...(telemetry
     ? { telemetry: createContextTelemetry(), metricsText: () => (telemetry as RunningTelemetry).metricsText() }
     : {}),
