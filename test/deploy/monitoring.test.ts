@@ -206,7 +206,7 @@ describe('alert rules (PrometheusRule ctxflow)', () => {
     for (const rule of readRule().spec.groups.flatMap((g: Doc) => g.rules)) {
       expect(['warning', 'critical'], rule.alert).toContain(rule.labels.severity);
       expect(rule.annotations.summary, rule.alert).toEqual(expect.any(String));
-      expect(rule.annotations.description, rule.alert).toContain('docs/operations.md#alerts');
+      expect(rule.annotations.description, rule.alert).toContain('docs/operations.md#dashboard-alerts-and-policies');
     }
   });
 });
