@@ -1,21 +1,21 @@
 import type { BuiltinFeedSource, FeedSource } from '@ctxflow/contracts';
 import { normalizeGeneric } from './normalizers/generic.ts';
 import { normalizeGithub } from './normalizers/github.ts';
-import { normalizeIncidentio } from './normalizers/incidentio.ts';
 import { normalizeGitlab } from './normalizers/gitlab.ts';
+import { normalizeIncidentio } from './normalizers/incidentio.ts';
 import { normalizeJira } from './normalizers/jira.ts';
 import { normalizeLinear } from './normalizers/linear.ts';
 import type { Normalizer } from './normalizers/normalizer.ts';
-import { normalizeServicenow } from './normalizers/servicenow.ts';
 import { normalizePagerduty } from './normalizers/pagerduty.ts';
+import { normalizeServicenow } from './normalizers/servicenow.ts';
 import { normalizeZendesk } from './normalizers/zendesk.ts';
 import { verifyGeneric } from './verifiers/generic.ts';
 import { verifyGithub } from './verifiers/github.ts';
 import { verifyGitlab } from './verifiers/gitlab.ts';
 import { verifyJira } from './verifiers/jira.ts';
-import { verifyStandardWebhooks } from './verifiers/standard-webhooks.ts';
 import { verifyLinear } from './verifiers/linear.ts';
 import { verifyPagerduty } from './verifiers/pagerduty.ts';
+import { verifyStandardWebhooks } from './verifiers/standard-webhooks.ts';
 import type { Verifier } from './verifiers/verifier.ts';
 import { verifyZendesk } from './verifiers/zendesk.ts';
 
