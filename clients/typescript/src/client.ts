@@ -122,6 +122,16 @@ function isErrorBody(value: unknown): value is ErrorBody {
   );
 }
 
+/** An answer's text and its JSON (the text itself when it is not JSON; undefined when empty). */
+async function readAnswer(response: Response): Promise<{ text: string; parsed: unknown }> {
+  const text = await response.text();
+  try {
+    return { text, parsed: text === '' ? undefined : JSON.parse(text) };
+  } catch {
+    return { text, parsed: text };
+  }
+}
+
 /** The error an answer that is not a success stands for. */
 function answerError(status: number, parsed: unknown, text: string, what: string): CtxflowApiError {
   if (isErrorBody(parsed)) {
@@ -170,13 +180,7 @@ export class CtxflowClient {
       let retryAfterMs: number | undefined;
       try {
         const response = await this.#attempt(send);
-        const text = await response.text();
-        let parsed: unknown;
-        try {
-          parsed = text === '' ? undefined : JSON.parse(text);
-        } catch {
-          parsed = text;
-        }
+        const { text, parsed } = await readAnswer(response);
         if (response.ok) return parsed as T;
         error = answerError(response.status, parsed, text, `${send.method} ${send.path}`);
         const header = response.headers.get('retry-after');
@@ -271,11 +275,7 @@ export class CtxflowClient {
             ...(signal ? { signal } : {}),
           }),
         async (response) => {
-          const text = await response.text().catch(() => '');
-          let parsed: unknown;
-          try {
-            parsed = JSON.parse(text);
-          } catch {}
+          const { text, parsed } = await readAnswer(response);
           const error = answerError(response.status, parsed, text, `GET ${path}`);
           return { error, retryable: error.retryable };
         },
