@@ -11,6 +11,7 @@
  *   npm run bench -- --only=S3,S5   some scenarios (S1 S2 S3 S4 S5 S6 S7 S8 S9 S10; S3, S4 (with S4b) and S6 run together,
  *                                   and so do S1 and S6: S6 is OpenTelemetry on over off on S3's
  *                                   `POST /context` (row S6) and in S1's pipeline (rows S6-S1-*);
+ *                                   S3 includes S3-jwt and S3-jwt-verify, a JWT beside an API key;
  *                                   S5 includes its rows per provider format, S5-openai-chat etc.;
  *                                   S9 is a step in each provider format over the neutral step;
  *                                   S7 starts a redis-server of its own and prints its curves
@@ -34,6 +35,7 @@ import { cpus, loadavg } from 'node:os';
 import { join, relative } from 'node:path';
 import type { KafkaClientName } from '@ctxflow/bus';
 import { ensureKafka, ensureRedis, KAFKA_BROKERS, REDIS_URL, ROOT } from '../scripts/infra.ts';
+import { runAuthCost } from './auth-cost.ts';
 import { runContextPass } from './context-pass-redis.ts';
 import { runFanOut } from './fan-out.ts';
 import { runHttpScenarios } from './http-scenarios.ts';
@@ -115,6 +117,7 @@ if (wants('S3', 'S4', 'S6')) {
     })),
   );
 }
+if (wants('S3')) scenarios.push(...(await runAuthCost(plan.http)));
 if (wants('S5')) {
   scenarios.push(...(await runPrefixStability()).results);
   scenarios.push(...(await runProviderPrefix()));

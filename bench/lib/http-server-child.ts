@@ -11,9 +11,11 @@
  * Environment: BENCH_FEED_SECRET (the generic, incidentio and PagerDuty feeds' secret), BENCH_TELEMETRY=1
  * starts OpenTelemetry the way the embedded composition root does
  * (startTelemetry + createContextTelemetry), exporting to the OTLP endpoint in
- * the standard OTEL_* variables.
+ * the standard OTEL_* variables. BENCH_AUTH (JSON `{ apiKey, tenant, oidc }`) makes every route but
+ * the baseline take that API key or a JWT verified against `oidc` (OidcOptions).
  */
 import { buildEmbeddedApp } from '@ctxflow/embedded';
+import { createAuthenticator, JwtVerifier, type OidcOptions } from '@ctxflow/service-kit';
 import { createContextTelemetry } from '@ctxflow/session-runner';
 import { type RunningTelemetry, startTelemetry } from '@ctxflow/telemetry';
 import { cpuMs } from './cpu.ts';
@@ -26,8 +28,15 @@ if (!secret) throw new Error('BENCH_FEED_SECRET is not set');
 let telemetry: RunningTelemetry | undefined;
 if (process.env.BENCH_TELEMETRY === '1') telemetry = startTelemetry({ serviceName: 'ctxflow-bench' });
 
+const auth = process.env.BENCH_AUTH
+  ? (JSON.parse(process.env.BENCH_AUTH) as { apiKey: string; tenant: string; oidc: OidcOptions })
+  : undefined;
+
 const embedded = await buildEmbeddedApp({
   config: { apiKeys: new Map(), secrets: { generic: secret, incidentio: secret, pagerduty: secret } },
+  ...(auth
+    ? { authenticate: createAuthenticator(new Map([[auth.apiKey, auth.tenant]]), { jwt: new JwtVerifier(auth.oidc) }) }
+    : {}),
   ...(telemetry
     ? { telemetry: createContextTelemetry(), metricsText: () => (telemetry as RunningTelemetry).metricsText() }
     : {}),

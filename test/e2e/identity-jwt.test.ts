@@ -6,7 +6,7 @@
  */
 import { createSecretKey } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
-import { createIdentity, JWKS_COOLDOWN_MS } from '@ctxflow/service-kit';
+import { createIdentity, JWKS_COOLDOWN_MS, JWT_CACHE_TTL_MS } from '@ctxflow/service-kit';
 import { buildRunnerApp, createEngine, loadRunnerConfig, MemorySessionStore } from '@ctxflow/session-runner';
 import type { FastifyInstance } from 'fastify';
 import { exportJWK, exportSPKI, generateKeyPair, type JWK, type JWTPayload, SignJWT } from 'jose';
@@ -218,6 +218,44 @@ describe('JWT bearer tokens (CTXFLOW_OIDC_ISSUER)', () => {
       expect((await createSession(app, await sign({}, { kid: 'rotated' }))).status).toBe(401);
     }
     expect(jwksFetches - before).toBe(0);
+    await app.close();
+  });
+
+  it('a token that passed is answered from memory, never past the leeway, each token its own caller', async () => {
+    const app = await runner({}, 0);
+    const acme = await sign({}, { kid: 'es' });
+    const globex = await sign({ tenant: 'globex' }, { kid: 'es' });
+    expect((await createSession(app, acme)).status).toBe(201);
+    expect((await createSession(app, globex)).status).toBe(201);
+    expect((await createSession(app, acme)).status).toBe(201);
+    expect(await sessionsOf(app, acme)).toBe(2);
+    expect(await sessionsOf(app, globex)).toBe(1);
+
+    // The issuer withdraws the key (an unknown kid makes the runner fetch the JWKS again): a new
+    // token signed with it is refused; one that passed before is answered from memory, at most
+    // JWT_CACHE_TTL_MS.
+    const withdrawn = jwks.keys;
+    jwks = { keys: withdrawn.filter((k) => k.kid !== 'es' && k.kid !== 'rotated') };
+    expect((await createSession(app, await sign({}, { kid: 'rotated' }))).status).toBe(401);
+    expect((await createSession(app, await sign({ sub: 'new' }, { kid: 'es' }))).body.error.message).toBe(
+      "token refused: no signing key of the issuer matches the token's kid",
+    );
+    expect(await sessionsOf(app, acme)).toBe(2);
+    expect(JWT_CACHE_TTL_MS).toBe(60_000);
+    jwks = { keys: withdrawn };
+
+    // Expired 59 s ago: inside the 60 s leeway now, refused once it is past, cached or not.
+    const ending = await sign({}, { exp: now() - 59 });
+    expect((await createSession(app, ending)).status).toBe(201);
+    let answer = await createSession(app, ending);
+    for (let i = 0; i < 40 && answer.status === 201; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      answer = await createSession(app, ending);
+    }
+    expect(answer).toEqual({
+      status: 401,
+      body: { error: { code: 'unauthorized', message: 'token refused: expired (exp)', retryable: false } },
+    });
     await app.close();
   });
 

@@ -66,6 +66,7 @@ export { installErrorHandler } from './error-handler.ts';
 export {
   JWKS_COOLDOWN_MS,
   JWT_ALGORITHMS,
+  JWT_CACHE_TTL_MS,
   JWT_CLOCK_TOLERANCE_S,
   JwtVerifier,
   type OidcOptions,

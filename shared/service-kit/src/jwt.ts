@@ -1,5 +1,6 @@
 import { CtxflowError } from '@ctxflow/contracts';
 import { createRemoteJWKSet, errors, type JWTPayload, jwtVerify } from 'jose';
+import { LRUCache } from 'lru-cache';
 import { isScope, type Scope } from './api-keys.ts';
 
 /** The only signature algorithms a token may use: asymmetric ones (no `none`, no HMAC). */
@@ -10,6 +11,11 @@ export const JWT_CLOCK_TOLERANCE_S = 60;
 export const JWKS_COOLDOWN_MS = 5_000;
 /** How long a fetched JWKS is used before it is fetched again, in ms. */
 export const JWKS_MAX_AGE_MS = 10 * 60_000;
+/** How long a verified token is answered from memory at most, in ms (never past its `exp` + leeway). */
+export const JWT_CACHE_TTL_MS = 60_000;
+/** The verified tokens held at most, and their characters in all (about 2 bytes each on the heap). */
+export const JWT_CACHE_MAX_TOKENS = 10_000;
+export const JWT_CACHE_MAX_CHARS = 4 * 1024 * 1024;
 const TENANT_MAX_LENGTH = 256;
 
 export interface OidcOptions {
@@ -23,6 +29,8 @@ export interface OidcOptions {
   tenantClaim?: string;
   /** The least ms between two JWKS fetches an unknown `kid` causes (default JWKS_COOLDOWN_MS). */
   cooldownMs?: number;
+  /** Verified tokens answered from memory (default JWT_CACHE_MAX_TOKENS); 0 checks every request. */
+  cacheMaxTokens?: number;
 }
 
 export interface TokenIdentity {
@@ -92,15 +100,27 @@ function scopesOf(payload: JWTPayload): ReadonlySet<Scope> {
  * claim, scopes from `scope` (space-separated) or `scp` (a list, or space-separated). The
  * JWKS is fetched once, reused, and fetched again at most once per cooldown on an unknown
  * `kid` (jose's createRemoteJWKSet). A refusal is 401 `unauthorized` naming the check.
+ *
+ * A token that passed is answered from memory (lru-cache, keyed by the token) for at most
+ * JWT_CACHE_TTL_MS and never past the time jose would refuse it (`exp` plus the leeway): a
+ * runtime sends one token for many requests, and the signature check is most of a request's
+ * authentication cost. What a cached token does not see: a signing key the issuer withdrew
+ * from its JWKS within that minute. A refusal is never cached.
  */
 export class JwtVerifier {
   readonly #options: OidcOptions;
   readonly #tenantClaim: string;
   #jwks: Promise<ReturnType<typeof createRemoteJWKSet>> | undefined;
+  readonly #verified: LRUCache<string, TokenIdentity> | undefined;
 
   constructor(options: OidcOptions) {
     this.#options = options;
     this.#tenantClaim = options.tenantClaim ?? 'tenant';
+    const max = options.cacheMaxTokens ?? JWT_CACHE_MAX_TOKENS;
+    this.#verified =
+      max > 0
+        ? new LRUCache({ max, maxSize: JWT_CACHE_MAX_CHARS, sizeCalculation: (_identity, token) => token.length })
+        : undefined;
   }
 
   #keySet(): Promise<ReturnType<typeof createRemoteJWKSet>> {
@@ -128,6 +148,18 @@ export class JwtVerifier {
   }
 
   async verify(token: string): Promise<TokenIdentity> {
+    const held = this.#verified?.get(token);
+    if (held) return held;
+    const identity = await this.#check(token);
+    if (this.#verified && token.length <= JWT_CACHE_MAX_CHARS) {
+      const ttl = Math.min(JWT_CACHE_TTL_MS, identity.refusedAfterMs - Date.now());
+      if (ttl > 0) this.#verified.set(token, identity.caller, { ttl });
+    }
+    return identity.caller;
+  }
+
+  /** The signature and claims checked by jose; `refusedAfterMs`: when jose would refuse the token. */
+  async #check(token: string): Promise<{ caller: TokenIdentity; refusedAfterMs: number }> {
     let payload: JWTPayload;
     try {
       const jwks = await this.#keySet();
@@ -144,6 +176,10 @@ export class JwtVerifier {
     if (typeof tenant !== 'string' || tenant === '' || tenant.length > TENANT_MAX_LENGTH) {
       throw refused(`no tenant claim (${this.#tenantClaim})`);
     }
-    return { tenant, subject: typeof payload.sub === 'string' ? payload.sub : '', scopes: scopesOf(payload) };
+    return {
+      caller: { tenant, subject: typeof payload.sub === 'string' ? payload.sub : '', scopes: scopesOf(payload) },
+      refusedAfterMs:
+        typeof payload.exp === 'number' ? (payload.exp + JWT_CLOCK_TOLERANCE_S) * 1000 : Number.POSITIVE_INFINITY,
+    };
   }
 }
