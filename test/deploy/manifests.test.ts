@@ -6,13 +6,17 @@
  * topics, probes) checked against the code's own constants. Each validator is also shown a
  * broken copy and must refuse it.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { TOPICS } from '@ctxflow/contracts';
+import { FEED_SOURCES, TOPICS } from '@ctxflow/contracts';
 import { loadEmbeddedConfig } from '@ctxflow/embedded';
 import { loadFeedConfig } from '@ctxflow/feed-ingestor';
+import { feedSecretVar } from '@ctxflow/feeds';
 import { DEFAULT_SHUTDOWN_GRACE_MS, shutdownGraceVar } from '@ctxflow/service-kit';
+import { loadRunnerConfig } from '@ctxflow/session-runner';
+import { loadStepContextConfig } from '@ctxflow/step-context';
 import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
@@ -119,7 +123,9 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
         'PrometheusRule/ctxflow',
         'ScaledObject/session-runner',
         'ScaledObject/step-context',
+        'Secret/ctxflow-api-keys',
         'Secret/ctxflow-secrets',
+        'Secret/ctxflow-service-token',
         'Service/feed-ingestor',
         'Service/session-runner',
         'Service/step-context',
@@ -216,22 +222,71 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     },
   );
 
-  it('the Secret holds only clearly marked placeholders for the API keys and feed secrets', () => {
+  it('the Secrets hold only clearly marked placeholders: every feed secret, the key file, the service token', () => {
     const secret = find('Secret', 'ctxflow-secrets');
-    expect(Object.keys(secret.stringData).sort()).toEqual(
-      [
-        'CTXFLOW_API_KEYS',
-        'CTXFLOW_FEED_SECRET_GENERIC',
-        'CTXFLOW_FEED_SECRET_GITHUB',
-        'CTXFLOW_FEED_SECRET_JIRA',
-        'CTXFLOW_FEED_SECRET_ZENDESK',
-      ].sort(),
-    );
-    for (const value of Object.values<string>(secret.stringData)) expect(value).toContain('REPLACE-ME');
-    expect(secret.data).toBeUndefined();
-    // With API keys every feed secret names a tenant of those keys, or the services refuse to start.
-    expect(() => loadFeedConfig(secret.stringData)).not.toThrow();
-    expect(() => loadEmbeddedConfig(secret.stringData)).not.toThrow();
+    expect(Object.keys(secret.stringData).sort()).toEqual(FEED_SOURCES.map((source) => feedSecretVar(source)).sort());
+    for (const name of ['ctxflow-secrets', 'ctxflow-api-keys', 'ctxflow-service-token']) {
+      const doc = find('Secret', name);
+      for (const value of Object.values<string>(doc.stringData)) expect(value, name).toContain('REPLACE-ME');
+      expect(doc.data, name).toBeUndefined();
+    }
+    expect(Object.keys(find('Secret', 'ctxflow-api-keys').stringData)).toEqual(['api-keys']);
+    expect(Object.keys(find('Secret', 'ctxflow-service-token').stringData)).toEqual(['token']);
+  });
+
+  it('each service reads the key file and the service token where its pod mounts them, and starts', () => {
+    const config = find('ConfigMap', 'ctxflow-config').data;
+    const files = mkdtempSync(join(tmpdir(), 'ctxflow-manifests-'));
+    // Each mounted Secret item at its path in the pod, under a temporary root.
+    const mounted = (pod: Doc): Record<string, string> => {
+      const paths: Record<string, string> = {};
+      for (const mount of pod.containers[0].volumeMounts) {
+        const volume = pod.volumes.find((v: Doc) => v.name === mount.name);
+        if (!volume?.secret || !mount.readOnly) continue;
+        const secret = allManifests().find(
+          ({ doc }) => doc.kind === 'Secret' && doc.metadata.name === volume.secret.secretName,
+        )?.doc;
+        if (!secret) continue; // Strimzi's Secrets (the Kafka CA and password) are not in this repository.
+        for (const item of volume.secret.items) {
+          const path = join(files, mount.mountPath, item.path);
+          mkdirSync(dirname(path), { recursive: true });
+          writeFileSync(path, secret.stringData[item.key]);
+          paths[`${mount.mountPath}/${item.path}`] = path;
+        }
+      }
+      return paths;
+    };
+    try {
+      const envOf = (name: string) => {
+        const pod = find('Deployment', name).spec.template.spec;
+        const env: Record<string, string> = { ...config, ...find('Secret', 'ctxflow-secrets').stringData };
+        for (const e of pod.containers[0].env) if (e.value !== undefined) env[e.name] = e.value;
+        const paths = mounted(pod);
+        for (const variable of ['CTXFLOW_API_KEYS_FILE', 'CTXFLOW_SERVICE_TOKEN_FILE']) {
+          if (env[variable] === undefined || name === 'feed-ingestor') continue;
+          expect(paths[env[variable]], `${name} ${variable}`).toBeDefined();
+          env[variable] = paths[env[variable]]!;
+        }
+        // Kafka's and Redis's own files are Strimzi's and yours: not read here.
+        for (const variable of ['KAFKA_SSL_CA_FILE', 'KAFKA_SASL_PASSWORD_FILE']) delete env[variable];
+        delete env.KAFKA_SSL;
+        delete env.KAFKA_SASL_MECHANISM;
+        delete env.KAFKA_SASL_USERNAME;
+        return env;
+      };
+      const runner = loadRunnerConfig(envOf('session-runner'));
+      expect(runner.identity.keyFile?.entries.map((e) => e.tenant)).toEqual(['tenant-a']);
+      expect(runner.serviceTokens).toBeDefined();
+      const stepContext = loadStepContextConfig(envOf('step-context'));
+      expect(stepContext.serviceTokens).toBeDefined();
+      // The feed-ingestor reads no key file (it takes no API callers) and holds no service token.
+      const feeds = loadFeedConfig(envOf('feed-ingestor'));
+      expect(feeds.secrets.pagerduty).toEqual([{ tenant: 'tenant-a', secret: 'REPLACE-ME-pagerduty-webhook-secret' }]);
+      expect(Object.keys(mounted(find('Deployment', 'feed-ingestor').spec.template.spec))).toEqual([]);
+      expect(envOf('feed-ingestor').CTXFLOW_SERVICE_TOKEN_FILE).toBeUndefined();
+    } finally {
+      rmSync(files, { recursive: true, force: true });
+    }
   });
 
   it('topics: the contract topics and their dead-letter topics, 12 partitions, 3 replicas, min.insync.replicas 2', () => {
@@ -490,13 +545,7 @@ describe('docker-compose.yml', () => {
       .filter((l) => l.trim() !== '' && !l.startsWith('#'));
     const entries = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
     expect(Object.keys(entries).sort()).toEqual(
-      [
-        'CTXFLOW_API_KEYS',
-        'CTXFLOW_FEED_SECRET_GENERIC',
-        'CTXFLOW_FEED_SECRET_GITHUB',
-        'CTXFLOW_FEED_SECRET_JIRA',
-        'CTXFLOW_FEED_SECRET_ZENDESK',
-      ].sort(),
+      ['CTXFLOW_API_KEYS', ...FEED_SOURCES.map((source) => feedSecretVar(source))].sort(),
     );
     expect(entries.CTXFLOW_API_KEYS).toMatch(/^[^:,]+:REPLACE-ME/);
     // With API keys every feed secret names a tenant of those keys, or the services refuse to start.
