@@ -5,9 +5,16 @@
  * is measured unloaded, then while the flooding tenant sends `POST /sessions` from 10
  * autocannon connections, nearly all of them answered 429 `rate_limited`. The ratio is
  * the p50 while flooded over the p50 unloaded, per trial.
+ *
+ * The flood's load generator stands in for callers on other machines: it runs in its own
+ * thread (autocannon's `workers`), so the other tenant's client does not wait on its event
+ * loop, and with `taskset` on a machine of two cores or more the server has a core to itself
+ * and this process (both clients) the others: what is measured is the server's share between
+ * the two tenants, not the generator taking the server's CPU.
  */
-import { type ChildProcess, fork } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import { once } from 'node:events';
+import { cpus } from 'node:os';
 import autocannon from 'autocannon';
 import { progress } from './lib/progress.ts';
 import { meets, type ScenarioResult } from './lib/report.ts';
@@ -63,8 +70,32 @@ async function paced(url: string, ms: number): Promise<number[]> {
   return latencies;
 }
 
+/**
+ * Pins `serverPid` to CPU 0 and every thread of this process to the other CPUs, with taskset;
+ * returns how to undo it (this process's affinity), or undefined where that cannot be done.
+ */
+function pinApart(serverPid: number): { note: string; undo(): void } | undefined {
+  const count = cpus().length;
+  if (count < 2) return undefined;
+  try {
+    const mine = execFileSync('taskset', ['-p', String(process.pid)], { encoding: 'utf8' })
+      .trim()
+      .split(' ')
+      .at(-1)!;
+    execFileSync('taskset', ['-a', '-cp', '0', String(serverPid)], { stdio: 'ignore' });
+    execFileSync('taskset', ['-a', '-cp', `1-${count - 1}`, String(process.pid)], { stdio: 'ignore' });
+    return {
+      note: `taskset: the server on CPU 0, the clients on CPU 1-${count - 1}`,
+      undo: () => execFileSync('taskset', ['-a', '-p', mine, String(process.pid)], { stdio: 'ignore' }),
+    };
+  } catch {
+    return undefined;
+  }
+}
+
 export async function runTenantIsolation(options: TenantIsolationOptions): Promise<ScenarioResult[]> {
   const { child, url } = await start(options.redisUrl);
+  const pinned = pinApart(child.pid!);
   try {
     const created = await fetch(`${url}/sessions`, { method: 'POST', headers: headers(KEY_B), body: '{}' });
     const { sessionId } = (await created.json()) as { sessionId: string };
@@ -82,6 +113,7 @@ export async function runTenantIsolation(options: TenantIsolationOptions): Promi
         method: 'POST',
         body: '{}',
         connections: 10,
+        workers: 1,
         duration: options.seconds + 3,
         headers: headers(KEY_A),
       });
@@ -120,10 +152,12 @@ export async function runTenantIsolation(options: TenantIsolationOptions): Promi
         notes: [
           `CTXFLOW_RATE_LIMIT_PER_MINUTE ${PER_MINUTE} on Redis; the flood: POST /sessions, 10 connections; ` +
             `the other tenant: one request every ${PACE_MS} ms, ${options.seconds} s per side per trial`,
+          `the flood's generator in its own thread; ${pinned?.note ?? 'no CPU pinning (taskset missing or one core)'}`,
         ],
       },
     ];
   } finally {
+    pinned?.undo();
     const exited = once(child, 'exit');
     child.send({ type: 'stop' });
     await exited;
