@@ -2,6 +2,12 @@ import { configDefaults, defineConfig } from 'vitest/config';
 
 /** Compares memory, Redis and a Redis Cluster answer by answer itself: run once, on Redis. */
 const REDIS_ONLY = 'test/conformance/engine-on-redis.test.ts';
+/**
+ * The fault suite kills processes and brokers and times what follows: its files run one at a
+ * time, after every other file (sequence.groupOrder 1). The rest run two files at a time
+ * (most wait on Kafka, Redis or child processes more than they compute).
+ */
+const FAULTS = 'test/faults/**/*.test.ts';
 
 export default defineConfig({
   // Workspace packages built for publishing (clients/*) resolve to their .ts sources in the repository.
@@ -25,7 +31,9 @@ export default defineConfig({
         test: {
           name: 'ctxflow',
           include: ['test/**/*.test.ts', '{services,shared,clients}/*/test/**/*.test.ts'],
-          exclude: [...configDefaults.exclude, REDIS_ONLY],
+          exclude: [...configDefaults.exclude, REDIS_ONLY, FAULTS],
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
         },
       },
       {
@@ -36,7 +44,13 @@ export default defineConfig({
           name: 'conformance-on-redis',
           include: ['test/conformance/**/*.test.ts'],
           env: { CTXFLOW_TEST_STORE: 'redis' },
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
         },
+      },
+      {
+        extends: true,
+        test: { name: 'faults', include: [FAULTS], maxWorkers: 1, sequence: { groupOrder: 1 } },
       },
     ],
   },
