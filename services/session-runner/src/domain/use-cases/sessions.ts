@@ -57,6 +57,7 @@ export async function deleteSession(ctx: EngineContext, tenant: string, sessionI
     if (!meta || meta.tenant !== tenant) return;
     await ctx.feedData?.eraseSession(sessionId, tenant);
     await ctx.store.deleteSession(sessionId);
+    await ctx.usage.deleteSession(sessionId);
     ctx.events.forget(sessionId); // the stream's replay holds message text
     await ctx.feedData?.eraseSession(sessionId, tenant);
   });
