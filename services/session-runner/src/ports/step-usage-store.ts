@@ -12,6 +12,9 @@ export interface RecordedUsage {
  * one report per step. The adapters (memory-step-usage-store.ts, redis-step-usage-store.ts)
  * pass test/contract/step-usage-store.contract.ts.
  *
+ * Reports of steps a rewind cut stay: the provider served those requests, and the session's hit
+ * ratio counts them.
+ *
  * Retention (`ttlMs` of each adapter, CTXFLOW_SESSION_TTL_MS): a session's reports are kept
  * for `ttlMs` after its last report, all at once; 0 keeps them until deleteSession.
  */

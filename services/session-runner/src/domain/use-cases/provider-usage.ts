@@ -22,6 +22,17 @@ export async function reportUsage(
   report: UsageReport,
 ): Promise<RecordedUsage> {
   await checkOwner(ctx, tenant, sessionId);
+  // Under the session's lock: an erasure in this process is not interleaved with a report.
+  return ctx.locks.run(sessionId, () => record(ctx, tenant, sessionId, stepId, report));
+}
+
+async function record(
+  ctx: EngineContext,
+  tenant: string,
+  sessionId: string,
+  stepId: string,
+  report: UsageReport,
+): Promise<RecordedUsage> {
   const step = await ctx.store.getStep(sessionId, { stepId });
   if (!step) throw new CtxflowError('state_step_not_found', `no step ${stepId} in this session`);
   const reading = readUsage(report);
