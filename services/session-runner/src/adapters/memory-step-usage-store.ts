@@ -15,20 +15,32 @@ interface Slot {
   touched: number;
 }
 
+/** Sweeps for expired sessions at most this often (ms), and at least once per retention. */
+const SWEEP_EVERY_MS = 60_000;
+
 /** The embedded default: each method runs without an await between its check and its write. */
 export class MemoryStepUsageStore implements StepUsageStore {
   readonly #sessions = new Map<string, Slot>();
   readonly #ttlMs: number;
   readonly #clock: Clock;
+  #sweptAt: number;
 
   constructor(options: MemoryStepUsageStoreOptions = {}) {
     this.#ttlMs = options.ttlMs ?? 0;
     this.#clock = options.clock ?? systemClock;
+    this.#sweptAt = this.#clock.now();
   }
 
+  /** The session's reports unless expired; now and then every expired session is dropped. */
   #live(sessionId: string): Slot | undefined {
+    if (this.#ttlMs === 0) return this.#sessions.get(sessionId);
+    const now = this.#clock.now();
+    if (now - this.#sweptAt >= Math.min(SWEEP_EVERY_MS, this.#ttlMs)) {
+      this.#sweptAt = now;
+      for (const [id, slot] of this.#sessions) if (now - slot.touched >= this.#ttlMs) this.#sessions.delete(id);
+    }
     const slot = this.#sessions.get(sessionId);
-    if (slot && this.#ttlMs > 0 && this.#clock.now() - slot.touched >= this.#ttlMs) {
+    if (slot && now - slot.touched >= this.#ttlMs) {
       this.#sessions.delete(sessionId);
       return undefined;
     }
