@@ -231,10 +231,20 @@ export async function contractFlows(target: TrafficTarget): Promise<void> {
   await call('POST', `${base}/tool-calls/d3/answer`, { content: 'late' }, { status: 200 });
   await call('POST', '/context', { sessionId: s, items: [{ kind: 'tools', enable: ['search'] }] }, { status: 200 });
   await call('POST', `${base}/steps`, { mode: 'forced_completion' }, { status: 200 });
-  // Provider formats, a delta, a restart.
+  // Provider formats, each step's provider usage as its SDK returns it (a repeat answers the first).
+  const usages: Record<string, unknown> = {
+    'openai-chat': { prompt_tokens: 2100, completion_tokens: 3, prompt_tokens_details: { cached_tokens: 1024 } },
+    'openai-responses': { input_tokens: 2200, input_tokens_details: { cached_tokens: 2048 }, output_tokens: 3 },
+    anthropic: { input_tokens: 5, output_tokens: 3, cache_read_input_tokens: 0, cache_creation_input_tokens: 2300 },
+  };
   for (const format of ['openai-chat', 'openai-responses', 'anthropic']) {
-    await call('POST', `${base}/steps`, { format }, { status: 200 });
+    const { stepId } = (await call('POST', `${base}/steps`, { format }, { status: 200 })).body;
+    const report = { format, usage: usages[format] };
+    await call('POST', `${base}/steps/${stepId}/usage`, report, { status: 200 });
+    await call('POST', `${base}/steps/${stepId}/usage`, report, { status: 200 });
   }
+  await call('POST', `${base}/steps/stp_x/usage`, { format: 'anthropic', usage: usages.anthropic }, { status: 404 });
+  // A delta, a restart.
   const full = (await call('POST', `${base}/steps`, { format: 'neutral' }, { status: 200 })).body;
   await call('POST', `${base}/steps`, { since: full.request.messages.length }, { status: 200 });
   await call('POST', `${base}/steps`, { since: 0, format: 'neutral' }, { status: 200 });

@@ -24,6 +24,20 @@
  * `prompt_cache_key` at most 64 characters; at most 4 `cache_control` breakpoints.
  *
  * Every request is recorded (path, body, and the status answered), refused ones too.
+ *
+ * It caches prompts as the providers do, and reports it in each answer's `usage`
+ * (promptCache below): a request is a sequence of tokens, one per UTF-8 byte of what the
+ * provider caches in its order (tools, then system, then the conversation; `cache_control`
+ * dropped; Anthropic one line per block), and it reads from the cache the longest prefix it
+ * shares with an earlier request of the same cache key (the API, the model and
+ * `prompt_cache_key`):
+ *
+ *   OpenAI:    from 1,024 tokens on, in steps of 128; `prompt_tokens` / `input_tokens` count
+ *              every input token, `*_tokens_details.cached_tokens` the cached ones
+ *   Anthropic: up to a block boundary, from 1,024 tokens on; the rest of the request is
+ *              written (the last block carries a breakpoint): `cache_read_input_tokens`,
+ *              `cache_creation_input_tokens`, `input_tokens` 0 (nothing after the breakpoint),
+ *              or all of it `input_tokens` below 1,024
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -44,6 +58,8 @@ export interface RecordedRequest {
   status: number;
   /** The refusal's message when status is 400. */
   error?: string;
+  /** An answered request's input tokens and those read from the cache (as its `usage` says). */
+  tokens?: { input: number; cached: number };
 }
 
 export interface ProviderStandIn {
@@ -574,10 +590,73 @@ function checkAnthropic(body: Json, headers: IncomingMessage['headers']): void {
 }
 
 /* ---------------------------------------------------------------------------------------- */
+/* The prompt cache                                                                         */
+/* ---------------------------------------------------------------------------------------- */
+
+/** The providers cache nothing shorter (OpenAI; Anthropic's smallest minimum) ... */
+const CACHE_MIN_TOKENS = 1024;
+/** ... and OpenAI reads it in steps of this many tokens. */
+const OPENAI_CACHE_STEP = 128;
+
+const unmarked = (value: unknown): string =>
+  JSON.stringify(value, (key, v) => (key === 'cache_control' ? undefined : v)) ?? '-';
+
+/** What the provider caches of a request, in its order, as lines: the tokens are their bytes. */
+function cachedLines(api: StandInApi, body: Json): string[] {
+  if (api === 'anthropic') {
+    const lines = [`${unmarked([body.tools ?? null, body.system ?? null])}\n`];
+    for (const m of (body.messages ?? []) as Json[]) {
+      for (const b of m.content as unknown[]) lines.push(`${unmarked([m.role, b])}\n`);
+    }
+    return lines;
+  }
+  const conversation = (api === 'openai-chat' ? body.messages : body.input) as unknown[];
+  return [`${unmarked(body.tools ?? null)}\n`, unmarked(conversation).slice(0, -1)];
+}
+
+/** Bytes `a` and `b` share from their start; with `lines`, only up to a line's end (a block boundary). */
+function sharedPrefix(a: string[], b: string[], lines: boolean): number {
+  let bytes = 0;
+  for (let i = 0; i < Math.min(a.length, b.length); i++) {
+    if (a[i] === b[i]) {
+      bytes += Buffer.byteLength(a[i]!);
+      continue;
+    }
+    if (lines) return bytes;
+    const x = Buffer.from(a[i]!);
+    const y = Buffer.from(b[i]!);
+    let j = 0;
+    while (j < x.length && j < y.length && x[j] === y[j]) j++;
+    return bytes + j;
+  }
+  return bytes;
+}
+
+/** The cache: per cache key, every request it stored. Answers a request's usage and stores it. */
+function promptCache() {
+  const entries = new Map<string, string[][]>();
+  return (api: StandInApi, body: Json): { input: number; cached: number; written: number } => {
+    const lines = cachedLines(api, body);
+    const input = lines.reduce((n, line) => n + Buffer.byteLength(line), 0);
+    const key = `${api}\u0000${String(body.model)}\u0000${String(body.prompt_cache_key ?? '')}`;
+    const stored = entries.get(key) ?? [];
+    let shared = 0;
+    for (const earlier of stored) shared = Math.max(shared, sharedPrefix(earlier, lines, api === 'anthropic'));
+    if (input >= CACHE_MIN_TOKENS) entries.set(key, [...stored, lines]);
+    if (shared < CACHE_MIN_TOKENS) shared = 0;
+    if (api === 'anthropic') return { input, cached: shared, written: input >= CACHE_MIN_TOKENS ? input - shared : 0 };
+    const cached = shared === 0 ? 0 : shared - ((shared - CACHE_MIN_TOKENS) % OPENAI_CACHE_STEP);
+    return { input, cached, written: 0 };
+  };
+}
+
+type CacheUse = ReturnType<ReturnType<typeof promptCache>>;
+
+/* ---------------------------------------------------------------------------------------- */
 /* Answers                                                                                  */
 /* ---------------------------------------------------------------------------------------- */
 
-function chatAnswer(model: string, turn: ScriptedTurn, ids: () => string) {
+function chatAnswer(model: string, turn: ScriptedTurn, ids: () => string, cache: CacheUse) {
   const calls = turn.toolCalls ?? [];
   return {
     id: `chatcmpl-${randomUUID()}`,
@@ -605,11 +684,17 @@ function chatAnswer(model: string, turn: ScriptedTurn, ids: () => string) {
         logprobs: null,
       },
     ],
-    usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+    usage: {
+      prompt_tokens: cache.input,
+      completion_tokens: 1,
+      total_tokens: cache.input + 1,
+      prompt_tokens_details: { cached_tokens: cache.cached, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0 },
+    },
   };
 }
 
-function responsesAnswer(model: string, turn: ScriptedTurn, ids: () => string) {
+function responsesAnswer(model: string, turn: ScriptedTurn, ids: () => string, cache: CacheUse) {
   const output: Json[] = [];
   if (turn.text !== undefined) {
     output.push({
@@ -647,16 +732,16 @@ function responsesAnswer(model: string, turn: ScriptedTurn, ids: () => string) {
     temperature: 1,
     top_p: 1,
     usage: {
-      input_tokens: 1,
-      input_tokens_details: { cached_tokens: 0 },
+      input_tokens: cache.input,
+      input_tokens_details: { cached_tokens: cache.cached },
       output_tokens: 1,
       output_tokens_details: { reasoning_tokens: 0 },
-      total_tokens: 2,
+      total_tokens: cache.input + 1,
     },
   };
 }
 
-function anthropicAnswer(model: string, turn: ScriptedTurn, ids: () => string) {
+function anthropicAnswer(model: string, turn: ScriptedTurn, ids: () => string, cache: CacheUse) {
   const content: Json[] = [];
   if (turn.text !== undefined) content.push({ type: 'text', text: turn.text, citations: null });
   for (const c of turn.toolCalls ?? [])
@@ -669,7 +754,12 @@ function anthropicAnswer(model: string, turn: ScriptedTurn, ids: () => string) {
     content,
     stop_reason: (turn.toolCalls ?? []).length > 0 ? 'tool_use' : 'end_turn',
     stop_sequence: null,
-    usage: { input_tokens: 1, output_tokens: 1, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 },
+    usage: {
+      input_tokens: cache.input - cache.cached - cache.written,
+      output_tokens: 1,
+      cache_creation_input_tokens: cache.written,
+      cache_read_input_tokens: cache.cached,
+    },
   };
 }
 
@@ -689,6 +779,7 @@ function send(res: ServerResponse, status: number, body: unknown): void {
 export async function startProviderStandIn(): Promise<ProviderStandIn> {
   const requests: RecordedRequest[] = [];
   const queue: ScriptedTurn[] = [];
+  const cache = promptCache();
   let seq = 0;
   const server = createServer(async (req, res) => {
     const api = req.method === 'POST' ? ROUTES[(req.url ?? '').split('?')[0]!] : undefined;
@@ -714,9 +805,11 @@ export async function startProviderStandIn(): Promise<ProviderStandIn> {
         return api === 'anthropic' ? `toolu_${seq}` : `call_${seq}`;
       };
       const model = String(json.model);
-      if (api === 'openai-chat') return send(res, 200, chatAnswer(model, turn, ids));
-      if (api === 'openai-responses') return send(res, 200, responsesAnswer(model, turn, ids));
-      return send(res, 200, anthropicAnswer(model, turn, ids));
+      const use = cache(api, json);
+      record.tokens = { input: use.input, cached: use.cached };
+      if (api === 'openai-chat') return send(res, 200, chatAnswer(model, turn, ids, use));
+      if (api === 'openai-responses') return send(res, 200, responsesAnswer(model, turn, ids, use));
+      return send(res, 200, anthropicAnswer(model, turn, ids, use));
     } catch (err) {
       if (!(err instanceof Invalid)) throw err;
       record.status = 400;

@@ -2,6 +2,7 @@ import type { ModelMessage, PrepareStepResult, ToolSet } from 'ai';
 import type { CtxflowClient } from './client.ts';
 import { callsOf, isPairedResult, orphanText } from './messages.ts';
 import type { MessageInput, ModelRequest, NeutralStepAnswer } from './types.ts';
+import { usageFromBody } from './usage.ts';
 
 const FINISH = '__finish__';
 
@@ -14,6 +15,8 @@ export interface FinishedStep {
     readonly input: unknown;
   }>;
   readonly toolResults: ReadonlyArray<{ readonly toolCallId: string; readonly output: unknown }>;
+  /** The provider's answer: its raw `body` carries the provider's `usage` (generateText keeps it). */
+  readonly response?: { readonly body?: unknown };
 }
 
 export interface CtxflowAiSdkOptions<TOOLS extends ToolSet> {
@@ -112,12 +115,16 @@ export function stepMessages(step: FinishedStep): MessageInput[] {
  * list stays the one given (the prompt cache stays warm), the active set goes to OpenAI as
  * `providerOptions.openai.allowedTools` (not `activeTools`, which removes tools from the request),
  * with ctxflow's cache key as `promptCacheKey`. `onStepFinish` records the step's assistant turn with
- * its tool calls and results in one request.
+ * its tool calls and results in one request, then reports the provider's usage of the step, read
+ * from the raw answer body: pass `include: { responseBody: true }` to generateText so step results
+ * keep it (without it nothing is reported).
  */
 export function ctxflowAiSdk<TOOLS extends ToolSet>(options: CtxflowAiSdkOptions<TOOLS>) {
   const { client, sessionId } = options;
   const names = new Set(Object.keys(options.tools));
   let forced = false;
+  /** The ctxflow step of the model call in progress. */
+  let current: string | undefined;
   return {
     /** The next model call is a forced completion: only `__finish__` is callable. */
     forceCompletion() {
@@ -129,6 +136,7 @@ export function ctxflowAiSdk<TOOLS extends ToolSet>(options: CtxflowAiSdkOptions
         ...(forced ? { mode: 'forced_completion' } : {}),
       });
       forced = false;
+      current = step.stepId;
       options.onStep?.(step);
       const { request } = step;
       const required = request.toolChoice !== 'auto';
@@ -149,6 +157,8 @@ export function ctxflowAiSdk<TOOLS extends ToolSet>(options: CtxflowAiSdkOptions
     },
     onStepFinish: async (step: FinishedStep): Promise<void> => {
       await client.messages.createBatch(sessionId, stepMessages(step));
+      const usage = usageFromBody(step.response?.body);
+      if (usage && current !== undefined) await client.usage.report(sessionId, current, usage);
     },
     /** A `stopWhen` condition: the last step called `__finish__`. */
     finished: ({ steps }: { steps: ReadonlyArray<Pick<FinishedStep, 'toolCalls'>> }): boolean =>

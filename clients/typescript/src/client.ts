@@ -30,6 +30,8 @@ import type {
   UpdateAgentRequest,
   UpdateSessionAnswer,
   UpdateSessionRequest,
+  UsageRecorded,
+  UsageReport,
 } from './types.ts';
 
 /** A refusal of the API (`{"error":{"code","message","retryable"}}`) or a failure to reach it. */
@@ -338,6 +340,21 @@ export class CtxflowClient {
     const sent = { ...body, requestId: body.requestId ?? this.#newId() };
     return this.#write('POST', `/sessions/${seg(sessionId)}/runs/restart`, sent, true, options);
   }
+
+  readonly usage = {
+    /**
+     * `POST /sessions/:sessionId/steps/:stepId/usage`: what the provider answered of the step's model
+     * request (`usage` as the SDK returned it). First report wins: sending it again changes nothing.
+     */
+    report: (sessionId: string, stepId: string, report: UsageReport, options?: CallOptions) =>
+      this.#write<UsageRecorded>(
+        'POST',
+        `/sessions/${seg(sessionId)}/steps/${seg(stepId)}/usage`,
+        report,
+        true,
+        options,
+      ),
+  };
 
   readonly messages = {
     /** Records one message. */

@@ -7,6 +7,7 @@ import type {
   ProviderStepAnswer,
   RequestToolCall,
   StepMode,
+  UsageReport,
 } from './types.ts';
 
 export type { ProviderAnswers } from './provider-types.ts';
@@ -89,7 +90,19 @@ export interface LoopResult {
 
 const FINISH = '__finish__';
 
-/** A step in a provider format, the SDK call, the turn in its answer. */
+/** The `usage` of a provider's answer as a usage report (none when the answer has none). */
+export function usageOf<F extends ProviderFormat>(format: F, answer: ProviderAnswers[F]): UsageReport | undefined;
+export function usageOf(format: ProviderFormat, answer: ProviderAnswers[ProviderFormat]): UsageReport | undefined {
+  if (format === 'openai-chat' && 'choices' in answer)
+    return answer.usage ? { format, usage: answer.usage } : undefined;
+  if (format === 'openai-responses' && 'output' in answer) {
+    return answer.usage ? { format, usage: answer.usage } : undefined;
+  }
+  if (format === 'anthropic' && 'content' in answer && 'usage' in answer) return { format, usage: answer.usage };
+  return undefined;
+}
+
+/** A step in a provider format, the SDK call, its usage reported, the turn in its answer. */
 async function providerTurn<F extends ProviderFormat>(
   options: ProviderLoopOptions<F>,
   mode: StepMode,
@@ -97,7 +110,10 @@ async function providerTurn<F extends ProviderFormat>(
 ): Promise<ModelTurn> {
   const step = await options.client.step(options.sessionId, { mode, format: options.format });
   stepIds.push(step.stepId);
-  return turnOf(options.format, await options.callModel(step.request, step));
+  const answer = await options.callModel(step.request, step);
+  const usage = usageOf(options.format, answer);
+  if (usage) await options.client.usage.report(options.sessionId, step.stepId, usage);
+  return turnOf(options.format, answer);
 }
 
 function inProviderFormat(options: RunLoopOptions): options is ProviderLoopOptions<ProviderFormat> {

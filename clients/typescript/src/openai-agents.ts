@@ -2,6 +2,7 @@ import type { AgentInputItem, CallModelInputFilterArgs, ModelInputData } from '@
 import type { CtxflowClient } from './client.ts';
 import { callsOf, isPairedResult, orphanText } from './messages.ts';
 import type { MessageInput, ModelRequest, NeutralStepAnswer, ToolCallInput } from './types.ts';
+import { usageFromBody } from './usage.ts';
 
 const FINISH = '__finish__';
 
@@ -91,12 +92,17 @@ export interface CtxflowAgentsOptions {
  * produced since the previous model call (the assistant turn with its tool calls and results, one
  * request), then runs ctxflow's step and sends its request as it is: `instructions` the system
  * prefix, `input` the conversation with context rows where they were committed. `record(result.history)`
- * records the last turn once the run is over.
+ * records the last turn once the run is over; `reportUsage(result.rawResponses)` reports the provider's
+ * usage of each model call to its step (the raw answer the model kept as `providerData`).
  */
 export function ctxflowAgents(options: CtxflowAgentsOptions) {
   const { client, sessionId } = options;
   /** How many items of the SDK's own history were recorded (or were its starting input). */
   let seen: number | undefined;
+  /** The ctxflow step of each model call, in order. */
+  const stepIds: string[] = [];
+  /** How many of those were reported. */
+  let reported = 0;
 
   async function record(history: readonly AgentInputItem[]): Promise<void> {
     const batch = turnMessages(history.slice(seen ?? history.length));
@@ -108,10 +114,23 @@ export function ctxflowAgents(options: CtxflowAgentsOptions) {
     callModelInputFilter: async ({ modelData }: CallModelInputFilterArgs): Promise<ModelInputData> => {
       await record(modelData.input);
       const step = await client.step(sessionId, { format: 'neutral' });
+      stepIds.push(step.stepId);
       options.onStep?.(step);
       return { instructions: step.request.system, input: toAgentInput(step.request) };
     },
     /** Records the turns after the last model call (pass `result.history`). */
     record,
+    /**
+     * Reports each model call's provider usage to its step: pass each run's `result.rawResponses`
+     * (one per model call, in order) once, after the run; they answer the model calls not reported yet.
+     */
+    async reportUsage(rawResponses: readonly { providerData?: Record<string, unknown> | undefined }[]): Promise<void> {
+      const steps = stepIds.slice(reported, reported + rawResponses.length);
+      reported += steps.length;
+      for (const [i, stepId] of steps.entries()) {
+        const usage = usageFromBody(rawResponses[i]!.providerData);
+        if (usage) await client.usage.report(sessionId, stepId, usage);
+      }
+    },
   };
 }

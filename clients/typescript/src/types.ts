@@ -112,6 +112,16 @@ export type ProviderStepAnswer<F extends ProviderFormat> = Omit<NeutralStepAnswe
   request: ProviderRequests[F];
 };
 
+// ---------------------------------------------------------------- provider usage
+
+/** `POST /sessions/:sessionId/steps/:stepId/usage`: the provider's `usage` as the SDK returned it, with its format. */
+export type UsageReport = Schemas['UsageReport'];
+/** What ctxflow keeps of a step's usage: tokens, those cached, what the unchanged prefix predicted. */
+export type StepUsage = Schemas['StepUsage'];
+export type UsageRecorded = Schemas['UsageRecorded'];
+/** A session's provider prompt cache in figures (the snapshot's `providerCache`). */
+export type ProviderCache = Schemas['ProviderCache'];
+
 // ---------------------------------------------------------------- messages and tool calls
 
 export type ToolCallInput = NonNullable<Schemas['MessageInput']['toolCalls']>[number];

@@ -48,13 +48,24 @@ describe('@ctxflow/client/ai-sdk with ai 7 and @ai-sdk/openai 4 (Responses API s
       __finish__: tool({ inputSchema: z.object({ result: z.string().optional() }) }),
     };
     const steps: string[] = [];
-    const ctx = ctxflowAiSdk({ client, sessionId, tools, onStep: (s) => steps.push(s.cache.key) });
+    const stepIds: string[] = [];
+    const ctx = ctxflowAiSdk({
+      client,
+      sessionId,
+      tools,
+      onStep: (s) => {
+        steps.push(s.cache.key);
+        stepIds.push(s.stepId);
+      },
+    });
     const openai = createOpenAI({ baseURL: provider.baseURL, apiKey: 'stand-in' });
     const result = await generateText({
       model: openai('gpt-5-mini'),
       tools,
       prompt: 'Where is order 7?',
       allowSystemInMessages: true,
+      // Step results keep the provider's answer body, whose usage the adapter reports.
+      include: { responseBody: true },
       prepareStep: ctx.prepareStep,
       onStepFinish: ctx.onStepFinish,
       stopWhen: [stepCountIs(5), ctx.finished],
@@ -87,6 +98,13 @@ describe('@ctxflow/client/ai-sdk with ai 7 and @ai-sdk/openai 4 (Responses API s
     expect(messages.map((m) => m.role)).toEqual(['user', 'assistant', 'tool', 'assistant']);
     expect(messages[1]!.toolCalls).toEqual([
       { callId: added[0].call_id, name: 'lookup_order', arguments: '{"id":"7"}' },
+    ]);
+
+    // Each step's provider usage, read from the raw answer, was reported to that step.
+    const { usage } = (await client.sessions.inspect(sessionId)) as { usage: Record<string, unknown>[] };
+    expect(usage.map((u) => [u.stepId, u.format, u.inputTokens, u.cachedTokens])).toEqual([
+      [stepIds[0], 'openai-responses', 1, 0],
+      [stepIds[1], 'openai-responses', 1, 0],
     ]);
   });
 });

@@ -44,7 +44,8 @@ describe('@ctxflow/client/openai-agents with @openai/agents 0.20 (Responses API 
       },
     });
     const agent = new Agent({ name: 'support', instructions: 'replaced by ctxflow', tools: [lookup] });
-    const ctx = ctxflowAgents({ client, sessionId });
+    const stepIds: string[] = [];
+    const ctx = ctxflowAgents({ client, sessionId, onStep: (s) => stepIds.push(s.stepId) });
     const runner = new Runner({
       modelProvider: new OpenAIProvider({ apiKey: 'stand-in', baseURL: provider.baseURL, useResponses: true }),
       callModelInputFilter: ctx.callModelInputFilter,
@@ -52,6 +53,7 @@ describe('@ctxflow/client/openai-agents with @openai/agents 0.20 (Responses API 
     });
     const result = await runner.run(agent, 'Where is order 7?');
     await ctx.record(result.history);
+    await ctx.reportUsage(result.rawResponses);
     await provider.close();
     expect(result.finalOutput).toBe('Order 7 shipped on Monday.');
 
@@ -73,6 +75,13 @@ describe('@ctxflow/client/openai-agents with @openai/agents 0.20 (Responses API 
     ]);
     expect(messages[1]!.toolCalls).toEqual([
       { callId: added[0].call_id, name: 'lookup_order', arguments: '{"id":"7"}' },
+    ]);
+
+    // Each model call's provider usage (the raw response the SDK kept) was reported to its step.
+    const { usage } = (await client.sessions.inspect(sessionId)) as { usage: Record<string, unknown>[] };
+    expect(usage.map((u) => [u.stepId, u.format, u.inputTokens, u.cachedTokens])).toEqual([
+      [stepIds[0], 'openai-responses', 1, 0],
+      [stepIds[1], 'openai-responses', 1, 0],
     ]);
   });
 });

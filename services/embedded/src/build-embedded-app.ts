@@ -15,7 +15,9 @@ import {
   createEngine,
   inspectorRoutes,
   MemorySessionStore,
+  MemoryStepUsageStore,
   type SessionStore,
+  type StepUsageStore,
   systemClock,
 } from '@ctxflow/session-runner';
 import {
@@ -53,7 +55,7 @@ export interface EmbeddedDeps {
    * Other stores in place of the in-memory ones (tests run the same app on Redis); the
    * batch store must append only to subscribed sessions, as the memory default does.
    */
-  stores?: { sessions: SessionStore; batches: BatchStore; subscriptions: SubscriptionStore };
+  stores?: { sessions: SessionStore; batches: BatchStore; subscriptions: SubscriptionStore; usage?: StepUsageStore };
   /** More route plugins without credentials, after the feeds (the benchmark adds its baseline route). */
   openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
   /** Called with every route the app registers. */
@@ -91,6 +93,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     sessions: store,
     batches,
     subscriptions,
+    usage = new MemoryStepUsageStore({ ttlMs, clock }),
   } = deps.stores ?? {
     sessions: new MemorySessionStore({ ttlMs, clock }),
     subscriptions: memorySubscriptions,
@@ -102,6 +105,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     clock,
     feed,
     feedData: feed,
+    usage,
     ...(deps.telemetry ? { telemetry: deps.telemetry } : {}),
   });
   const ledger = new MemoryDeliveryLedger();

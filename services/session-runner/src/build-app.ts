@@ -14,6 +14,7 @@ import type { FastifyInstance } from 'fastify';
 import type { ContextEngine } from './domain/context-engine.ts';
 import { sessionRoutes } from './http/session-routes.ts';
 import type { StreamFollowers } from './http/stream-followers.ts';
+import { usageRoutes } from './http/usage-routes.ts';
 
 export interface RunnerAppDeps extends ServerOptions {
   engine: ContextEngine;
@@ -43,6 +44,7 @@ export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
       ...(deps.streams ? { streams: deps.streams } : {}),
       ...(deps.limits?.maxSessions !== undefined ? { maxSessions: deps.limits.maxSessions } : {}),
     });
+    await usageRoutes(scope, { engine: deps.engine });
     for (const routes of deps.protectedRoutes ?? []) await routes(scope);
   });
   for (const routes of deps.openRoutes ?? []) app.register(routes);

@@ -3,6 +3,7 @@ import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemoryMemoryRecall } from './adapters/memory-memory-recall.ts';
 import { MemorySessionEvents } from './adapters/memory-session-events.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
+import { MemoryStepUsageStore } from './adapters/memory-step-usage-store.ts';
 import { idsFrom, randomIds } from './adapters/random-ids.ts';
 import { ContextEngine } from './domain/context-engine.ts';
 import type { AgentRecord } from './domain/model.ts';
@@ -12,6 +13,7 @@ import type { SessionEvents } from './ports/session-events.ts';
 import type { SessionFeedData } from './ports/session-feed-data.ts';
 import type { SessionStore } from './ports/session-store.ts';
 import type { StepContextSource } from './ports/step-context-source.ts';
+import type { StepUsageStore } from './ports/step-usage-store.ts';
 import { noopRunnerTelemetry, type RunnerTelemetry } from './ports/telemetry.ts';
 
 /** What an engine runs on (createEngine): each port replaceable. */
@@ -31,6 +33,8 @@ export interface EngineDeps {
   heldBytes?: number;
   /** The session data the ticket feed keeps (erased with the session); none when no feed is wired. */
   feedData?: SessionFeedData;
+  /** The provider usage of steps (ports/step-usage-store.ts); default in memory. */
+  usage?: StepUsageStore;
 }
 
 /**
@@ -71,5 +75,6 @@ export function createEngine(overrides: Partial<EngineDeps> & { feed?: StepConte
     telemetry: overrides.telemetry ?? noopRunnerTelemetry,
     ids: overrides.newId ? idsFrom(overrides.newId) : randomIds,
     ...(overrides.feedData ? { feedData: overrides.feedData } : {}),
+    usage: overrides.usage ?? new MemoryStepUsageStore(),
   });
 }

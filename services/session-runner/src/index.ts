@@ -2,6 +2,7 @@ export { HttpStepContext } from './adapters/http-step-context.ts';
 export { MemoryMemoryRecall } from './adapters/memory-memory-recall.ts';
 export { MemorySessionEvents } from './adapters/memory-session-events.ts';
 export { MemorySessionStore } from './adapters/memory-session-store.ts';
+export { MemoryStepUsageStore, type MemoryStepUsageStoreOptions } from './adapters/memory-step-usage-store.ts';
 export {
   type ContextTelemetry,
   createConsumerLag,
@@ -10,6 +11,7 @@ export {
   type PassSpan,
 } from './adapters/otel-runner-telemetry.ts';
 export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
+export { RedisStepUsageStore, type RedisStepUsageStoreOptions } from './adapters/redis-step-usage-store.ts';
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
 export { loadRunnerConfig, type RunnerConfig } from './config.ts';
@@ -49,6 +51,7 @@ export {
   toOpenAIResponses,
   toProviderRequest,
 } from './domain/provider-formats/index.ts';
+export type { ProviderCacheSummary, StepUsage, UsageFormat, UsageReport } from './domain/provider-usage.ts';
 export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 /** The zod schemas of the request bodies (the OpenAPI document and the client's types follow them). */
@@ -79,6 +82,7 @@ export type {
   Written,
 } from './ports/session-store.ts';
 export type { StepContextRequest, StepContextSource } from './ports/step-context-source.ts';
+export type { RecordedUsage, StepUsageStore } from './ports/step-usage-store.ts';
 export type { RunnerTelemetry } from './ports/telemetry.ts';
 export { noopRunnerTelemetry } from './ports/telemetry.ts';
 export type { ConsumerLag, StepRequestConsumerDeps, StepResultRecord } from './step-request-consumer.ts';

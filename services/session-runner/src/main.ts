@@ -33,9 +33,11 @@ import { startTelemetry } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
+import { MemoryStepUsageStore } from './adapters/memory-step-usage-store.ts';
 import { createConsumerLag, createContextTelemetry } from './adapters/otel-runner-telemetry.ts';
 import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
 import { RedisSessionStore } from './adapters/redis-session-store.ts';
+import { RedisStepUsageStore } from './adapters/redis-step-usage-store.ts';
 import { buildRunnerApp } from './build-app.ts';
 import { loadRunnerConfig } from './config.ts';
 import { createEngine } from './create-engine.ts';
@@ -97,6 +99,9 @@ async function main() {
     heldBytes: config.heldBytes,
     feedData,
     ...(memory ? { memory } : {}),
+    usage: redis
+      ? new RedisStepUsageStore(redis, { prefix: config.redisPrefix, ttlMs })
+      : new MemoryStepUsageStore({ ttlMs }),
   });
 
   const bus = createBus({

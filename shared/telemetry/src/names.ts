@@ -54,6 +54,14 @@ export const ATTR_PARTITION = 'ctxflow.partition';
 export const ATTR_OFFSET_MISMATCH = 'ctxflow.offset.mismatch';
 /** What was done about it, the consumer's reset policy: earliest, latest, fail. */
 export const ATTR_OFFSET_RESET = 'ctxflow.offset.reset';
+/** Tenant a provider-usage metric is about (tenants are configured, so few). */
+export const ATTR_TENANT = 'ctxflow.tenant';
+/** Provider format of a usage report: openai-chat, openai-responses, anthropic. */
+export const ATTR_PROVIDER_FORMAT = 'ctxflow.provider.format';
+/** Input tokens the provider read from its prompt cache (log records). */
+export const ATTR_CACHED_TOKENS = 'ctxflow.provider.cached_tokens';
+/** Input tokens the step's unchanged prefix predicted the provider would read from cache (log records). */
+export const ATTR_PREDICTED_TOKENS = 'ctxflow.provider.predicted_tokens';
 
 // ---------------------------------------------------------------- skip reasons
 
@@ -78,6 +86,15 @@ export type SkipReason = (typeof SKIP_REASONS)[number];
  * Emitted once per skipped hook call or oversized memory recall (R26, R34).
  */
 export const EVENT_CONTEXT_SKIPPED = 'core.context.skipped';
+
+/**
+ * A log record with this `eventName`, severity WARN, attributes session id, step id,
+ * tenant, provider format, cached tokens and predicted tokens: a step whose provider read
+ * fewer tokens from its cache than the step's unchanged prefix predicted (a prefix broken
+ * between ctxflow and the provider: a runtime that reorders tools, a proxy that rewrites the
+ * system prompt). Emitted once per such usage report.
+ */
+export const EVENT_PROVIDER_CACHE_SHORTFALL = 'core.provider_cache.shortfall';
 
 // ---------------------------------------------------------------- metrics
 
@@ -108,6 +125,22 @@ export const METRIC_DEAD_LETTERS = 'ctxflow.consumer.dead_letters';
  * consumer group, topic, partition, offset mismatch, offset reset.
  */
 export const METRIC_OFFSET_MISMATCHES = 'ctxflow.consumer.offset_mismatches';
+
+/** Counter, unit `{token}`: input tokens of model requests as the provider reported them, attributes: tenant, provider format. */
+export const METRIC_PROVIDER_INPUT_TOKENS = 'ctxflow.provider.input_tokens';
+/**
+ * Counter, unit `{token}`: of those, tokens the provider read from its prompt cache,
+ * attributes: tenant, provider format. The real hit ratio is this over
+ * {@link METRIC_PROVIDER_INPUT_TOKENS}.
+ */
+export const METRIC_PROVIDER_CACHED_TOKENS = 'ctxflow.provider.cached_tokens';
+/** Counter, unit `{token}`: tokens the steps' unchanged prefixes predicted cached, attributes: tenant, provider format. */
+export const METRIC_PROVIDER_PREDICTED_TOKENS = 'ctxflow.provider.predicted_tokens';
+/**
+ * Counter, unit `{step}`: steps whose provider cached less than their unchanged prefix
+ * predicted ({@link EVENT_PROVIDER_CACHE_SHORTFALL}), attributes: tenant, provider format.
+ */
+export const METRIC_PROVIDER_CACHE_SHORTFALLS = 'ctxflow.provider.cache_shortfalls';
 
 // ---------------------------------------------------------------- spans
 

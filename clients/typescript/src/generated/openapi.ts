@@ -370,6 +370,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/sessions/{sessionId}/steps/{stepId}/usage": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * The provider's usage of a step's model request (first report wins)
+         * @description Kept beside what the step's unchanged prefix predicted cached; a step whose provider cached less is flagged (`shortfall`). A repeat answers the first report.
+         */
+        post: operations["reportUsage"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/sessions/{sessionId}/subscriptions": {
         parameters: {
             query?: never;
@@ -786,6 +806,25 @@ export interface components {
             /** @enum {string} */
             type: "auto" | "tool";
             name?: string;
+        };
+        /**
+         * AnthropicUsage
+         * @description A message's `usage` as the SDK returned it (other fields accepted)
+         */
+        AnthropicUsage: {
+            /** Format: int64 */
+            input_tokens: number;
+            cache_read_input_tokens?: number | null;
+            cache_creation_input_tokens?: number | null;
+        };
+        /** AnthropicUsageReport */
+        AnthropicUsageReport: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            format: "anthropic";
+            usage: components["schemas"]["AnthropicUsage"];
         };
         /** AppendMessagesRequest */
         AppendMessagesRequest: {
@@ -1224,6 +1263,29 @@ export interface components {
                 name: string;
             };
         };
+        /**
+         * OpenAIChatUsage
+         * @description A chat completion's `usage` as the SDK returned it (other fields accepted)
+         */
+        OpenAIChatUsage: {
+            /** Format: int64 */
+            prompt_tokens: number;
+            prompt_tokens_details?: {
+                /** Format: int64 */
+                cached_tokens?: number;
+                /** Format: int64 */
+                cache_write_tokens?: number;
+            };
+        };
+        /** OpenAIChatUsageReport */
+        OpenAIChatUsageReport: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            format: "openai-chat";
+            usage: components["schemas"]["OpenAIChatUsage"];
+        };
         /** OpenAIResponsesInputItem */
         OpenAIResponsesInputItem: {
             /** @enum {string} */
@@ -1286,6 +1348,29 @@ export interface components {
             name: string;
         };
         /**
+         * OpenAIResponsesUsage
+         * @description A response's `usage` as the SDK returned it (other fields accepted)
+         */
+        OpenAIResponsesUsage: {
+            /** Format: int64 */
+            input_tokens: number;
+            input_tokens_details: {
+                /** Format: int64 */
+                cached_tokens: number;
+                /** Format: int64 */
+                cache_write_tokens?: number;
+            };
+        };
+        /** OpenAIResponsesUsageReport */
+        OpenAIResponsesUsageReport: {
+            /**
+             * @description discriminator enum property added by openapi-typescript
+             * @enum {string}
+             */
+            format: "openai-responses";
+            usage: components["schemas"]["OpenAIResponsesUsage"];
+        };
+        /**
          * PayloadTooLargeError
          * @description The error answer with status 413
          */
@@ -1305,6 +1390,25 @@ export interface components {
             retryable: boolean;
             /** @description For validation errors: each problem, `{ path, message }` */
             details?: unknown;
+        };
+        /**
+         * ProviderCache
+         * @description The session's provider prompt cache as the providers reported it
+         */
+        ProviderCache: {
+            /** Format: int64 */
+            reportedSteps: number;
+            /** Format: int64 */
+            inputTokens: number;
+            /** Format: int64 */
+            cachedTokens: number;
+            /** @description cachedTokens / inputTokens; null before any report */
+            hitRatio: number | null;
+            /**
+             * Format: int64
+             * @description Steps whose provider cached less than their unchanged prefix predicted
+             */
+            shortfalls: number;
         };
         /** Readiness */
         Readiness: {
@@ -1387,7 +1491,7 @@ export interface components {
         };
         /**
          * SessionInspection
-         * @description The operator's view: meta, the whole log (rows included), queue, calls, cursor, active tools, recent events
+         * @description The operator's view: meta, the whole log (rows included), queue, calls, cursor, active tools, recent events, the steps' provider usage and the provider cache
          */
         SessionInspection: {
             [key: string]: unknown;
@@ -1409,6 +1513,7 @@ export interface components {
             queued: number;
             cursor: components["schemas"]["Cursor"];
             activeTools: string[];
+            providerCache: components["schemas"]["ProviderCache"];
         };
         /** SessionSummary */
         SessionSummary: {
@@ -1454,6 +1559,34 @@ export interface components {
             format?: "neutral" | "openai-chat" | "openai-responses" | "anthropic";
             /** Format: int64 */
             since?: number;
+        };
+        /** StepUsage */
+        StepUsage: {
+            stepId: string;
+            /** Format: int64 */
+            ordinal: number;
+            /** @enum {string} */
+            format: "openai-chat" | "openai-responses" | "anthropic";
+            /**
+             * Format: int64
+             * @description Every input token of the request
+             */
+            inputTokens: number;
+            /**
+             * Format: int64
+             * @description Input tokens the provider read from its prompt cache
+             */
+            cachedTokens: number;
+            /**
+             * Format: int64
+             * @description Input tokens the provider wrote to its prompt cache
+             */
+            cacheWriteTokens: number;
+            /** @description Tokens the step's unchanged prefix predicted cached: what the provider held after the step before (0 for a rebuilt prefix); null without that step's report */
+            predictedTokens: number | null;
+            /** @description The provider cached less than predicted: the prefix broke on the way */
+            shortfall: boolean;
+            at: string;
         };
         /** Subscription */
         Subscription: {
@@ -1621,6 +1754,17 @@ export interface components {
             context?: string | components["schemas"]["ContextBlockInput"][];
             forceRefresh?: boolean;
         };
+        /** UsageRecorded */
+        UsageRecorded: {
+            /** @description false: the step had a report already, which stays (answered here) */
+            recorded: boolean;
+            usage: components["schemas"]["StepUsage"];
+        };
+        /**
+         * UsageReport
+         * @description The provider's `usage` of the step's model request, with the format the step was sent in
+         */
+        UsageReport: components["schemas"]["OpenAIChatUsageReport"] | components["schemas"]["OpenAIResponsesUsageReport"] | components["schemas"]["AnthropicUsageReport"];
     };
     responses: never;
     parameters: never;
@@ -4567,6 +4711,132 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
+                };
+            };
+            /** @description `header_too_large`: request headers over the server limit; the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeaderTooLargeError"];
+                };
+            };
+            /** @description `internal_error`: an unexpected failure; nothing was half-written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `bus_unavailable`: the message bus did not acknowledge; retry after the Retry-After delay; `store_unavailable`: the store did not answer; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    reportUsage: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                sessionId: string;
+                stepId: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["UsageReport"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UsageRecorded"];
+                };
+            };
+            /** @description `validation_error`: bad body, unknown kind, __finish__ switched off, item over 32 KiB */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong credentials, bad webhook signature */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
+            /** @description `state_session_not_found`: unknown session, or a session of another tenant; `state_agent_not_found`: unknown agent, or an agent of another tenant; `state_step_not_found`: unknown step id (rewind, branch); `state_call_not_found`: unknown tool call (approval, client answer); `feed_disabled`: a feed whose secret is not configured; `not_found`: no route for this method and path */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NotFoundError"];
+                };
+            };
+            /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestTimeoutError"];
+                };
+            };
+            /** @description `payload_too_large`: request body over the limit */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PayloadTooLargeError"];
+                };
+            };
+            /** @description `unsupported_media_type`: a body in a media type the route does not take (JSON routes take application/json) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnsupportedMediaTypeError"];
                 };
             };
             /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */

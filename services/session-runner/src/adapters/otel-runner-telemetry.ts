@@ -1,7 +1,10 @@
 import {
+  ATTR_CACHED_TOKENS,
   ATTR_CONSUMER_GROUP,
   ATTR_DLQ_REASON,
   ATTR_PARTITION,
+  ATTR_PREDICTED_TOKENS,
+  ATTR_PROVIDER_FORMAT,
   ATTR_ROW_COUNT,
   ATTR_ROW_KIND,
   ATTR_ROW_SOURCE,
@@ -10,8 +13,10 @@ import {
   ATTR_SKIP_REASON,
   ATTR_STEP_ID,
   ATTR_STEP_MODE,
+  ATTR_TENANT,
   ATTR_TOPIC,
   EVENT_CONTEXT_SKIPPED,
+  EVENT_PROVIDER_CACHE_SHORTFALL,
   extractTraceContext,
   INSTRUMENTATION_SCOPE,
   lazy,
@@ -23,6 +28,10 @@ import {
   METRIC_DEAD_LETTERS,
   METRIC_PREFIX_REUSE_RATIO,
   METRIC_PREFIX_REUSED_BYTES,
+  METRIC_PROVIDER_CACHE_SHORTFALLS,
+  METRIC_PROVIDER_CACHED_TOKENS,
+  METRIC_PROVIDER_INPUT_TOKENS,
+  METRIC_PROVIDER_PREDICTED_TOKENS,
   meterOf,
   noopSpan,
   SPAN_CONTEXT_DELIVER,
@@ -74,6 +83,24 @@ export interface ContextTelemetry extends SpanRunner {
     prefixReusedBytes: number;
   }): void;
   /**
+   * A step's provider usage was recorded. Adds `inputTokens` to `ctxflow.provider.input_tokens`,
+   * `cachedTokens` to `ctxflow.provider.cached_tokens` and `predictedTokens` (when not null) to
+   * `ctxflow.provider.predicted_tokens`, by tenant and format; on a `shortfall`, adds 1 to
+   * `ctxflow.provider.cache_shortfalls` and emits one log record with eventName
+   * `core.provider_cache.shortfall`, severity WARN, attributes session id, step id, tenant,
+   * format, cached and predicted tokens. Never throws.
+   */
+  providerUsage(e: {
+    tenant: string;
+    sessionId: string;
+    stepId: string;
+    format: string;
+    inputTokens: number;
+    cachedTokens: number;
+    predictedTokens: number | null;
+    shortfall: boolean;
+  }): void;
+  /**
    * Runs one context pass inside a `ctxflow.context_pass` span (attributes
    * session id and mode). `pass.link` links it to the traces of the ticket
    * updates its hook batch carried; `pass.step` names the step once known.
@@ -96,6 +123,7 @@ const noopPass: PassSpan = { link() {}, step() {} };
 export const noopContextTelemetry: ContextTelemetry = {
   contextSkipped() {},
   stepCommitted() {},
+  providerUsage() {},
   withSpan: noopSpan,
   contextPass: (_e, fn) => fn(noopPass),
   storeCommit: (_e, fn) => fn(),
@@ -142,6 +170,22 @@ export function createContextTelemetry(handles: TelemetryHandles = {}): ContextT
         unit: '1',
         advice: { explicitBucketBoundaries: RATIO_BUCKETS },
       }),
+      inputTokens: m.createCounter(METRIC_PROVIDER_INPUT_TOKENS, {
+        description: 'Input tokens of model requests as the providers reported them, by tenant and format',
+        unit: '{token}',
+      }),
+      cachedTokens: m.createCounter(METRIC_PROVIDER_CACHED_TOKENS, {
+        description: 'Input tokens the providers read from their prompt caches, by tenant and format',
+        unit: '{token}',
+      }),
+      predictedTokens: m.createCounter(METRIC_PROVIDER_PREDICTED_TOKENS, {
+        description: "Input tokens the steps' unchanged prefixes predicted cached, by tenant and format",
+        unit: '{token}',
+      }),
+      shortfalls: m.createCounter(METRIC_PROVIDER_CACHE_SHORTFALLS, {
+        description: 'Steps whose provider cached less than their unchanged prefix predicted, by tenant and format',
+        unit: '{step}',
+      }),
     };
   });
 
@@ -179,6 +223,30 @@ export function createContextTelemetry(handles: TelemetryHandles = {}): ContextT
       i.duration.record(e.durationMs, byMode);
       i.reusedBytes.record(e.prefixReusedBytes, byMode);
       if (e.requestBytes > 0) i.reuseRatio.record(e.prefixReusedBytes / e.requestBytes, byMode);
+    },
+
+    providerUsage(e) {
+      const i = instruments();
+      const by = { [ATTR_TENANT]: e.tenant, [ATTR_PROVIDER_FORMAT]: e.format };
+      i.inputTokens.add(e.inputTokens, by);
+      i.cachedTokens.add(e.cachedTokens, by);
+      if (e.predictedTokens !== null) i.predictedTokens.add(e.predictedTokens, by);
+      if (!e.shortfall) return;
+      i.shortfalls.add(1, by);
+      const attributes: Attributes = {
+        [ATTR_SESSION_ID]: e.sessionId,
+        [ATTR_STEP_ID]: e.stepId,
+        ...by,
+        [ATTR_CACHED_TOKENS]: e.cachedTokens,
+        ...(e.predictedTokens !== null ? { [ATTR_PREDICTED_TOKENS]: e.predictedTokens } : {}),
+      };
+      logger().emit({
+        eventName: EVENT_PROVIDER_CACHE_SHORTFALL,
+        severityNumber: SeverityNumber.WARN,
+        severityText: 'WARN',
+        body: `the provider cached ${e.cachedTokens} input tokens of the ${e.predictedTokens} the unchanged prefix predicted`,
+        attributes,
+      });
     },
 
     withSpan: withSpan,

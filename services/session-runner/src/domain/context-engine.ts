@@ -3,6 +3,7 @@ import type { SessionEvents } from '../ports/session-events.ts';
 import type { ContextInput } from './context-blocks.ts';
 import { KeyedMutex } from './keyed-mutex.ts';
 import type { AgentRecord, MessageEntry, SessionMeta } from './model.ts';
+import type { UsageReport } from './provider-usage.ts';
 import type { StepResult } from './step-answer.ts';
 import * as agents from './use-cases/agents.ts';
 import type { EngineContext, EnginePorts } from './use-cases/context.ts';
@@ -10,6 +11,7 @@ import * as intake from './use-cases/context-intake.ts';
 import * as contextPass from './use-cases/context-pass.ts';
 import * as history from './use-cases/history.ts';
 import * as messages from './use-cases/messages.ts';
+import * as providerUsage from './use-cases/provider-usage.ts';
 import * as queries from './use-cases/queries.ts';
 import * as sessions from './use-cases/sessions.ts';
 import * as toolGate from './use-cases/tool-gate.ts';
@@ -152,6 +154,13 @@ export class ContextEngine {
     input: { mode?: StepMode; requestId?: string; format?: StepFormat; since?: number } = {},
   ): Promise<StepResult> {
     return contextPass.step(this.#ctx, tenant, sessionId, input);
+  }
+
+  // ---------------------------------------------------------------- provider usage
+
+  /** A step's provider usage as the SDK returned it, kept beside what its unchanged prefix predicted. */
+  reportUsage(tenant: string, sessionId: string, stepId: string, report: UsageReport) {
+    return providerUsage.reportUsage(this.#ctx, tenant, sessionId, stepId, report);
   }
 
   // ---------------------------------------------------------------- the tool gate

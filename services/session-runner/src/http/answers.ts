@@ -2,6 +2,7 @@ import { STEP_MODES } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextBlockSchema } from '../domain/context-blocks.ts';
 import { anthropicRequest, openAIChatRequest, openAIResponsesRequest } from './provider-answers.ts';
+import { providerCache } from './usage-schemas.ts';
 
 /**
  * The answers of the session routes, as routes declare them (`schema.response`): the server
@@ -185,6 +186,7 @@ export const sessionSnapshot = named(
     queued: int,
     cursor,
     activeTools: z.array(z.string()),
+    providerCache,
   }),
   'SessionSnapshot',
 );
@@ -210,7 +212,7 @@ export const sessionList = named(
 export const sessionInspection = named(
   z.record(z.string(), z.unknown()),
   'SessionInspection',
-  "The operator's view: meta, the whole log (rows included), queue, calls, cursor, active tools, recent events",
+  "The operator's view: meta, the whole log (rows included), queue, calls, cursor, active tools, recent events, the steps' provider usage and the provider cache",
 );
 
 export const sessionUpdated = named(z.object({ staged: z.boolean(), forceRefresh: z.boolean() }), 'SessionUpdated');

@@ -23,6 +23,20 @@ export interface RunnerTelemetry {
     requestBytes: number;
     prefixReusedBytes: number;
   }): void;
+  /**
+   * A step's provider usage was recorded (once per step): its tokens, what its unchanged
+   * prefix predicted cached, and whether the provider cached less (`shortfall`). Absent: not told.
+   */
+  providerUsage?(event: {
+    tenant: string;
+    sessionId: string;
+    stepId: string;
+    format: string;
+    inputTokens: number;
+    cachedTokens: number;
+    predictedTokens: number | null;
+    shortfall: boolean;
+  }): void;
   /** Runs one whole context pass inside a span; absent: the pass runs untraced. */
   contextPass?<T>(event: { sessionId: string; mode: string }, fn: (pass: PassTrace) => Promise<T>): Promise<T>;
   /** Runs the pass's one atomic store commit inside a span; absent: untraced. */

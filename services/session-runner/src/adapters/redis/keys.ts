@@ -100,3 +100,15 @@ export function storeKeys(prefix = 'ctx'): StoreKeys {
     tenantSessions: (tenant) => `${prefix}:{tenant:${tenant}}:sessions`,
   };
 }
+
+/**
+ * Hash of the step usage store (redis-step-usage-store.ts): stepId -> StepUsage JSON, key
+ * `<prefix>:{<sessionId>}:usage` (the session's hash tag; no session script touches it).
+ */
+export function stepUsageKey(prefix: string, sessionId: string): string {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new Error(`the session store key prefix must not contain braces: ${JSON.stringify(prefix)}`);
+  }
+  if (sessionId === '') throw new Error('a session id must not be empty (it is the hash tag)');
+  return `${prefix}:{${sessionId}}:usage`;
+}

@@ -11,6 +11,7 @@ import type { SessionEvents } from '../../ports/session-events.ts';
 import type { SessionFeedData } from '../../ports/session-feed-data.ts';
 import type { LoadOptions } from '../../ports/session-store.ts';
 import type { StepContextSource } from '../../ports/step-context-source.ts';
+import type { StepUsageStore } from '../../ports/step-usage-store.ts';
 import type { RunnerTelemetry } from '../../ports/telemetry.ts';
 import type { KeyedMutex } from '../keyed-mutex.ts';
 import type { AgentRecord, SessionMeta, SessionState } from '../model.ts';
@@ -28,6 +29,8 @@ export interface EnginePorts {
   telemetry: RunnerTelemetry;
   /** The session data the ticket feed keeps (erased with the session); none when no feed is wired. */
   feedData?: SessionFeedData;
+  /** The provider usage reported for steps (erased with the session). */
+  usage: StepUsageStore;
 }
 
 /**

@@ -6,6 +6,7 @@ import { foldActiveTools } from '../active-tools.ts';
 import { toolsOf } from '../agent-defaults.ts';
 import { foldCursor } from '../fold-cursor.ts';
 import type { MessageEntry } from '../model.ts';
+import { summarize } from '../provider-usage.ts';
 import { agentOf, type EngineContext, loadSession } from './context.ts';
 
 /** R4: what a user may see: messages only, never a context row. */
@@ -40,6 +41,7 @@ export async function snapshot(ctx: EngineContext, tenant: string, sessionId: st
     queued: state.queue.length,
     cursor: cursor ?? null,
     activeTools: foldActiveTools(toolsOf(agent), state.log),
+    providerCache: summarize(await ctx.usage.list(sessionId)),
   };
 }
 
@@ -48,6 +50,7 @@ export async function inspect(ctx: EngineContext, tenant: string, sessionId: str
   const state = await loadSession(ctx, tenant, sessionId);
   const agent = await agentOf(ctx, state.meta);
   const steps = await ctx.store.listSteps(sessionId);
+  const usage = await ctx.usage.list(sessionId);
   return {
     meta: state.meta,
     log: state.log.map((e) => (e.type === 'row' ? { seq: e.seq, type: 'row', stepId: e.stepId, row: e.row } : e)),
@@ -57,6 +60,8 @@ export async function inspect(ctx: EngineContext, tenant: string, sessionId: str
     cursor: foldCursor(state.log) ?? null,
     activeTools: foldActiveTools(toolsOf(agent), state.log),
     recent: ctx.events.recent(sessionId),
+    usage,
+    providerCache: summarize(usage),
   };
 }
 

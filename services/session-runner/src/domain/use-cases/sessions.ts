@@ -45,7 +45,7 @@ export async function updateSession(
 
 /**
  * Erases a session in every store: the feed's data (subscriptions first, so no update
- * is appended to it any more), then the session store's records, then the feed's again
+ * is appended to it any more), the steps' provider usage, then the session store's records, then the feed's again
  * (a subscription made while the session was being erased). An unknown session or
  * another tenant's is left alone and answers the same as an erased one (nothing tells
  * them apart): a repeat succeeds. A failure leaves the meta, so a retry erases the rest.
@@ -56,6 +56,7 @@ export async function deleteSession(ctx: EngineContext, tenant: string, sessionI
     const meta = await ctx.store.getMeta(sessionId);
     if (!meta || meta.tenant !== tenant) return;
     await ctx.feedData?.eraseSession(sessionId, tenant);
+    await ctx.usage.deleteSession(sessionId); // before the meta goes: a retry after a failure finds the session
     await ctx.store.deleteSession(sessionId);
     ctx.events.forget(sessionId); // the stream's replay holds message text
     await ctx.feedData?.eraseSession(sessionId, tenant);

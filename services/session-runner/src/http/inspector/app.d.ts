@@ -28,3 +28,20 @@ export interface StepReuse {
 export function renderRow(row: InspectedEntry & { type: 'row' }['row']): string;
 export function requestMessages(system: string, entries: InspectedEntry[]): { role: string; content: string }[];
 export function prefixReuse(steps: InspectedStep[], log: InspectedEntry[]): StepReuse[];
+
+export interface InspectedUsage {
+  stepId: string;
+  ordinal: number;
+  format: string;
+  inputTokens: number;
+  cachedTokens: number;
+  predictedTokens: number | null;
+  shortfall: boolean;
+}
+
+export interface ProviderCacheRow extends InspectedUsage {
+  /** The cached share of the input, e.g. `"97%"`. */
+  hit: string;
+}
+
+export function providerCacheRows(usage: InspectedUsage[]): ProviderCacheRow[];

@@ -491,6 +491,70 @@ function reuseView(steps, log) {
   );
 }
 
+// ------------------------------------------------------------ the provider's prompt cache
+
+/**
+ * Per reported step, in step order, what the provider said of its cache (the inspection's
+ * `usage`): `{ stepId, ordinal, format, inputTokens, cachedTokens, predictedTokens, hit, shortfall }`,
+ * `hit` the cached share of the input as a percentage text.
+ */
+export function providerCacheRows(usage) {
+  return [...usage]
+    .sort((a, b) => a.ordinal - b.ordinal)
+    .map((u) => ({
+      stepId: u.stepId,
+      ordinal: u.ordinal,
+      format: u.format,
+      inputTokens: u.inputTokens,
+      cachedTokens: u.cachedTokens,
+      predictedTokens: u.predictedTokens,
+      hit: percent(u.cachedTokens, u.inputTokens),
+      shortfall: u.shortfall === true,
+    }));
+}
+
+function providerCacheView(usage, summary) {
+  const rows = providerCacheRows(usage ?? []);
+  const title = "Provider's prompt cache per step";
+  if (rows.length === 0) {
+    return section('provider-cache', title, empty('No usage reported yet (POST /sessions/:id/steps/:stepId/usage).'));
+  }
+  const ratio = summary && summary.hitRatio !== null ? `${Math.round(summary.hitRatio * 100)}%` : '-';
+  const line = el(
+    'p',
+    { id: 'provider-cache-summary' },
+    `Hit ratio ${ratio}: ${summary.cachedTokens} of ${summary.inputTokens} input tokens read from the cache; `,
+    `${summary.shortfalls} step(s) cached less than the unchanged prefix predicted.`,
+  );
+  const body = rows.map((r) =>
+    el(
+      'tr',
+      { 'data-ordinal': r.ordinal, class: r.shortfall ? 'shortfall' : undefined },
+      el('td', {}, String(r.ordinal)),
+      el('td', {}, el('code', {}, r.stepId)),
+      el('td', {}, r.format),
+      el('td', { class: 'num' }, String(r.inputTokens)),
+      el('td', { class: 'num' }, String(r.cachedTokens)),
+      el('td', { class: 'num' }, r.predictedTokens === null ? '-' : String(r.predictedTokens)),
+      el('td', { class: 'num' }, r.hit),
+      el('td', {}, r.shortfall ? badge('cache', 'shortfall') : 'ok'),
+    ),
+  );
+  return section(
+    'provider-cache',
+    title,
+    el(
+      'p',
+      { class: 'hint' },
+      "Tokens each provider read from its cache, against what the step's unchanged prefix predicted: a shortfall is a prefix broken between ctxflow and the provider.",
+    ),
+    line,
+    table(['Step', 'Id', 'Format', 'Input', 'Cached', 'Predicted', 'Hit', 'Cache'], body, {
+      id: 'provider-cache-table',
+    }),
+  );
+}
+
 let loadToken = 0;
 
 async function loadSession(sessionId) {
@@ -514,6 +578,7 @@ async function loadSession(sessionId) {
       ),
       summaryView(data),
       reuseView(data.steps, data.log),
+      providerCacheView(data.usage, data.providerCache),
       logView(data.log),
       queueView(data.queue),
       subscriptionsView(subscriptions),

@@ -1,7 +1,13 @@
 import type { RunnerTelemetry } from '@ctxflow/session-runner';
 import { createEngine } from '@ctxflow/session-runner';
 import { describe, expect, it } from 'vitest';
-import { type InspectedEntry, type InspectedStep, prefixReuse } from '../../../src/http/inspector/app.js';
+import {
+  type InspectedEntry,
+  type InspectedStep,
+  type InspectedUsage,
+  prefixReuse,
+  providerCacheRows,
+} from '../../../src/http/inspector/app.js';
 
 type Committed = Parameters<RunnerTelemetry['stepCommitted']>[0];
 
@@ -51,5 +57,49 @@ describe('inspector: prompt-prefix reuse computed in the page', () => {
     expect(points[3]!.rebuilt).toBe(true);
     expect(points[3]!.prefixReusedBytes).toBeGreaterThan(0);
     expect(points[3]!.prefixReusedBytes).toBeLessThan(points[2]!.requestBytes - 1);
+  });
+});
+
+describe("inspector: the provider's prompt cache per step", () => {
+  it('shows each reported step in step order with its hit share and its shortfall mark', async () => {
+    const engine = createEngine();
+    const tenant = 'inspector-cache';
+    const { sessionId } = await engine.createSession(tenant, {});
+    await engine.appendMessage(tenant, sessionId, { role: 'user', content: 'Hello' });
+    const first = await engine.step(tenant, sessionId);
+    const second = await engine.step(tenant, sessionId);
+    // Reported out of order: the page still lists them by step.
+    await engine.reportUsage(tenant, sessionId, second.stepId, {
+      format: 'anthropic',
+      usage: { input_tokens: 10, cache_read_input_tokens: 0, cache_creation_input_tokens: 2000 },
+    });
+    await engine.reportUsage(tenant, sessionId, first.stepId, {
+      format: 'anthropic',
+      usage: { input_tokens: 4, cache_read_input_tokens: 0, cache_creation_input_tokens: 1996 },
+    });
+    const inspected = await engine.inspect(tenant, sessionId);
+    expect(providerCacheRows(inspected.usage as InspectedUsage[])).toEqual([
+      {
+        stepId: first.stepId,
+        ordinal: 1,
+        format: 'anthropic',
+        inputTokens: 2000,
+        cachedTokens: 0,
+        predictedTokens: 0,
+        hit: '0%',
+        shortfall: false,
+      },
+      // Reported before the first step's report: nothing to predict from.
+      {
+        stepId: second.stepId,
+        ordinal: 2,
+        format: 'anthropic',
+        inputTokens: 2010,
+        cachedTokens: 0,
+        predictedTokens: null,
+        hit: '0%',
+        shortfall: false,
+      },
+    ]);
   });
 });

@@ -53,7 +53,7 @@ describe('session inspector in headless Chromium', () => {
     return json;
   }
 
-  it('a notice posted through a signed webhook shows as kind notice, source hook, with the cursor, subscriptions and the prefix-reuse chart; a failing hook under recent skips; ticket text stays text', async () => {
+  it('a notice posted through a signed webhook shows as kind notice, source hook, with the cursor, subscriptions and the prefix-reuse chart; a failing hook under recent skips; the step whose provider cached less marked; ticket text stays text', async () => {
     const ticket = `INSP-${randomUUID().slice(0, 6)}`;
     // Markup in ticket text: the page must show it as text and never run it.
     const summary = `Closed by Zoë <img src=x onerror="window.__inspectorPwned=1"> "fixed"`;
@@ -92,6 +92,22 @@ describe('session inspector in headless Chromium', () => {
     // A warm step after it: its request starts with all of the previous one.
     await call('POST', `/sessions/${sessionId}/messages`, { role: 'user', content: 'Thanks!' }, 201);
     await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
+    // The provider's usage of the three steps: the third read nothing of the 2,944 tokens held.
+    const { steps } = await call('GET', `/sessions/${sessionId}/inspect`, undefined, 200);
+    const reported = [
+      [3000, 0],
+      [3100, 2944],
+      [3200, 0],
+    ];
+    for (const [i, [prompt, cached]] of reported.entries()) {
+      const usage = { prompt_tokens: prompt, prompt_tokens_details: { cached_tokens: cached } };
+      await call(
+        'POST',
+        `/sessions/${sessionId}/steps/${steps[i].stepId}/usage`,
+        { format: 'openai-chat', usage },
+        200,
+      );
+    }
 
     browser = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
@@ -142,6 +158,25 @@ describe('session inspector in headless Chromium', () => {
     expect(await bytes(2, 'reused')).toBe((await bytes(1, 'request')) - 1);
     expect(await bytes(2, 'request')).toBeGreaterThan(await bytes(1, 'request'));
     expect(await page.locator('#reuse-chart').isVisible()).toBe(true);
+
+    // The provider's cache: the step that cached less than its unchanged prefix is marked.
+    const cacheRows = page.locator('#provider-cache-table tbody tr');
+    expect(await cacheRows.count()).toBe(3);
+    expect(await page.locator('#provider-cache-table tr.shortfall').getAttribute('data-ordinal')).toBe('3');
+    expect(await page.locator('#provider-cache-table [data-testid=cache]').allTextContents()).toEqual(['shortfall']);
+    expect(await cacheRows.nth(1).locator('td').allTextContents()).toEqual([
+      '2',
+      steps[1].stepId,
+      'openai-chat',
+      '3100',
+      '2944',
+      '2944',
+      '95%',
+      'ok',
+    ]);
+    expect(await page.locator('#provider-cache-summary').textContent()).toBe(
+      'Hit ratio 32%: 2944 of 9300 input tokens read from the cache; 1 step(s) cached less than the unchanged prefix predicted.',
+    );
 
     // A session whose stepContext hook cannot be reached: the skip shows under recent skips.
     const failing = await call('POST', '/agents', { stepContext: { url: 'http://127.0.0.1:9/never' } }, 201);

@@ -1,0 +1,74 @@
+import type { StepUsage } from '../domain/provider-usage.ts';
+import { type Clock, systemClock } from '../ports/clock.ts';
+import type { RecordedUsage, StepUsageStore } from '../ports/step-usage-store.ts';
+
+export interface MemoryStepUsageStoreOptions {
+  /** Retention in ms after a session's last report (CTXFLOW_SESSION_TTL_MS); 0 (default): kept. */
+  ttlMs?: number;
+  clock?: Clock;
+}
+
+interface Slot {
+  /** stepId -> the report as JSON (copied in and out). */
+  reports: Map<string, string>;
+  /** Clock time of the last report (retention). */
+  touched: number;
+}
+
+/** Sweeps for expired sessions at most this often (ms), and at least once per retention. */
+const SWEEP_EVERY_MS = 60_000;
+
+/** The embedded default: each method runs without an await between its check and its write. */
+export class MemoryStepUsageStore implements StepUsageStore {
+  readonly #sessions = new Map<string, Slot>();
+  readonly #ttlMs: number;
+  readonly #clock: Clock;
+  #sweptAt: number;
+
+  constructor(options: MemoryStepUsageStoreOptions = {}) {
+    this.#ttlMs = options.ttlMs ?? 0;
+    this.#clock = options.clock ?? systemClock;
+    this.#sweptAt = this.#clock.now();
+  }
+
+  /** The session's reports unless expired; now and then every expired session is dropped. */
+  #live(sessionId: string): Slot | undefined {
+    if (this.#ttlMs === 0) return this.#sessions.get(sessionId);
+    const now = this.#clock.now();
+    if (now - this.#sweptAt >= Math.min(SWEEP_EVERY_MS, this.#ttlMs)) {
+      this.#sweptAt = now;
+      for (const [id, slot] of this.#sessions) if (now - slot.touched >= this.#ttlMs) this.#sessions.delete(id);
+    }
+    const slot = this.#sessions.get(sessionId);
+    if (slot && now - slot.touched >= this.#ttlMs) {
+      this.#sessions.delete(sessionId);
+      return undefined;
+    }
+    return slot;
+  }
+
+  async record(sessionId: string, usage: StepUsage): Promise<RecordedUsage> {
+    let slot = this.#live(sessionId);
+    if (!slot) {
+      slot = { reports: new Map(), touched: 0 };
+      this.#sessions.set(sessionId, slot);
+    }
+    slot.touched = this.#clock.now();
+    const known = slot.reports.get(usage.stepId);
+    if (known !== undefined) return { recorded: false, usage: JSON.parse(known) as StepUsage };
+    slot.reports.set(usage.stepId, JSON.stringify(usage));
+    return { recorded: true, usage: JSON.parse(JSON.stringify(usage)) as StepUsage };
+  }
+
+  async list(sessionId: string): Promise<StepUsage[]> {
+    const slot = this.#live(sessionId);
+    if (!slot) return [];
+    return [...slot.reports.values()]
+      .map((json) => JSON.parse(json) as StepUsage)
+      .sort((a, b) => a.ordinal - b.ordinal);
+  }
+
+  async deleteSession(sessionId: string): Promise<void> {
+    this.#sessions.delete(sessionId);
+  }
+}
