@@ -24,6 +24,7 @@ export type {
 } from './domain/context-engine.ts';
 export { ContextEngine } from './domain/context-engine.ts';
 export type * from './domain/model.ts';
+export type { ModelMessage, ModelRequest } from './domain/model-request.ts';
 export type {
   AnthropicMessage,
   AnthropicRequest,
@@ -49,7 +50,6 @@ export {
   toOpenAIResponses,
   toProviderRequest,
 } from './domain/provider-formats/index.ts';
-export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 /** The zod schemas of the request bodies (the OpenAPI document and the client's types follow them). */
 export * as bodySchemas from './http/schemas.ts';

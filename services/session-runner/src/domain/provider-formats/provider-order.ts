@@ -1,5 +1,5 @@
 import type { RequestMessage } from '@ctxflow/contracts';
-import { quotedToolResult } from '../render-request.ts';
+import { quotedToolResult } from '../neutral-request.ts';
 
 /** A tool message that answers a call of the assistant turn before it. */
 export type PairedResult = { role: 'tool'; content: string; callId: string; name: string };
