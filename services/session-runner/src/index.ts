@@ -10,6 +10,7 @@ export {
   type PassSpan,
 } from './adapters/otel-runner-telemetry.ts';
 export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
+export { weakMessageMemo } from './adapters/weak-message-memo.ts';
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
 export { loadRunnerConfig, type RunnerConfig } from './config.ts';
@@ -29,11 +30,13 @@ export type {
   AnthropicMessage,
   AnthropicRequest,
   CachedPrefix,
+  MessageMemo,
   OpenAIChatMessage,
   OpenAIChatRequest,
   OpenAIResponsesInputItem,
   OpenAIResponsesRequest,
   ProviderFormat,
+  ProviderFormats,
   ProviderRequests,
 } from './domain/provider-formats/index.ts';
 export {
@@ -41,9 +44,12 @@ export {
   anthropicPrefix,
   cachedPrefix,
   chatPrefix,
+  convertEachTime,
   PROVIDER_FORMATS,
   prefixShare,
+  providerFormats,
   providerOrder,
+  quotedTurn,
   responsesPrefix,
   toAnthropic,
   toOpenAIChat,

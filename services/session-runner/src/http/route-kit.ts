@@ -13,6 +13,7 @@ import type {
 } from 'fastify';
 import { z } from 'zod';
 import type { ContextEngine } from '../domain/context-engine.ts';
+import type { ProviderFormats } from '../domain/provider-formats/index.ts';
 
 /** A fastify scope whose route schemas are zod (validated, serialized and documented from them). */
 export type RouteApi = FastifyInstance<
@@ -28,6 +29,8 @@ export interface RouteContext {
   engine: ContextEngine;
   /** A new session (created or branched) over the tenant's cap: 429 `quota_exceeded`, nothing written. */
   withinQuota(tenant: string): Promise<void>;
+  /** A step answer's request in a provider's format. */
+  formats: ProviderFormats;
 }
 
 export const agentParams = z.object({ agentId: idSchema });

@@ -1,6 +1,7 @@
 import type { ZodTypeProvider } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
 import type { ContextEngine } from '../domain/context-engine.ts';
+import type { ProviderFormats } from '../domain/provider-formats/index.ts';
 import { agentRoutes } from './agent-routes.ts';
 import { historyRoutes } from './history-routes.ts';
 import { type RouteApi, type RouteContext, sessionQuota } from './route-kit.ts';
@@ -12,6 +13,8 @@ import { toolCallRoutes } from './tool-call-routes.ts';
 
 export interface SessionRoutesDeps {
   engine: ContextEngine;
+  /** A step answer's request in a provider's format (buildRunnerApp: the formats with a memo per message). */
+  formats: ProviderFormats;
   /** The server's stream followers (their limits; ended at close). Default: one per registration, default limits. */
   streams?: StreamFollowers;
   /** Live sessions a tenant may have (CTXFLOW_TENANT_MAX_SESSIONS); absent: no cap. */
@@ -26,8 +29,8 @@ export interface SessionRoutesDeps {
  * conversation, the tool side, history, the stream).
  */
 export async function sessionRoutes(app: FastifyInstance, deps: SessionRoutesDeps) {
-  const { engine, maxSessions } = deps;
-  const context: RouteContext = { engine, withinQuota: sessionQuota(engine, maxSessions) };
+  const { engine, formats, maxSessions } = deps;
+  const context: RouteContext = { engine, formats, withinQuota: sessionQuota(engine, maxSessions) };
   const streams = deps.streams ?? new StreamFollowers(undefined, app.log);
   // Before the server stops listening: open streams end (a `shutdown` event, then the response ends),
   // so closing waits for no follower.

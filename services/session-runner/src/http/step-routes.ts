@@ -1,7 +1,7 @@
 /** The conversation routes: context from the app, the context pass (steps, restarts), messages. */
 import { SCOPE } from '@ctxflow/service-kit';
 import type { NeutralStepResult } from '../domain/context-engine.ts';
-import { type ProviderFormat, toProviderRequest } from '../domain/provider-formats/index.ts';
+import type { ProviderFormat, ProviderFormats } from '../domain/provider-formats/index.ts';
 import { contextRecorded, messageList, messagesAppended, stepAnswer } from './answers.ts';
 import { conflict, notFound, type RouteApi, type RouteContext, sessionParams } from './route-kit.ts';
 import { appendMessagesBody, postContextBody, restartBody, stepBody } from './schemas.ts';
@@ -11,7 +11,11 @@ import { appendMessagesBody, postContextBody, restartBody, stepBody } from './sc
  * provider's format, that API's body without `model` (and `max_tokens`). Rows, cursor and
  * cache hints are the neutral answer's.
  */
-function inFormat(format: ProviderFormat | 'neutral' | undefined, answer: NeutralStepResult) {
+function inFormat(
+  { toProviderRequest }: ProviderFormats,
+  format: ProviderFormat | 'neutral' | undefined,
+  answer: NeutralStepResult,
+) {
   const { request, cache } = answer;
   switch (format) {
     case undefined:
@@ -26,7 +30,7 @@ function inFormat(format: ProviderFormat | 'neutral' | undefined, answer: Neutra
   }
 }
 
-export function stepRoutes(api: RouteApi, { engine }: RouteContext): void {
+export function stepRoutes(api: RouteApi, { engine, formats }: RouteContext): void {
   api.post(
     '/context',
     {
@@ -58,7 +62,7 @@ export function stepRoutes(api: RouteApi, { engine }: RouteContext): void {
     },
     async (request) => {
       const { format, ...body } = request.body;
-      return inFormat(format, await engine.step(request.tenant, request.params.sessionId, body));
+      return inFormat(formats, format, await engine.step(request.tenant, request.params.sessionId, body));
     },
   );
 
@@ -77,7 +81,7 @@ export function stepRoutes(api: RouteApi, { engine }: RouteContext): void {
     },
     async (request) => {
       const { format, ...body } = request.body;
-      return inFormat(format, await engine.restartRun(request.tenant, request.params.sessionId, body));
+      return inFormat(formats, format, await engine.restartRun(request.tenant, request.params.sessionId, body));
     },
   );
 
