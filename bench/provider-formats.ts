@@ -27,7 +27,8 @@ import {
   PROVIDER_FORMATS,
   type ProviderFormat,
   prefixShare,
-  toProviderRequest,
+  providerFormats,
+  weakMessageMemo,
 } from '@ctxflow/session-runner';
 import { cpuMs, perThousand } from './lib/cpu.ts';
 import { progress } from './lib/progress.ts';
@@ -35,9 +36,12 @@ import { meets, type ScenarioResult } from './lib/report.ts';
 import { median, quantile, round, summarize } from './lib/stats.ts';
 import { runPrefixStability } from './prefix-stability.ts';
 
+/** The formats as the runner's app converts (each neutral message once per format). */
+const formats = providerFormats(weakMessageMemo);
+
 /** What the provider of `format` caches of the step's request in that format. */
 function prefixOf<F extends ProviderFormat>(format: F, answer: NeutralStepResult): CachedPrefix {
-  return cachedPrefix[format](toProviderRequest(format, answer.request, answer.cache));
+  return cachedPrefix[format](formats.toProviderRequest(format, answer.request, answer.cache));
 }
 
 /** S5 per format over the scripted 200-step session. */

@@ -14,7 +14,7 @@
  *   and walking the new entry only (what a step does), at both sizes.
  */
 import { createEngine, type LogEntry } from '@ctxflow/session-runner';
-import { renderNeutralRequest } from '../services/session-runner/src/domain/render-request.ts';
+import { NeutralWalk, renderNeutralRequest } from '../services/session-runner/src/domain/neutral-request.ts';
 import { cpuMs } from './lib/cpu.ts';
 import { round } from './lib/stats.ts';
 
@@ -88,22 +88,15 @@ async function cpuPerStep(id: string, since: boolean, count = 300) {
 async function renderMs(id: string, count = 300) {
   const inspected = await engine.inspect(TENANT, id);
   const entries = inspected.log as unknown as LogEntry[];
-  const render = (log: readonly LogEntry[], base?: readonly LogEntry[]) =>
-    renderNeutralRequest({
-      system: 'x',
-      log,
-      ...(base === undefined ? {} : { base }),
-      tools: [],
-      activeTools: [],
-      model: undefined,
-      forced: false,
-    });
-  render(entries);
+  const render = (walk: NeutralWalk) =>
+    renderNeutralRequest({ system: 'x', walk, tools: [], activeTools: [], model: undefined, forced: false });
+  const rendered = NeutralWalk.of(entries);
+  render(rendered);
   const timed = (base: boolean) => {
     const before = process.cpuUsage();
     for (let i = 0; i < count; i++) {
       const next: LogEntry = { type: 'message', seq: entries.length, role: 'user', content: `m${i}`, at: '' };
-      render(entries.concat(next), base ? entries : undefined);
+      render(base ? rendered.extend([next]) : NeutralWalk.of(entries.concat(next)));
     }
     return round(cpuMs(before) / count, 4);
   };

@@ -11,7 +11,9 @@ import {
   tenantHook,
 } from '@ctxflow/service-kit';
 import type { FastifyInstance } from 'fastify';
+import { weakMessageMemo } from './adapters/weak-message-memo.ts';
 import type { ContextEngine } from './domain/context-engine.ts';
+import { providerFormats } from './domain/provider-formats/index.ts';
 import { sessionRoutes } from './http/session-routes.ts';
 import type { StreamFollowers } from './http/stream-followers.ts';
 import { usageRoutes } from './http/usage-routes.ts';
@@ -41,6 +43,8 @@ export function buildRunnerApp(deps: RunnerAppDeps): FastifyInstance {
     if (deps.limits?.rate) await registerTenantRateLimit(scope, deps.limits.rate);
     await sessionRoutes(scope, {
       engine: deps.engine,
+      // Each neutral message converted once per format while a request holds it.
+      formats: providerFormats(weakMessageMemo),
       ...(deps.streams ? { streams: deps.streams } : {}),
       ...(deps.limits?.maxSessions !== undefined ? { maxSessions: deps.limits.maxSessions } : {}),
     });

@@ -5,8 +5,10 @@ import { MemorySessionEvents } from './adapters/memory-session-events.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
 import { MemoryStepUsageStore } from './adapters/memory-step-usage-store.ts';
 import { idsFrom, randomIds } from './adapters/random-ids.ts';
+import { textMemo } from './adapters/text-memo.ts';
 import { ContextEngine } from './domain/context-engine.ts';
 import type { AgentRecord } from './domain/model.ts';
+import { systemMessageBytes } from './domain/model-request.ts';
 import { type Clock, systemClock } from './ports/clock.ts';
 import type { MemoryRecall } from './ports/memory-recall.ts';
 import type { SessionEvents } from './ports/session-events.ts';
@@ -37,6 +39,9 @@ export interface EngineDeps {
   usage?: StepUsageStore;
 }
 
+/** Heap bytes of the system prompts whose sizes an engine keeps (adapters/text-memo.ts). */
+const SYSTEM_BYTES_MEMO = 4 * 1024 * 1024;
+
 /**
  * Picks an agent's stepContext hook: its HTTP hook when it names a URL,
  * otherwise the ticket feed (`feed`), when one is wired.
@@ -60,14 +65,18 @@ export function hookSelector(
 /**
  * An engine on in-memory adapters, each replaceable. The store is wrapped in the
  * caching decorator (adapters/caching-session-store.ts): what this runner keeps of
- * sessions and agents between requests.
+ * sessions and agents between requests. The system prompts' sizes are memoised
+ * (adapters/text-memo.ts).
  */
 export function createEngine(overrides: Partial<EngineDeps> & { feed?: StepContextSource } = {}): ContextEngine {
+  const store = new CachingSessionStore(overrides.store ?? new MemorySessionStore(), {
+    ...(overrides.heldSessions === undefined ? {} : { heldSessions: overrides.heldSessions }),
+    ...(overrides.heldBytes === undefined ? {} : { heldBytes: overrides.heldBytes }),
+  });
   return new ContextEngine({
-    store: new CachingSessionStore(overrides.store ?? new MemorySessionStore(), {
-      ...(overrides.heldSessions === undefined ? {} : { heldSessions: overrides.heldSessions }),
-      ...(overrides.heldBytes === undefined ? {} : { heldBytes: overrides.heldBytes }),
-    }),
+    store,
+    cache: store,
+    systemBytes: textMemo(systemMessageBytes, SYSTEM_BYTES_MEMO),
     stepContextFor: overrides.stepContextFor ?? hookSelector(overrides.feed),
     memory: overrides.memory ?? new MemoryMemoryRecall(),
     events: overrides.events ?? new MemorySessionEvents(),

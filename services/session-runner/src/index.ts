@@ -12,6 +12,7 @@ export {
 } from './adapters/otel-runner-telemetry.ts';
 export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
 export { RedisStepUsageStore, type RedisStepUsageStoreOptions } from './adapters/redis-step-usage-store.ts';
+export { weakMessageMemo } from './adapters/weak-message-memo.ts';
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
 export { loadRunnerConfig, type RunnerConfig } from './config.ts';
@@ -26,15 +27,18 @@ export type {
 } from './domain/context-engine.ts';
 export { ContextEngine } from './domain/context-engine.ts';
 export type * from './domain/model.ts';
+export type { ModelMessage, ModelRequest } from './domain/model-request.ts';
 export type {
   AnthropicMessage,
   AnthropicRequest,
   CachedPrefix,
+  MessageMemo,
   OpenAIChatMessage,
   OpenAIChatRequest,
   OpenAIResponsesInputItem,
   OpenAIResponsesRequest,
   ProviderFormat,
+  ProviderFormats,
   ProviderRequests,
 } from './domain/provider-formats/index.ts';
 export {
@@ -42,9 +46,12 @@ export {
   anthropicPrefix,
   cachedPrefix,
   chatPrefix,
+  convertEachTime,
   PROVIDER_FORMATS,
   prefixShare,
+  providerFormats,
   providerOrder,
+  quotedTurn,
   responsesPrefix,
   toAnthropic,
   toOpenAIChat,
@@ -52,7 +59,6 @@ export {
   toProviderRequest,
 } from './domain/provider-formats/index.ts';
 export type { ProviderCacheSummary, StepUsage, UsageFormat, UsageReport } from './domain/provider-usage.ts';
-export type { ModelMessage, ModelRequest } from './domain/render-request.ts';
 export { inspectorRoutes } from './http/inspector-routes.ts';
 /** The zod schemas of the request bodies (the OpenAPI document and the client's types follow them). */
 export * as bodySchemas from './http/schemas.ts';

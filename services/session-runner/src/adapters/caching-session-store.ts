@@ -1,4 +1,5 @@
 import { LRUCache } from 'lru-cache';
+import type { LogView } from '../domain/log-view.ts';
 import type {
   AgentRecord,
   CallRecord,
@@ -9,8 +10,6 @@ import type {
   SessionState,
   StepRecord,
 } from '../domain/model.ts';
-import type { LogView } from '../domain/render-request.ts';
-import type { CachedSessionStore, ReplayedKey } from '../ports/cached-session-store.ts';
 import type {
   Appended,
   CommitResult,
@@ -23,6 +22,7 @@ import type {
   StepCommit,
   Written,
 } from '../ports/session-store.ts';
+import type { ReplayedKey, StoreCache } from '../ports/store-cache.ts';
 import { SessionCache } from './session-cache.ts';
 
 export const DEFAULT_HELD_SESSIONS = 1_000;
@@ -36,13 +36,13 @@ export interface CachingSessionStoreOptions {
 }
 
 /**
- * A SessionStore with what this runner keeps in memory (ports/cached-session-store.ts):
+ * A SessionStore decorated with what this runner keeps in memory (ports/store-cache.ts):
  * the tenant and agent of sessions, agents as last read, request keys seen replayed, and
  * the session states held between steps (session-cache.ts). Every method of the store
  * passes through; each write updates or drops what is held of its session, so a held
  * state is the store's as of its version (a commit on it names that version).
  */
-export class CachingSessionStore implements CachedSessionStore {
+export class CachingSessionStore implements SessionStore, StoreCache {
   readonly #store: SessionStore;
   readonly #held: SessionCache;
   /** sessionId -> tenant, immutable once created; least recently used first out. */
@@ -238,11 +238,12 @@ export class CachingSessionStore implements CachedSessionStore {
       return appended;
     }
     const { entries, written } = appended;
-    this.#held.follow(sessionId, written, (held) => ({
-      ...held,
-      log: [...held.log, ...entries],
-      meta: meta === undefined ? held.meta : structuredClone(meta),
-    }));
+    this.#held.follow(
+      sessionId,
+      written,
+      (held) => ({ ...held, meta: meta === undefined ? held.meta : structuredClone(meta) }),
+      entries,
+    );
     return appended;
   }
 

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
+import type { LogView } from '../domain/log-view.ts';
 import { trimToFold } from '../domain/log-window.ts';
 import type { CallRecord, LogEntry, QueuedItem, SessionState } from '../domain/model.ts';
-import type { LogView } from '../domain/render-request.ts';
 import type { Written } from '../ports/session-store.ts';
 
 /**
@@ -32,7 +32,7 @@ interface Held {
   /** Estimated bytes of each part of `state`, measured once per new element or new part. */
   parts: Parts;
   bytes: number;
-  /** The view of `state.log` or of a log it extends, when the holder had one. */
+  /** The view of `state.log` (its `log` is that array), when the holder had one. */
   view: LogView | undefined;
 }
 
@@ -81,17 +81,14 @@ export class SessionCache {
     return this.#held?.get(sessionId)?.state;
   }
 
-  /**
-   * The log view held with the session: of its held log, or of a log the held log extends
-   * (a message appended since). logView() extends it.
-   */
+  /** The view of the held log, when one is held with it. */
   view(sessionId: string): LogView | undefined {
     return this.#held?.peek(sessionId)?.view;
   }
 
   /**
    * Holds a state that was current at `state.version` (read, created or committed), with
-   * the view of its log (or of a log it extends) when the holder has one.
+   * the view of its log when the holder has one (a view of another log is not held).
    */
   hold(sessionId: string, state: SessionState, view?: LogView): void {
     if (this.#held === undefined) return;
@@ -101,21 +98,37 @@ export class SessionCache {
     const parts = measure(previous, kept);
     const bytes = STATE_OVERHEAD + parts.meta + parts.log + parts.queue + parts.calls + parts.sites + parts.requestIds;
     // Over maxSize: not held, and what was held of the session is dropped.
-    this.#held.set(sessionId, { state: Object.freeze(kept), parts, bytes, view: kept === state ? view : undefined });
+    const ofLog = view?.log === kept.log ? view : undefined;
+    this.#held.set(sessionId, { state: Object.freeze(kept), parts, bytes, view: ofLog });
   }
 
   /**
    * This runner wrote the session: the held state follows the write when it was the
    * state the write replaced, and is dropped otherwise (another write came between).
+   * `appended`: the entries the write appended to the log (the held view gets them too);
+   * `change` leaves the log alone.
    */
-  follow(sessionId: string, written: Written, change: (held: SessionState) => Omit<SessionState, 'version'>): void {
+  follow(
+    sessionId: string,
+    written: Written,
+    change: (held: SessionState) => Omit<SessionState, 'version'>,
+    appended?: readonly LogEntry[],
+  ): void {
     const held = this.#held?.peek(sessionId);
     if (!held) return;
     if (held.state.version !== written.previous) {
       this.drop(sessionId);
       return;
     }
-    this.hold(sessionId, { ...change(held.state), version: written.version }, held.view);
+    const next = { ...change(held.state), version: written.version };
+    if (appended === undefined) {
+      this.hold(sessionId, next, held.view);
+      return;
+    }
+    const view = held.view?.append(appended);
+    // The view's own log (a held log is replaced, never changed in place).
+    const log = (view?.log as LogEntry[] | undefined) ?? held.state.log.concat(appended);
+    this.hold(sessionId, { ...next, log }, view);
   }
 
   /** Forgets the session: its next pass reads the store. */

@@ -2,7 +2,7 @@ import { FINISH_TOOL, type SourcedItem } from '@ctxflow/contracts';
 import type { LogEntry, QueuedItem, ToolDeclaration } from './model.ts';
 
 /** Sources allowed to switch a tool on (R19). */
-const ENABLERS = new Set(['app', 'hook']);
+const ENABLERS: ReadonlySet<string> = new Set(['app', 'hook']);
 
 function applySwitch(
   active: Set<string>,

@@ -5,8 +5,9 @@
  * older, so they read the log from there on (its window) and their cost does not grow with the
  * log. What needs more (a whole request, a rewind, a branch, the history) reads the whole log.
  */
+
+import { type LogView, type ViewOrigin, viewBytes } from './log-view.ts';
 import type { LogFold, SessionState } from './model.ts';
-import { type LogView, type ViewOrigin, viewBytes } from './render-request.ts';
 
 /** The seq of the state's first log entry: 0 when it holds the whole log. */
 export function logStartOf(state: Pick<SessionState, 'logStart'>): number {

@@ -10,6 +10,7 @@ import { foldActiveTools } from './active-tools.ts';
 import { DEFAULT_CACHE_TTL_MS, toolsOf } from './agent-defaults.ts';
 import { renderSystemPrefix, sameBlocks } from './context-blocks.ts';
 import type { HookOutcome } from './hook-batch.ts';
+import { type LogView, requestJsonBytes } from './log-view.ts';
 import { logLengthOf } from './log-window.ts';
 import type {
   AgentRecord,
@@ -23,14 +24,7 @@ import type {
   StepRecord,
   ToolDeclaration,
 } from './model.ts';
-import {
-  type LogView,
-  logView,
-  renderRequest,
-  requestJsonBytes,
-  sharedPrefixBytes,
-  systemMessageBytes,
-} from './render-request.ts';
+import { renderRequest, sharedPrefixBytes, systemMessageBytes } from './model-request.ts';
 import { closeTurn, pendingError } from './turns.ts';
 
 /** What a context pass is planned from: the session as read (or held) and what its I/O brought. */
@@ -47,7 +41,7 @@ export interface PassInput {
   at: string;
   /** The results that close the last assistant message's turn (closingResults). */
   closed: MessageEntry[];
-  /** The view of `state.log` (a window's starts at the window, logView's origin). */
+  /** The view of `state.log` (a window's starts at the window: originOf). */
   baseView: LogView;
   /** What the stepContext hook answered; undefined when the agent has no hook. */
   hook: HookOutcome | undefined;
@@ -62,8 +56,9 @@ export interface PassPlan {
   /** The new rows, after `closed`. */
   rows: RowEntry[];
   closed: MessageEntry[];
-  /** The log after the step (from the state's logStart on), and its view. */
-  log: LogEntry[];
+  /** The log after the step (from the state's logStart on): `view.log`. */
+  log: readonly LogEntry[];
+  /** The view of `log`: the base view with the closing results and the rows appended. */
   view: LogView;
   tools: ToolDeclaration[];
   skipped: { reason: SkipReason; message: string }[];
@@ -201,8 +196,9 @@ export function planPass(input: PassInput): PassPlan {
     }
   }
 
-  const log = closed.length > 0 ? state.log.concat(closed, rows) : state.log.concat(rows);
-  const view = logView(log, input.baseView);
+  if (input.baseView.log !== state.log) throw new Error('a pass is planned on the view of its own log');
+  const view = input.baseView.append(closed.length > 0 ? [...closed, ...rows] : rows);
+  const { log } = view;
   const tools = toolsOf(agent);
   const activeTools = foldActiveTools(tools, view.toolRows);
   const newCursor = rows.findLast((r) => r.row.cursor !== undefined)?.row.cursor ?? input.baseView.cursor;
@@ -249,10 +245,14 @@ export function planPass(input: PassInput): PassPlan {
  * The request's JSON bytes, and how many of them equal the previous request's (prompt-prefix
  * reuse), measured on the messages' roles and contents (the log view). On a log window the
  * previous request ends inside the window (the window starts where a request ended).
+ * `systemBytes`: systemMessageBytes, or a memo of it (a session's prefix repeats for many steps).
  */
-export function requestFigures(plan: PassPlan): { requestBytes: number; prefixReusedBytes: number } {
+export function requestFigures(
+  plan: PassPlan,
+  systemBytes: (system: string) => number = systemMessageBytes,
+): { requestBytes: number; prefixReusedBytes: number } {
   const { step, view, previousSystem, previousEnd, tools } = plan;
-  const system = systemMessageBytes(step.system);
+  const system = systemBytes(step.system);
   const requestBytes = requestJsonBytes(system, view);
   let reused = 0;
   if (previousSystem !== undefined && previousEnd !== undefined) {
@@ -273,7 +273,7 @@ export function requestFigures(plan: PassPlan): { requestBytes: number; prefixRe
       const previous = renderRequest(previousSystem, [], tools, []).messages.concat(
         view.messages.slice(0, previousEnd),
       );
-      const messages = renderRequest(step.system, view, tools, []).messages;
+      const messages = renderRequest(step.system, view.messages, tools, []).messages;
       reused = sharedPrefixBytes(JSON.stringify(previous).slice(0, -1), JSON.stringify(messages));
     }
   }

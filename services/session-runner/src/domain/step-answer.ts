@@ -1,7 +1,7 @@
 import { hash } from 'node:crypto';
 import type { CacheHints, ContextRow, Cursor, ModelRequest as NeutralRequest, StepMode } from '@ctxflow/contracts';
 import type { LogEntry, SessionMeta, SkipReason, StepRecord, ToolDeclaration } from './model.ts';
-import { renderNeutralRequest } from './render-request.ts';
+import { NeutralWalk, renderNeutralRequest } from './neutral-request.ts';
 
 /**
  * A step's answer (Contract v2): `request` is the neutral model request, `cache` the cache hints.
@@ -73,17 +73,11 @@ export function windowAnswers(step: StepRecord, logStart: number, since: number 
   return since >= (step.system.length > 0 ? 1 : 0) + logStart;
 }
 
-/** The neutral model request of a step; with `base` (a log `log` extends), only the new entries are walked. */
-export function stepRequest(
-  step: StepRecord,
-  log: readonly LogEntry[],
-  tools: readonly ToolDeclaration[],
-  base?: readonly LogEntry[],
-): NeutralRequest {
+/** The neutral model request of a step, from the walk of the log it covered. */
+export function stepRequest(step: StepRecord, walk: NeutralWalk, tools: readonly ToolDeclaration[]): NeutralRequest {
   return renderNeutralRequest({
     system: step.system,
-    log,
-    ...(base === undefined ? {} : { base }),
+    walk,
     tools,
     activeTools: step.activeTools,
     model: step.model,
@@ -111,7 +105,7 @@ export function stepAnswer(
     prefixEnd: step.system.length > 0 ? 0 : -1,
     previousEnd: step.previousEnd ?? 0,
   };
-  const full = request ?? stepRequest(step, log, tools);
+  const full = request ?? stepRequest(step, NeutralWalk.of(log), tools);
   return {
     stepId: step.stepId,
     mode: step.mode,

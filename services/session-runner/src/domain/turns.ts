@@ -1,6 +1,6 @@
 import { CtxflowError, FINISH_TOOL } from '@ctxflow/contracts';
 import type { CallRecord, LogEntry, MessageEntry, ToolCallEntry, ToolOutcome } from './model.ts';
-import { openTurn } from './render-request.ts';
+import { openTurn } from './neutral-request.ts';
 
 /** A call of the last assistant message without a result, that ctxflow cannot answer yet. */
 export interface PendingCall {

@@ -7,6 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { CachingSessionStore } from '../../src/adapters/caching-session-store.ts';
 import { MemorySessionStore } from '../../src/adapters/memory-session-store.ts';
+import { LogView } from '../../src/domain/log-view.ts';
 import type { AgentRecord, SessionMeta, StepRecord } from '../../src/domain/model.ts';
 import type { SessionStore } from '../../src/ports/session-store.ts';
 
@@ -173,6 +174,35 @@ describe('CachingSessionStore', () => {
     expect(store.replayedKey('s1', 'k')).toEqual({ raw: '[]', fingerprint: 'f' });
     expect(store.replayedKey('s1k', '')).toBeUndefined();
     expect(store.replayedKey('s2', 'k')).toBeUndefined();
+  });
+
+  it('messages appended to a held session extend its held view: the view of the held log, its new entries rendered', async () => {
+    const store = new CachingSessionStore(new MemorySessionStore());
+    const version = await store.createSession(meta('s1'), [], [], []);
+    const state = store.held('s1')!;
+    store.hold('s1', state, LogView.of(state.log));
+    const base = store.heldView('s1')!;
+    await store.appendMessages(
+      's1',
+      [
+        { type: 'message', role: 'user', content: 'Hi', at: AT },
+        { type: 'message', role: 'assistant', content: 'Hello', at: AT },
+      ],
+      undefined,
+      version,
+    );
+    const held = store.held('s1')!;
+    const view = store.heldView('s1')!;
+    expect(view.log).toBe(held.log);
+    expect(view.messages).toEqual([
+      { role: 'user', content: 'Hi' },
+      { role: 'assistant', content: 'Hello' },
+    ]);
+    expect(view.messages).toEqual(LogView.of(held.log).messages);
+    expect(base.messages).toEqual([]);
+    // A view of another log than the held one is not held with it.
+    store.hold('s1', held, LogView.of(held.log.slice()));
+    expect(store.heldView('s1')).toBeUndefined();
   });
 
   it('heldSessions 0 holds nothing', async () => {

@@ -9,7 +9,7 @@ import v8 from 'node:v8';
 import type { LogEntry, SessionState } from '@ctxflow/session-runner';
 import { describe, expect, it } from 'vitest';
 import { SessionCache } from '../../src/adapters/session-cache.ts';
-import { logView } from '../../src/domain/render-request.ts';
+import { LogView } from '../../src/domain/log-view.ts';
 
 const message = (seq: number, content: string): LogEntry => ({
   type: 'message',
@@ -199,7 +199,7 @@ describe('SessionCache on the live heap', () => {
       offered += json.length;
       const held = JSON.parse(json) as SessionState;
       // As after a step: the log's view (its rendered messages) is held beside it.
-      cache.hold(held.meta.sessionId, held, logView(held.log));
+      cache.hold(held.meta.sessionId, held, LogView.of(held.log));
     }
     const retained = collect() - before;
     expect(cache.bytes).toBeLessThanOrEqual(bound);

@@ -1,10 +1,12 @@
 /**
  * The neutral messages of a log that extends one rendered before (a step's log: the held log and
- * its new entries) walk the new entries only, and equal the messages of the whole log walked anew.
+ * its new entries, a LogView appended to) walk the new entries only, and equal the messages of the
+ * whole log walked anew.
  */
 import { describe, expect, it } from 'vitest';
+import { LogView } from '../../src/domain/log-view.ts';
 import type { LogEntry } from '../../src/domain/model.ts';
-import { neutralMessages } from '../../src/domain/render-request.ts';
+import { NeutralWalk, neutralMessages } from '../../src/domain/neutral-request.ts';
 
 const at = '2026-01-01T00:00:00.000Z';
 let seq = 0;
@@ -56,33 +58,38 @@ describe('the neutral messages of a log extended', () => {
     const whole = neutralMessages('sys', LOG.slice());
     expect(whole.filter((m) => m.role === 'tool').map((m) => m.content)).toEqual(['a', 'b', 'c', 'd', 'e', 'zz']);
     for (let k = 0; k <= LOG.length; k++) {
-      const base = LOG.slice(0, k);
-      neutralMessages('sys', base);
-      expect(neutralMessages('sys', LOG.slice(), base), `split at ${k}`).toEqual(whole);
+      const walked = NeutralWalk.of(LOG.slice(0, k)).extend(LOG.slice(k));
+      expect(walked.messages('sys'), `split at ${k}`).toEqual(whole);
+      // A view appended to after its walk was made, and before.
+      const base = LogView.of(LOG.slice(0, k));
+      expect(base.append(LOG.slice(k)).neutralMessages('sys'), `view split at ${k}, base not walked`).toEqual(whole);
+      base.neutral();
+      expect(base.append(LOG.slice(k)).neutralMessages('sys'), `view split at ${k}`).toEqual(whole);
     }
   });
 
-  it('R3: a log that extends a rendered one reads only its new entries (and the last of the rendered one, to know it extends it)', () => {
-    const base = LOG.slice(0, 10);
-    neutralMessages('', base);
+  it('R3: a log that extends a rendered one reads only its new entries', () => {
+    const base = NeutralWalk.of(LOG.slice(0, 10));
     const read = new Set<number>();
-    const extended = new Proxy(LOG.slice(), {
+    const added = new Proxy(LOG.slice(10), {
       get(target, key, receiver) {
         if (typeof key === 'string' && /^\d+$/.test(key)) read.add(Number(key));
         return Reflect.get(target, key, receiver);
       },
     });
-    expect(neutralMessages('', extended, base)).toEqual(neutralMessages('', LOG.slice()));
-    expect([...read].sort((a, b) => a - b)).toEqual([9, 10, 11, 12, 13]);
+    expect(base.extend(added).messages('')).toEqual(neutralMessages('', LOG.slice()));
+    expect([...read].sort((a, b) => a - b).map((i) => 10 + i)).toEqual([10, 11, 12, 13]);
   });
 
-  it('R3: a log that does not extend the given one (a rewind made other entries) is walked whole', () => {
-    const base = LOG.slice(0, 6);
-    neutralMessages('', base);
+  it('R3: a log that does not extend a rendered one (a rewind made other entries) has a view of its own', () => {
+    const base = LogView.of(LOG.slice(0, 6));
+    base.neutral();
     const other = [...LOG.slice(0, 5), user('instead'), user('after')];
-    expect(neutralMessages('', other, base)).toEqual(neutralMessages('', other.slice()));
+    const view = LogView.of(other);
+    expect(view.neutralMessages('')).toEqual(neutralMessages('', other.slice()));
     expect(
-      neutralMessages('', other, base)
+      view
+        .neutralMessages('')
         .map((m) => m.content)
         .slice(-2),
     ).toEqual(['instead', 'after']);

@@ -5,9 +5,9 @@
  */
 import { CtxflowError } from '@ctxflow/contracts';
 import { describe, expect, it } from 'vitest';
+import { LogView } from '../../src/domain/log-view.ts';
 import type { AgentRecord, SessionMeta, SessionState } from '../../src/domain/model.ts';
 import { closingResults, type PassInput, planPass } from '../../src/domain/pass-plan.ts';
-import { logView } from '../../src/domain/render-request.ts';
 
 const NOW = Date.parse('2026-03-01T10:00:00.000Z');
 const AT = new Date(NOW).toISOString();
@@ -67,7 +67,7 @@ function input(state: SessionState, overrides: Partial<PassInput> = {}): PassInp
     now: NOW,
     at: AT,
     closed: [],
-    baseView: logView(state.log),
+    baseView: LogView.of(state.log),
     hook: undefined,
     memories: undefined,
     ...overrides,

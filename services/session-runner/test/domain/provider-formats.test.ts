@@ -10,10 +10,12 @@ import {
   anthropicPrefix,
   chatPrefix,
   providerOrder,
+  quotedTurn,
   responsesPrefix,
   toAnthropic,
   toOpenAIChat,
   toOpenAIResponses,
+  weakMessageMemo,
 } from '@ctxflow/session-runner';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -119,7 +121,8 @@ describe('provider order', () => {
       { role: 'user', content: '<tool_result callId="c1" name="lookup">\nagain\n</tool_result>' },
     ]);
     // The same quoted message object on every request (converted once per format).
-    expect(providerOrder(messages)[1]).toBe(providerOrder(messages.slice(0, 2))[1]);
+    const quote = weakMessageMemo(quotedTurn);
+    expect(providerOrder(messages, quote)[1]).toBe(providerOrder(messages.slice(0, 2), quote)[1]);
     const chat = toOpenAIChat({ ...REQUEST, messages }, { ...CACHE, prefixEnd: -1, previousEnd: 0 });
     expect(chat.messages.map((m) => m.role)).toEqual(['user', 'user', 'assistant', 'tool', 'user', 'user']);
     const anthropic = toAnthropic({ ...REQUEST, messages }, { ...CACHE, prefixEnd: -1, previousEnd: 0 });

@@ -1,6 +1,6 @@
 import type { CacheHints, ModelRequest, RequestTool } from '@ctxflow/contracts';
-import { perMessage } from './per-message.ts';
-import { type ProviderMessage, providerOrder } from './provider-order.ts';
+import { convertEachTime, type MessageMemo } from './message-memo.ts';
+import { type ProviderMessage, providerOrder, quotedTurn, type ToolMessage } from './provider-order.ts';
 
 /*
  * Anthropic Messages request body (POST /v1/messages), without `model` and `max_tokens`:
@@ -145,9 +145,6 @@ function convert(message: ProviderMessage): Converted {
   }
 }
 
-/** A message's blocks, converted once per neutral message (frozen: a breakpoint marks a copy). */
-const blocksOf = perMessage(convert);
-
 /** Where a block is: `messages[turn].content[index]`. */
 interface BlockAt {
   turn: number;
@@ -166,9 +163,26 @@ function lastAt(messages: AnthropicMessage[]): BlockAt | undefined {
   return turn < 0 ? undefined : { turn, index: messages[turn]!.content.length - 1 };
 }
 
-/** The Messages body of a neutral request: spread into `messages.create({ model, max_tokens, ...body })`. */
-export function toAnthropic(request: ModelRequest, cache: CacheHints): AnthropicRequest {
-  const ordered = providerOrder(request.messages);
+/** A message's blocks (a memo may share them: a breakpoint marks a copy). */
+type Blocks = ReturnType<typeof convert>;
+
+/**
+ * The Messages body of a neutral request (spread into `messages.create({ model, max_tokens,
+ * ...body })`), with the messages converted through `memo`.
+ */
+export function anthropicFormat(memo: MessageMemo): (request: ModelRequest, cache: CacheHints) => AnthropicRequest {
+  const blocksOf = memo(convert);
+  const quote = memo(quotedTurn);
+  return (request, cache) => anthropicBody(request, cache, blocksOf, quote);
+}
+
+function anthropicBody(
+  request: ModelRequest,
+  cache: CacheHints,
+  blocksOf: (message: ProviderMessage) => Blocks,
+  quote: (message: ToolMessage) => ProviderMessage,
+): AnthropicRequest {
+  const ordered = providerOrder(request.messages, quote);
   const start = cache.prefixEnd + 1;
   const system: AnthropicTextBlock[] = [];
   for (let i = 0; i < start && i < ordered.length; i++) {
@@ -212,3 +226,6 @@ export function toAnthropic(request: ModelRequest, cache: CacheHints): Anthropic
   }
   return body;
 }
+
+/** toAnthropic's body of a neutral request, each message converted every time (pure). */
+export const toAnthropic = anthropicFormat(convertEachTime);

@@ -1,6 +1,6 @@
 import type { CacheHints, ModelRequest, RequestTool } from '@ctxflow/contracts';
-import { perMessage } from './per-message.ts';
-import { type ProviderMessage, providerOrder } from './provider-order.ts';
+import { convertEachTime, type MessageMemo } from './message-memo.ts';
+import { type ProviderMessage, providerOrder, quotedTurn } from './provider-order.ts';
 
 /*
  * OpenAI Chat Completions request body (POST /v1/chat/completions), without `model`:
@@ -77,9 +77,6 @@ function convert(message: ProviderMessage): OpenAIChatMessage {
   }
 }
 
-/** A message's chat message, converted once per neutral message. */
-const chatMessage = perMessage(convert);
-
 function chatTool(tool: RequestTool): OpenAIChatTool {
   const fn: OpenAIChatTool['function'] = { name: tool.name };
   if (tool.description !== undefined) fn.description = tool.description;
@@ -105,14 +102,24 @@ function chatToolChoice(request: ModelRequest): OpenAIChatToolChoice {
   };
 }
 
-/** The Chat Completions body of a neutral request: spread into `chat.completions.create({ model, ...body })`. */
-export function toOpenAIChat(request: ModelRequest, cache: CacheHints): OpenAIChatRequest {
-  const messages = providerOrder(request.messages).map(chatMessage);
-  if (request.tools.length === 0) return { messages, prompt_cache_key: cache.key };
-  return {
-    messages,
-    tools: request.tools.map(chatTool),
-    tool_choice: chatToolChoice(request),
-    prompt_cache_key: cache.key,
+/**
+ * The Chat Completions body of a neutral request (spread into `chat.completions.create({ model,
+ * ...body })`), with the messages converted through `memo`.
+ */
+export function openAIChatFormat(memo: MessageMemo): (request: ModelRequest, cache: CacheHints) => OpenAIChatRequest {
+  const chatMessage = memo(convert);
+  const quote = memo(quotedTurn);
+  return (request, cache) => {
+    const messages = providerOrder(request.messages, quote).map(chatMessage);
+    if (request.tools.length === 0) return { messages, prompt_cache_key: cache.key };
+    return {
+      messages,
+      tools: request.tools.map(chatTool),
+      tool_choice: chatToolChoice(request),
+      prompt_cache_key: cache.key,
+    };
   };
 }
+
+/** toOpenAIChat's body of a neutral request, each message converted every time (pure). */
+export const toOpenAIChat = openAIChatFormat(convertEachTime);

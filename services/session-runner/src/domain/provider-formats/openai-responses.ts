@@ -1,6 +1,6 @@
 import type { CacheHints, ModelRequest, RequestTool } from '@ctxflow/contracts';
-import { perMessage } from './per-message.ts';
-import { type ProviderMessage, providerOrder } from './provider-order.ts';
+import { convertEachTime, type MessageMemo } from './message-memo.ts';
+import { type ProviderMessage, providerOrder, quotedTurn } from './provider-order.ts';
 
 /*
  * OpenAI Responses request body (POST /v1/responses), without `model`:
@@ -70,9 +70,6 @@ function convert(message: ProviderMessage): OpenAIResponsesInputItem[] {
   }
 }
 
-/** A message's input items, converted once per neutral message. */
-const inputItems = perMessage(convert);
-
 function responsesTool(tool: RequestTool): OpenAIResponsesTool {
   const parameters = tool.parameters ?? null;
   const strict = tool.strict ?? false;
@@ -92,15 +89,27 @@ function responsesToolChoice(request: ModelRequest): OpenAIResponsesToolChoice {
   };
 }
 
-/** The Responses body of a neutral request: spread into `responses.create({ model, ...body })`. */
-export function toOpenAIResponses(request: ModelRequest, cache: CacheHints): OpenAIResponsesRequest {
-  const input: OpenAIResponsesInputItem[] = [];
-  for (const message of providerOrder(request.messages)) input.push(...inputItems(message));
-  if (request.tools.length === 0) return { input, prompt_cache_key: cache.key };
-  return {
-    input,
-    tools: request.tools.map(responsesTool),
-    tool_choice: responsesToolChoice(request),
-    prompt_cache_key: cache.key,
+/**
+ * The Responses body of a neutral request (spread into `responses.create({ model, ...body })`), with
+ * the messages converted through `memo`.
+ */
+export function openAIResponsesFormat(
+  memo: MessageMemo,
+): (request: ModelRequest, cache: CacheHints) => OpenAIResponsesRequest {
+  const inputItems = memo(convert);
+  const quote = memo(quotedTurn);
+  return (request, cache) => {
+    const input: OpenAIResponsesInputItem[] = [];
+    for (const message of providerOrder(request.messages, quote)) input.push(...inputItems(message));
+    if (request.tools.length === 0) return { input, prompt_cache_key: cache.key };
+    return {
+      input,
+      tools: request.tools.map(responsesTool),
+      tool_choice: responsesToolChoice(request),
+      prompt_cache_key: cache.key,
+    };
   };
 }
+
+/** toOpenAIResponses's body of a neutral request, each message converted every time (pure). */
+export const toOpenAIResponses = openAIResponsesFormat(convertEachTime);

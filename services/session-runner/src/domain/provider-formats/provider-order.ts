@@ -1,5 +1,5 @@
 import type { RequestMessage } from '@ctxflow/contracts';
-import { quotedToolResult } from '../render-request.ts';
+import { quotedToolResult } from '../neutral-request.ts';
 
 /** A tool message that answers a call of the assistant turn before it. */
 export type PairedResult = { role: 'tool'; content: string; callId: string; name: string };
@@ -7,18 +7,12 @@ export type PairedResult = { role: 'tool'; content: string; callId: string; name
 /** A neutral message as the formats send it: every tool message is the result of a call before it. */
 export type ProviderMessage = Exclude<RequestMessage, { role: 'tool' }> | PairedResult;
 
-type ToolMessage = Extract<RequestMessage, { role: 'tool' }>;
+/** A tool message as the neutral request has it. */
+export type ToolMessage = Extract<RequestMessage, { role: 'tool' }>;
 
-/** The user turn a result without its call becomes (the same object for the same message). */
-const quoted = new WeakMap<RequestMessage, ProviderMessage>();
-
-function asUserTurn(message: ToolMessage): ProviderMessage {
-  let out = quoted.get(message);
-  if (out === undefined) {
-    out = Object.freeze({ role: 'user' as const, content: quotedToolResult(message) });
-    quoted.set(message, out);
-  }
-  return out;
+/** The user turn a result without its call becomes (providerOrder's `quote`; a memo may keep it). */
+export function quotedTurn(message: ToolMessage): ProviderMessage {
+  return { role: 'user' as const, content: quotedToolResult(message) };
 }
 
 /** The result of one of `pending`'s calls: a tool message with a callId still pending and a name. */
@@ -75,9 +69,13 @@ function inOrder(messages: readonly RequestMessage[]): messages is readonly Prov
  * its turn's results; a request never ends inside a turn's results (every call has its result
  * in the same request), so a request's order is a prefix of the next request's order.
  *
- * Returns `messages` itself when nothing moves or changes (the usual case: no copy).
+ * Returns `messages` itself when nothing moves or changes (the usual case: no copy). `quote`:
+ * quotedTurn, or a memo of it.
  */
-export function providerOrder(messages: readonly RequestMessage[]): readonly ProviderMessage[] {
+export function providerOrder(
+  messages: readonly RequestMessage[],
+  quote: (message: ToolMessage) => ProviderMessage = quotedTurn,
+): readonly ProviderMessage[] {
   if (inOrder(messages)) return messages;
   const ordered: ProviderMessage[] = [];
   let pending: string[] | undefined;
@@ -96,8 +94,8 @@ export function providerOrder(messages: readonly RequestMessage[]): readonly Pro
     }
     if (message.role === 'tool') {
       // A result without its call: quoted as a user turn, held while a turn's results are open.
-      if (pending !== undefined) held.push(asUserTurn(message));
-      else ordered.push(asUserTurn(message));
+      if (pending !== undefined) held.push(quote(message));
+      else ordered.push(quote(message));
       continue;
     }
     if ('row' in message) {

@@ -17,7 +17,7 @@ export async function addContext(
   tenant: string,
   input: { sessionId: string; items: unknown; key?: string },
 ): Promise<{ recorded: number }> {
-  const known = input.key === undefined ? undefined : ctx.store.replayedKey(input.sessionId, input.key);
+  const known = input.key === undefined ? undefined : ctx.cache.replayedKey(input.sessionId, input.key);
   if (known !== undefined && input.key !== undefined && known.raw === rawItems(input.items)) {
     // These items validated before, so the full path would reach the tenant check too.
     const ownerRead = checkOwner(ctx, tenant, input.sessionId);
@@ -39,7 +39,7 @@ export async function addContext(
   );
   if (result.outcome === 'replayed' && dedupe !== undefined) {
     const raw = rawItems(input.items);
-    if (raw !== undefined) ctx.store.keyReplayed(input.sessionId, dedupe.key, { raw, fingerprint: dedupe.fingerprint });
+    if (raw !== undefined) ctx.cache.keyReplayed(input.sessionId, dedupe.key, { raw, fingerprint: dedupe.fingerprint });
   }
   switch (result.outcome) {
     case 'recorded':

@@ -1,27 +1,34 @@
 /**
- * Use case: the context pass. The I/O around planPass (pass-plan.ts): what the pass runs on (the
- * held state or a read), the stepContext hook, memory recall, the one commit, the stream and telemetry.
+ * Use case: the context pass, in three parts: what it runs on (the held state or a read:
+ * passInput), its plan (the stepContext hook and memory recall it needs, then planPass in
+ * pass-plan.ts, pure: what to commit), and the one commit with its retries (commitWithRetry),
+ * then the stream and telemetry.
  */
 import { CtxflowError, type Cursor, type StepFormat, type StepMode } from '@ctxflow/contracts';
 import { type PassTrace, untracedPass } from '../../ports/telemetry.ts';
 import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, toolsOf } from '../agent-defaults.ts';
 import { canonical } from '../fingerprint.ts';
 import { type HookOutcome, runHook } from '../hook-batch.ts';
+import { LogView } from '../log-view.ts';
 import { logLengthOf, logStartOf, originOf, windowOf } from '../log-window.ts';
 import type { AgentRecord, SessionMeta, SessionState, StepRecord } from '../model.ts';
 import { closingResults, lastUserMessage, needsRecall, type PassPlan, planPass, requestFigures } from '../pass-plan.ts';
-import { logView } from '../render-request.ts';
 import { keyOf, type Stepped, type StepResult, stepAnswer, stepRequest, windowAnswers } from '../step-answer.ts';
 import { agentOf, type EngineContext, loadSession } from './context.ts';
 
-/** Attempts of a pass whose commit finds the session changed since it was read. */
-const PASS_ATTEMPTS = 5;
+/** Commits of one pass refused because another write came between its read (or held state) and the commit. */
+const CONFLICT_ATTEMPTS = 5;
+/** Plans of one pass made again on the whole log because the log window could not answer its `since`. */
+const WHOLE_LOG_REPLANS = 1;
 
-/** The ISO text of a clock reading; steps in the same millisecond share it. */
-let lastIso = { ms: Number.NaN, text: '' };
-function isoTime(ms: number): string {
-  if (ms !== lastIso.ms) lastIso = { ms, text: new Date(ms).toISOString() };
-  return lastIso.text;
+/** A context pass asked for. */
+export interface PassRequest {
+  tenant: string;
+  sessionId: string;
+  mode: StepMode;
+  requestId: string | undefined;
+  /** The answer is a delta from there: the pass may then run on the session's log window. */
+  since: number | undefined;
 }
 
 /**
@@ -37,171 +44,250 @@ export async function step(
   sessionId: string,
   input: { mode?: StepMode; requestId?: string; format?: StepFormat; since?: number } = {},
 ): Promise<StepResult> {
-  const mode = input.mode ?? 'first';
-  const stepped = await ctx.locks.run(sessionId, () =>
-    tracedPass(ctx, tenant, sessionId, mode, input.requestId, input.since),
-  );
+  const request: PassRequest = {
+    tenant,
+    sessionId,
+    mode: input.mode ?? 'first',
+    requestId: input.requestId,
+    since: input.since,
+  };
+  const stepped = await ctx.locks.run(sessionId, () => tracedPass(ctx, request));
   return stepAnswer(sessionId, stepped, input.since);
 }
 
-/**
- * The pass inside the telemetry's context-pass span, when the telemetry has one. `since`: the
- * answer is a delta from there (the pass may then run on the session's log window).
- */
-export function tracedPass(
-  ctx: EngineContext,
-  tenant: string,
-  sessionId: string,
-  mode: StepMode,
-  requestId: string | undefined,
-  since: number | undefined,
-): Promise<Stepped> {
+/** The pass inside the telemetry's context-pass span, when the telemetry has one. */
+export function tracedPass(ctx: EngineContext, request: PassRequest): Promise<Stepped> {
   const { telemetry } = ctx;
-  if (!telemetry.contextPass) return pass(ctx, tenant, sessionId, mode, requestId, since, untracedPass);
-  return telemetry.contextPass({ sessionId, mode }, (trace) =>
-    pass(ctx, tenant, sessionId, mode, requestId, since, trace),
+  if (!telemetry.contextPass) return commitWithRetry(ctx, request, untracedPass);
+  return telemetry.contextPass({ sessionId: request.sessionId, mode: request.mode }, (trace) =>
+    commitWithRetry(ctx, request, trace),
   );
 }
 
+/** What a pass runs on: the session (held or read), its agent and the view of its log. */
+interface PassInput {
+  state: SessionState;
+  agent: AgentRecord | undefined;
+  view: LogView;
+}
+
+/** A planned step's time and ids: a plan made again on the whole log keeps them. */
+interface StepIdentity {
+  now: number;
+  stepId: string;
+  /** The run a step starts; undefined while the session's run is open. */
+  runId: string | undefined;
+}
+
 /**
- * The pass's I/O around planPass: what it runs on (held or read), the hook, memory, the one
- * commit (again on a fresh read when another write came between), then the stream and the
- * telemetry. A delta answer (`since`) lets the pass run on the session's log window; a plan the
- * window cannot answer (a rebuilt prefix, messages before the window) is made again on the
- * whole log.
+ * What the pass's I/O brought that its retries reuse: the hook's answer for a cursor (the hook
+ * is called again only for another cursor), and the answer whose updates the trace links (once).
  */
-async function pass(
-  ctx: EngineContext,
-  tenant: string,
-  sessionId: string,
-  mode: StepMode,
-  requestId: string | undefined,
-  since: number | undefined,
-  trace: PassTrace,
-): Promise<Stepped> {
+interface HookMemo {
+  answered?: { cursor: Cursor | undefined; outcome: HookOutcome };
+  linked?: HookOutcome;
+}
+
+/**
+ * The pass: its input, its plan, its one commit. Two causes make it go again, each counted and
+ * bounded on its own:
+ * - a plan on the log window that cannot answer `since` (a rebuilt prefix, messages before the
+ *   window) is made again on the whole log, keeping its step's time and ids, and the hook's
+ *   answer (the cursor is the same): WHOLE_LOG_REPLANS;
+ * - a commit refused because another write came between the read (or the held state) and the
+ *   commit runs the pass again on a fresh read, as a new step: CONFLICT_ATTEMPTS, then a
+ *   retryable `state_conflict`.
+ */
+async function commitWithRetry(ctx: EngineContext, request: PassRequest, trace: PassTrace): Promise<Stepped> {
   const started = performance.now();
-  let linked: HookOutcome | undefined;
-  let hookMemo: { cursor: Cursor | undefined; outcome: HookOutcome } | undefined;
+  const hooks: HookMemo = {};
   // A whole answer (no `since`, or 0) needs the whole log; a delta may run on the log window.
-  let whole = since === undefined || since === 0;
-  let replanned: { now: number; stepId: string; runId: string | undefined } | undefined;
-  for (let attempt = 0; attempt < PASS_ATTEMPTS; attempt++) {
-    const input = await passInput(ctx, tenant, sessionId, requestId, whole);
+  let whole = request.since === undefined || request.since === 0;
+  let replans = 0;
+  let conflicts = 0;
+  let kept: StepIdentity | undefined;
+  for (;;) {
+    const input = await passInput(ctx, request, whole);
     if ('done' in input) return replay(ctx, input.state, input.done);
-    const { state, agent } = input;
-    const logStart = logStartOf(state);
-    // A plan made again on the whole log keeps its step's time and ids.
-    const now = replanned?.now ?? ctx.clock.now();
-    const at = isoTime(now);
-    const stepId = replanned?.stepId ?? ctx.ids.newId('stp');
-    if (replanned === undefined) trace.step(stepId);
-    const runId = state.meta.run?.open ? undefined : (replanned?.runId ?? ctx.ids.newId('run'));
-    replanned = undefined;
-    // Calls still waiting refuse the step before the hook is called.
-    const closed = closingResults(state, now, at);
-
-    // A held log's view is held with it: a step renders its new entries alone.
-    const baseView = logView(state.log, ctx.store.heldView(sessionId), originOf(state));
-    const cursor = baseView.cursor;
-    let hookOutcome: HookOutcome | undefined;
-    const hook = ctx.stepContextFor(agent);
-    if (hook) {
-      if (!hookMemo || canonical(hookMemo.cursor) !== canonical(cursor)) {
-        const outcome = await runHook(
-          hook,
-          { sessionId, cursor, ...(state.meta.agentId === undefined ? {} : { agentId: state.meta.agentId }) },
-          agent?.stepContext ?? { maxBytes: DEFAULT_MAX_BYTES, timeoutMs: DEFAULT_TIMEOUT_MS },
-        );
-        hookMemo = { cursor, outcome };
-      }
-      hookOutcome = hookMemo.outcome;
-      if (hookOutcome.type === 'batch') {
-        // The updates behind these rows: linked once, however often the commit is retried.
-        if (linked !== hookOutcome && hookOutcome.traceparents) trace.link(hookOutcome.traceparents);
-        linked = hookOutcome;
-      }
-    }
-
-    let memories: string[] | undefined;
-    if (agent?.memory.autoInject && needsRecall(state.log)) {
-      const query = lastUserMessage(state.log);
-      memories = await ctx.memory.recall({ agentId: agent.agentId, sessionId, query });
-    }
-
-    const plan = planPass({
-      state,
-      agent,
-      mode,
-      requestId,
-      stepId,
-      runId,
-      now,
-      at,
-      closed,
-      baseView,
-      hook: hookOutcome,
-      memories,
-    });
-    const { step, meta, rows, log, tools } = plan;
-    if (!windowAnswers(step, logStart, since)) {
-      // Planned again on the whole log; the hook's answer is kept (the cursor is the same).
+    const identity = stepIdentity(ctx, input.state, kept, trace);
+    const plan = await planned(ctx, request, input, identity, hooks, trace);
+    if (!windowAnswers(plan.step, logStartOf(input.state), request.since)) {
+      // A plan on the whole log (logStart 0) answers every `since`.
+      if (replans >= WHOLE_LOG_REPLANS) throw new Error(`step ${plan.step.stepId}: planned on the whole log again`);
+      replans += 1;
       whole = true;
-      replanned = { now, stepId, runId };
+      kept = identity;
       continue;
     }
-    const commit = () =>
-      ctx.store.commitStep(sessionId, {
-        step,
-        rows: closed.length > 0 ? [...closed, ...rows] : rows,
-        drain: state.queue.map((q) => q.itemId),
-        expectedLogLength: logLengthOf(state),
-        expectedVersion: state.version,
-        meta,
-        // A step that neither starts a run nor rebuilds the prefix changes only the counters.
-        countersOnly: !plan.freshRun && !plan.rebuilt,
-        wholeQueue: true,
-      });
-    const { telemetry } = ctx;
-    const committing = telemetry.storeCommit
-      ? telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
-      : commit();
-    // While the commit's round trip runs: the answer's request and the byte figures (used
-    // only if it commits). The pass's log extends the held one: only its new entries are walked.
-    const request = stepRequest(step, log, tools, state.log);
-    const figures = requestFigures(plan);
-    const result = await committing;
-    if (result.outcome !== 'committed') {
-      // Another write came between the read (or the held state) and this commit; the store dropped the held state.
-      if (result.outcome === 'duplicate') return replay(ctx, await loadSession(ctx, tenant, sessionId), result.step);
-      continue;
+    const result = await committed(ctx, request, input.state, plan, started);
+    if (result.outcome === 'committed') return result.stepped;
+    if (result.outcome === 'duplicate') {
+      return replay(ctx, await loadSession(ctx, request.tenant, request.sessionId), result.step);
     }
-    const after: SessionState = {
-      ...state,
-      meta,
-      log,
-      queue: [],
-      requestIds: requestId === undefined ? state.requestIds : [...state.requestIds, requestId],
-      version: result.version,
-    };
-    // A runtime that takes deltas never needs the log before the window again: its session is
-    // held as its window (log-window.ts), whatever its length.
-    const held = since !== undefined && since > 0 ? windowOf(after) : after;
-    ctx.store.hold(sessionId, held, held === after ? plan.view : undefined);
-
-    // Results ctxflow recorded are messages like any other on the stream (never a row, R4).
-    for (const entry of closed) {
-      ctx.events.publish(sessionId, {
-        type: 'message',
-        seq: entry.seq,
-        role: entry.role,
-        content: entry.content,
-        at,
-      });
+    conflicts += 1;
+    if (conflicts >= CONFLICT_ATTEMPTS) {
+      throw new CtxflowError(
+        'state_conflict',
+        'the session kept changing during the context pass; send the step again',
+      );
     }
-    report(ctx, sessionId, plan, started, figures);
-    return { step, log, logStart, tools, skipped: plan.skipped, request, ...keyOf(meta) };
+    kept = undefined;
   }
-  throw new CtxflowError('state_conflict', 'the session kept changing during the context pass; send the step again');
+}
+
+/** The time and ids of the step a pass plans on `state`: new ones, or those `kept` of a plan made again. */
+function stepIdentity(
+  ctx: EngineContext,
+  state: SessionState,
+  kept: StepIdentity | undefined,
+  trace: PassTrace,
+): StepIdentity {
+  const now = kept?.now ?? ctx.clock.now();
+  const stepId = kept?.stepId ?? ctx.ids.newId('stp');
+  if (kept === undefined) trace.step(stepId);
+  const runId = state.meta.run?.open ? undefined : (kept?.runId ?? ctx.ids.newId('run'));
+  return { now, stepId, runId };
+}
+
+/**
+ * The plan of a pass on its input: the closing results (calls still waiting refuse the step
+ * before the hook is called), the hook's batch from the cursor of the log and the recalled
+ * memory (I/O), then planPass (pure: what the one commit writes).
+ */
+async function planned(
+  ctx: EngineContext,
+  request: PassRequest,
+  { state, agent, view }: PassInput,
+  { now, stepId, runId }: StepIdentity,
+  hooks: HookMemo,
+  trace: PassTrace,
+): Promise<PassPlan> {
+  const at = new Date(now).toISOString();
+  const closed = closingResults(state, now, at);
+  const hook = await hookOutcome(ctx, request.sessionId, state.meta, agent, view.cursor, hooks, trace);
+  let memories: string[] | undefined;
+  if (agent?.memory.autoInject && needsRecall(state.log)) {
+    const query = lastUserMessage(state.log);
+    memories = await ctx.memory.recall({ agentId: agent.agentId, sessionId: request.sessionId, query });
+  }
+  return planPass({
+    state,
+    agent,
+    mode: request.mode,
+    requestId: request.requestId,
+    stepId,
+    runId,
+    now,
+    at,
+    closed,
+    baseView: view,
+    hook,
+    memories,
+  });
+}
+
+/** The stepContext hook's answer from `cursor` (undefined: the agent has no hook), once per cursor. */
+async function hookOutcome(
+  ctx: EngineContext,
+  sessionId: string,
+  meta: SessionMeta,
+  agent: AgentRecord | undefined,
+  cursor: Cursor | undefined,
+  hooks: HookMemo,
+  trace: PassTrace,
+): Promise<HookOutcome | undefined> {
+  const hook = ctx.stepContextFor(agent);
+  if (!hook) return undefined;
+  if (!hooks.answered || canonical(hooks.answered.cursor) !== canonical(cursor)) {
+    const outcome = await runHook(
+      hook,
+      { sessionId, cursor, ...(meta.agentId === undefined ? {} : { agentId: meta.agentId }) },
+      agent?.stepContext ?? { maxBytes: DEFAULT_MAX_BYTES, timeoutMs: DEFAULT_TIMEOUT_MS },
+    );
+    hooks.answered = { cursor, outcome };
+  }
+  const { outcome } = hooks.answered;
+  if (outcome.type === 'batch') {
+    // The updates behind these rows: linked once, however often the commit is retried.
+    if (hooks.linked !== outcome && outcome.traceparents) trace.link(outcome.traceparents);
+    hooks.linked = outcome;
+  }
+  return outcome;
+}
+
+/**
+ * The plan's one commit. Committed: the state it made is held, the results ctxflow recorded and
+ * the step go on the stream and to the telemetry, and the step's answer is made of it (its request
+ * rendered during the commit's round trip). Refused (`conflict`): the store dropped the held state.
+ */
+async function committed(
+  ctx: EngineContext,
+  request: PassRequest,
+  state: SessionState,
+  plan: PassPlan,
+  started: number,
+): Promise<
+  { outcome: 'committed'; stepped: Stepped } | { outcome: 'duplicate'; step: StepRecord } | { outcome: 'conflict' }
+> {
+  const { sessionId, requestId, since } = request;
+  const { step, meta, rows, closed, log, tools } = plan;
+  const commit = () =>
+    ctx.store.commitStep(sessionId, {
+      step,
+      rows: closed.length > 0 ? [...closed, ...rows] : rows,
+      drain: state.queue.map((q) => q.itemId),
+      expectedLogLength: logLengthOf(state),
+      expectedVersion: state.version,
+      meta,
+      // A step that neither starts a run nor rebuilds the prefix changes only the counters.
+      countersOnly: !plan.freshRun && !plan.rebuilt,
+      wholeQueue: true,
+    });
+  const { telemetry } = ctx;
+  const committing = telemetry.storeCommit
+    ? telemetry.storeCommit({ sessionId, rowCount: rows.length }, commit)
+    : commit();
+  // While the commit's round trip runs: the answer's request and the byte figures (used only if it
+  // commits). The pass's view extends the one it ran on: only its new entries are walked.
+  const answer = stepRequest(step, plan.view.neutral(), tools);
+  const figures = requestFigures(plan, ctx.systemBytes);
+  const result = await committing;
+  if (result.outcome !== 'committed') return result;
+  const after: SessionState = {
+    ...state,
+    meta,
+    // The view's own log: held with it (a held log is replaced, never changed in place).
+    log: log as SessionState['log'],
+    queue: [],
+    requestIds: requestId === undefined ? state.requestIds : [...state.requestIds, requestId],
+    version: result.version,
+  };
+  // A runtime that takes deltas never needs the log before the window again: its session is
+  // held as its window (log-window.ts), whatever its length.
+  const held = since !== undefined && since > 0 ? windowOf(after) : after;
+  ctx.cache.hold(sessionId, held, held === after ? plan.view : undefined);
+
+  // Results ctxflow recorded are messages like any other on the stream (never a row, R4).
+  for (const entry of closed) {
+    ctx.events.publish(sessionId, {
+      type: 'message',
+      seq: entry.seq,
+      role: entry.role,
+      content: entry.content,
+      at: step.at,
+    });
+  }
+  report(ctx, sessionId, plan, started, figures);
+  const stepped: Stepped = {
+    step,
+    log,
+    logStart: logStartOf(state),
+    tools,
+    skipped: plan.skipped,
+    request: answer,
+    ...keyOf(meta),
+  };
+  return { outcome: 'committed', stepped };
 }
 
 /**
@@ -209,22 +295,22 @@ async function pass(
  * state's version. Otherwise (or for a request the held state has committed: a
  * redelivery, or a held window when the pass needs the `whole` log) ONE round trip
  * reads the session (its log window unless `whole`), its agent (a session never
- * changes agent) and a committed request together.
+ * changes agent) and a committed request together. The state read is held with its view.
  */
 async function passInput(
   ctx: EngineContext,
-  tenant: string,
-  sessionId: string,
-  requestId: string | undefined,
+  { tenant, sessionId, requestId }: PassRequest,
   whole: boolean,
-): Promise<{ state: SessionState; agent: AgentRecord | undefined } | { state: SessionState; done: StepRecord }> {
-  const held = ctx.store.held(sessionId);
+): Promise<PassInput | { state: SessionState; done: StepRecord }> {
+  const held = ctx.cache.held(sessionId);
   // A request the held state knows as committed is a redelivery: answered from the store.
   const redelivered = requestId !== undefined && held?.requestIds.includes(requestId);
   if (held && held.meta.tenant === tenant && !redelivered && !(whole && logStartOf(held) > 0)) {
-    return { state: held, agent: await passAgent(ctx, held.meta) };
+    // A held log's view is held with it: a step renders its new entries alone.
+    const view = ctx.cache.heldView(sessionId) ?? LogView.of(held.log, originOf(held));
+    return { state: held, agent: await passAgent(ctx, held.meta), view };
   }
-  const knownAgent = ctx.store.agentIdOf(sessionId);
+  const knownAgent = ctx.cache.agentIdOf(sessionId);
   const [state, done, prefetched] = await Promise.all([
     loadSession(ctx, tenant, sessionId, { window: !whole }),
     requestId === undefined ? undefined : ctx.store.getStep(sessionId, { requestId }),
@@ -232,8 +318,9 @@ async function passInput(
   ]);
   // A redelivery is answered from the whole log its step covered.
   if (done) return { state: logStartOf(state) > 0 ? await loadSession(ctx, tenant, sessionId) : state, done };
-  ctx.store.hold(sessionId, state);
-  return { state, agent: await passAgent(ctx, state.meta, prefetched) };
+  const view = LogView.of(state.log, originOf(state));
+  ctx.cache.hold(sessionId, state, view);
+  return { state, agent: await passAgent(ctx, state.meta, prefetched), view };
 }
 
 /**
@@ -244,7 +331,7 @@ async function passInput(
 async function passAgent(ctx: EngineContext, meta: SessionMeta, fresh?: AgentRecord): Promise<AgentRecord | undefined> {
   const { agentId } = meta;
   if (agentId === undefined) return undefined;
-  return fresh ?? (meta.run?.open ? ctx.store.knownAgent(agentId) : undefined) ?? ctx.store.getAgent(agentId);
+  return fresh ?? (meta.run?.open ? ctx.cache.knownAgent(agentId) : undefined) ?? ctx.store.getAgent(agentId);
 }
 
 /** A step committed before: the same answer, nothing committed again. */

@@ -3,23 +3,33 @@
  * every use case makes.
  */
 import { CtxflowError } from '@ctxflow/contracts';
-import type { CachedSessionStore } from '../../ports/cached-session-store.ts';
 import type { Clock } from '../../ports/clock.ts';
 import type { Ids } from '../../ports/ids.ts';
 import type { MemoryRecall } from '../../ports/memory-recall.ts';
 import type { SessionEvents } from '../../ports/session-events.ts';
 import type { SessionFeedData } from '../../ports/session-feed-data.ts';
-import type { LoadOptions } from '../../ports/session-store.ts';
+import type { LoadOptions, SessionStore } from '../../ports/session-store.ts';
 import type { StepContextSource } from '../../ports/step-context-source.ts';
 import type { StepUsageStore } from '../../ports/step-usage-store.ts';
+import type { StoreCache } from '../../ports/store-cache.ts';
 import type { RunnerTelemetry } from '../../ports/telemetry.ts';
 import type { KeyedMutex } from '../keyed-mutex.ts';
 import type { AgentRecord, SessionMeta, SessionState } from '../model.ts';
 
 /** The ports of the engine (create-engine.ts wires them). */
 export interface EnginePorts {
-  /** The session store with what this runner keeps of it (adapters/caching-session-store.ts). */
-  store: CachedSessionStore;
+  /** The session store; every write of the engine goes through it. */
+  store: SessionStore;
+  /**
+   * What this runner keeps of the store between requests. It follows the writes made through
+   * `store` (adapters/caching-session-store.ts is both, one object).
+   */
+  cache: StoreCache;
+  /**
+   * Bytes of the system message's JSON of a system prompt (model-request.ts systemMessageBytes),
+   * or a memo of it: a session's prefix repeats for many steps.
+   */
+  systemBytes: (system: string) => number;
   /** The stepContext hook of an agent: its HTTP hook, the ticket feed, or none. */
   stepContextFor(agent: AgentRecord | undefined): StepContextSource | undefined;
   memory: MemoryRecall;
@@ -98,7 +108,7 @@ function ownedBy(owner: string | undefined, tenant: string): void {
  * gives the promise of its read.
  */
 export function checkOwner(ctx: EngineContext, tenant: string, sessionId: string): Promise<void> | undefined {
-  const owner = ctx.store.tenantOf(sessionId);
+  const owner = ctx.cache.tenantOf(sessionId);
   if (typeof owner !== 'string') return owner.then((read) => ownedBy(read, tenant));
   ownedBy(owner, tenant);
   return undefined;

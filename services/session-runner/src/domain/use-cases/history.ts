@@ -105,7 +105,7 @@ export async function restartRun(
     const steps = await ctx.store.listSteps(sessionId);
     const first = run ? steps.find((s) => s.runId === run.runId) : undefined;
     if (first) await rewindLocked(ctx, tenant, sessionId, { beforeStepId: first.stepId });
-    return tracedPass(ctx, tenant, sessionId, 'retry', input.requestId, input.since);
+    return tracedPass(ctx, { tenant, sessionId, mode: 'retry', requestId: input.requestId, since: input.since });
   });
   return stepAnswer(sessionId, stepped, input.since);
 }

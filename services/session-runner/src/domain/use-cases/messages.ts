@@ -3,6 +3,7 @@
  * message with the results ctxflow knows.
  */
 import { CtxflowError } from '@ctxflow/contracts';
+import { LogView } from '../log-view.ts';
 import { foldAt, logStartOf, originOf } from '../log-window.ts';
 import type {
   CallRecord,
@@ -13,7 +14,7 @@ import type {
   SessionState,
   ToolCallEntry,
 } from '../model.ts';
-import { type LogView, logView, openTurn } from '../render-request.ts';
+import { openTurn } from '../neutral-request.ts';
 import { closeTurn, pendingError } from '../turns.ts';
 import { type EngineContext, loadSession, untilSettled } from './context.ts';
 
@@ -73,8 +74,8 @@ async function recordMessages(
 ): Promise<MessageEntry[] | 'conflict'> {
   const now = ctx.clock.now();
   const at = new Date(now).toISOString();
-  const held = ctx.store.held(sessionId);
-  const heldView = ctx.store.heldView(sessionId);
+  const held = ctx.cache.held(sessionId);
+  const heldView = ctx.cache.heldView(sessionId);
   let state = held?.meta.tenant === tenant && windowDecides(held, inputs) ? held : undefined;
   let prepared = state === undefined ? undefined : preparedOnHeld(state, inputs, now, at, heldView);
   if (state === undefined || prepared === undefined) {
@@ -82,7 +83,7 @@ async function recordMessages(
     const calls = inputs.some((input) => input.toolCalls?.length);
     state = await loadSession(ctx, tenant, sessionId, { window: !calls });
     if (!windowDecides(state, inputs)) state = await loadSession(ctx, tenant, sessionId);
-    ctx.store.hold(sessionId, state);
+    ctx.cache.hold(sessionId, state);
     prepared = prepareMessages(state, inputs, now, at);
   }
   const { next, added, answers } = prepared;
@@ -142,7 +143,7 @@ function preparedOnHeld(state: SessionState, inputs: MessageInput[], now: number
  * The entries `inputs` add to `state` (closing results ctxflow records first), the meta after
  * them, and per input its entry; throws the refusal of an input the session does not allow. A user
  * message moves the meta's log fold to where the last request ended (log-window.ts); `view`: the
- * view of the state's log (or of a log it extends), when the caller holds one.
+ * view of the state's log, when the caller holds one.
  */
 function prepareMessages(
   state: SessionState,
@@ -208,7 +209,8 @@ function prepareMessages(
     answers.push(push(message));
   }
   if (next.lastRequestEnd !== undefined && added.some((e) => e.role === 'user')) {
-    const fold = foldAt(logView(log, view, originOf(state)), next.lastRequestEnd);
+    const base = view ?? LogView.of(state.log, originOf(state));
+    const fold = foldAt(base.append(log.slice(state.log.length)), next.lastRequestEnd);
     if (fold === undefined) delete next.logFold;
     else next.logFold = fold;
   }

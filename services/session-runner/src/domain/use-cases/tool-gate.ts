@@ -7,7 +7,7 @@ import { foldActiveTools } from '../active-tools.ts';
 import { DEFAULT_CLIENT_DEADLINE_MS, toolsOf } from '../agent-defaults.ts';
 import { lateAnswerContent } from '../late-answer.ts';
 import type { CallRecord, ToolDeclaration } from '../model.ts';
-import { openTurn } from '../render-request.ts';
+import { openTurn } from '../neutral-request.ts';
 import { agentOf, type EngineContext, loadSession, untilSettled } from './context.ts';
 
 /** The last instant a JavaScript Date holds (ECMA-262 "Time Values and Time Range"). */

@@ -27,7 +27,7 @@ const SVG_NS = 'http://www.w3.org/2000/svg';
 /** Rows of source tool and late-answer are presented as a user turn, the rest in system form (R6). */
 const USER_FORM = new Set(['tool', 'late-answer']);
 
-/** The runner's rendering of one context row for the model (render-request.ts `renderRow`). */
+/** The runner's rendering of one context row for the model (model-request.ts `renderRow`). */
 export function renderRow(row) {
   const head = `<context kind="${row.kind}" source="${row.source}">`;
   let body;

@@ -1,6 +1,5 @@
+import type { LogView } from '../domain/log-view.ts';
 import type { AgentRecord, SessionState } from '../domain/model.ts';
-import type { LogView } from '../domain/render-request.ts';
-import type { SessionStore } from './session-store.ts';
 
 /** Items a request key was replayed with, as received, and the fingerprint they validated to. */
 export interface ReplayedKey {
@@ -10,15 +9,15 @@ export interface ReplayedKey {
 }
 
 /**
- * The session store with what this runner keeps of it in memory between requests
- * (adapters/caching-session-store.ts decorates any SessionStore with it). What is kept
+ * What this runner keeps of the session store in memory between requests
+ * (adapters/caching-session-store.ts keeps it, decorating the store the engine writes
+ * through, so every write keeps it in step with the store or drops it). What is kept
  * either never changes once written (a session's tenant and agent, an agent's tools, hook
  * and memory settings, a request key's fingerprint) or is never trusted, only checked: a
  * held session state is committed on by its version, and the store refuses a commit when
- * another write came between. Every write through it keeps the held state in step with
- * the store, or drops it.
+ * another write came between.
  */
-export interface CachedSessionStore extends SessionStore {
+export interface StoreCache {
   /**
    * The tenant of a session: at once when known (a session's tenant never changes),
    * otherwise the promise of a read of its meta (undefined: no such session).
@@ -34,12 +33,12 @@ export interface CachedSessionStore extends SessionStore {
 
   /** The session state held between steps (made the most recently used), if any. */
   held(sessionId: string): SessionState | undefined;
-  /** The log view held with the session: of its held log, or of a log the held log extends. */
+  /** The view of the held state's log (`view.log` is `held(sessionId).log`), when one is held with it. */
   heldView(sessionId: string): LogView | undefined;
   /**
    * Holds a state that is current at `state.version` (read, or committed by this runner),
-   * with the view of its log when the holder has one. Held states are replaced, never
-   * changed in place.
+   * with the view of its log (`view.log === state.log`) when the holder has one. Held states
+   * are replaced, never changed in place.
    */
   hold(sessionId: string, state: SessionState, view?: LogView): void;
 

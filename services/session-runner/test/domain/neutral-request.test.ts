@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { quotedToolResult } from '../../src/domain/render-request.ts';
+import { quotedToolResult } from '../../src/domain/neutral-request.ts';
 
 describe('quotedToolResult', () => {
   it('R17: a tool message without its call becomes the user turn a provider accepts; its content cannot close the envelope', () => {
