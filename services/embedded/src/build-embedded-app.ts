@@ -14,8 +14,10 @@ import {
   type ContextTelemetry,
   createEngine,
   inspectorRoutes,
+  MemoryRowOutbox,
   MemorySessionStore,
   type SessionStore,
+  startContextRowRelay,
   systemClock,
 } from '@ctxflow/session-runner';
 import {
@@ -38,6 +40,8 @@ export interface EmbeddedDeps {
     sessionTtlMs?: number;
     ratePerMinute?: number | undefined;
     maxSessions?: number | undefined;
+    /** CTXFLOW_CONTEXT_ROW_EVENTS: committed rows as CloudEvents on TOPICS.contextRows of the in-process bus (default store only). */
+    contextRowEvents?: boolean;
   };
   logger?: Logger;
   /** The callers' credentials (createIdentity); default: `config.apiKeys` (CTXFLOW_API_KEYS). */
@@ -87,12 +91,14 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   // are stored only in streams some session follows (an erased session follows none).
   const ttlMs = deps.config.sessionTtlMs ?? 0;
   const memorySubscriptions = new MemorySubscriptionStore({ ttlMs, clock });
+  // Committed rows go to an in-process outbox in the commit's own write, relayed onto the bus.
+  const outbox = deps.config.contextRowEvents === true && !deps.stores ? new MemoryRowOutbox() : undefined;
   const {
     sessions: store,
     batches,
     subscriptions,
   } = deps.stores ?? {
-    sessions: new MemorySessionStore({ ttlMs, clock }),
+    sessions: new MemorySessionStore({ ttlMs, clock, ...(outbox ? { outbox } : {}) }),
     subscriptions: memorySubscriptions,
     batches: new MemoryBatchStore({ ttlMs, clock, subscriptions: memorySubscriptions }),
   };
@@ -115,6 +121,9 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     ...(deps.consumerTelemetry ? { telemetry: deps.consumerTelemetry } : {}),
   });
   await stepContext.start();
+  const relay = outbox
+    ? startContextRowRelay({ outbox, publisher: bus.publisher, ...(deps.logger ? { log: deps.logger } : {}) })
+    : undefined;
   const directory = { tenantOf: async (sessionId: string) => (await store.load(sessionId))?.meta.tenant };
   const app = buildRunnerApp({
     engine,
@@ -154,6 +163,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     async close(options = {}) {
       await closeHttp(app, options.forceAfterMs ?? DEFAULT_SHUTDOWN_GRACE_MS * HTTP_GRACE_SHARE);
       await stepContext.stop();
+      await relay?.close();
       await bus.publisher.close();
     },
   };
