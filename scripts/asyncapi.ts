@@ -11,6 +11,9 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import {
+  CONTEXT_ROW_EVENT_TYPE,
+  contextRowEventDataSchema,
+  contextRowEventHeadersSchema,
   DEAD_LETTER_REASONS,
   DLQ_HEADERS,
   deadLetterHeadersSchema,
@@ -68,7 +71,12 @@ const EXACTLY_ONCE = `Exactly-once rules.
   it after the output is acknowledged (session-runner), and resume from there: a redelivery changes nothing.
 - A record a consumer cannot handle (not JSON, invalid, or failing with a non-retryable error) is published onto
   the topic's dead-letter topic, and acknowledged there, before its offset is recorded: nothing is lost.
-  \`npm run dlq -- list|replay\` shows and re-publishes dead letters; a replay is idempotent (replay markers).`;
+  \`npm run dlq -- list|replay\` shows and re-publishes dead letters; a replay is idempotent (replay markers).
+- Context-row events (\`${TOPICS.contextRows}\`, on with CTXFLOW_CONTEXT_ROW_EVENTS) are written to an outbox in the
+  commit's own Redis write and relayed after it; an outbox entry is removed only after Kafka acknowledged its event.
+  The topic holds every committed row's event at least once: a relay that dies between Kafka's acknowledgement and
+  the removal publishes those events again, identical, with the same \`ce_id\` (the row id). A consumer that keeps
+  the first event per \`ce_id\` (and per \`ce_source\`) sees each committed row exactly once, in commit order per session.`;
 
 const VERSIONING = `Versioning. Topic names end in \`.v<N>\`. Within one version a record only gains optional fields;
 a change that an existing consumer or producer could not handle gets a new topic name (\`.v2\`), and both
@@ -115,7 +123,8 @@ cannot fix (the error code and message are in \`${DLQ_HEADERS.error}\`, at most 
       title: 'ctxflow topics',
       version,
       description: `The Kafka topics of ctxflow: ticket updates (feed-ingestor to step-context), step requests and
-results (any producer to session-runner and back), and their dead-letter topics. Generated from the zod schemas
+results (any producer to session-runner and back), their dead-letter topics, and the committed context rows as
+CloudEvents (session-runner to any consumer). Generated from the zod schemas
 in shared/contracts by scripts/asyncapi.ts; do not edit by hand (\`npm run asyncapi\`).
 
 ${EXACTLY_ONCE}
@@ -150,6 +159,11 @@ ${VERSIONING}`,
         stepRequestDeadLetter: 'StepRequestDeadLetter',
         replayMarker: 'ReplayMarker',
       }),
+      contextRows: channel(
+        TOPICS.contextRows,
+        'One CloudEvent per committed context row (Kafka binary binding), when CTXFLOW_CONTEXT_ROW_EVENTS is on.',
+        { contextRowEvent: 'ContextRowEvent' },
+      ),
     },
     operations: {
       publishTicketUpdates: operation(
@@ -180,6 +194,12 @@ ${VERSIONING}`,
         'session-runner dead-letters what it cannot run; `npm run dlq -- replay` writes replay markers.',
         ['stepRequestDeadLetter', 'replayMarker'],
       ),
+      publishContextRows: operation(
+        'send',
+        'contextRows',
+        'session-runner (and the embedded app, on its in-process bus) relays each committed context row from its outbox.',
+        ['contextRowEvent'],
+      ),
     },
     components: {
       messages: {
@@ -209,6 +229,14 @@ ${VERSIONING}`,
         },
         TicketUpdateDeadLetter: deadLetterMessage('TicketUpdate'),
         StepRequestDeadLetter: deadLetterMessage('StepRequest'),
+        ContextRowEvent: {
+          name: 'ContextRowEvent',
+          title: 'A committed context row',
+          summary: `A CloudEvent of type \`${CONTEXT_ROW_EVENT_TYPE}\` in the Kafka binary binding: the attributes in \`ce_*\` headers, the data as the value. \`ce_id\` is the row id: keep the first event per id.`,
+          headers: ref('#/components/schemas/ContextRowEventHeaders'),
+          payload: ref('#/components/schemas/ContextRowEvent'),
+          bindings: kafkaKey('The session id (`ce_partitionkey`): one session keeps its order.'),
+        },
         ReplayMarker: {
           name: 'ReplayMarker',
           title: 'A dead letter was replayed',
@@ -226,6 +254,8 @@ ${VERSIONING}`,
         RecordHeaders: jsonSchema(recordHeadersSchema, 'input'),
         DeadLetterHeaders: jsonSchema(deadLetterHeadersSchema, 'output'),
         ReplayMarkerHeaders: jsonSchema(replayMarkerHeadersSchema, 'output'),
+        ContextRowEvent: jsonSchema(contextRowEventDataSchema, 'output'),
+        ContextRowEventHeaders: jsonSchema(contextRowEventHeadersSchema, 'output'),
       },
     },
   };

@@ -105,6 +105,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
         'Deployment/session-runner',
         'Deployment/step-context',
         'HorizontalPodAutoscaler/feed-ingestor',
+        'KafkaTopic/ctxflow.context-rows.v1',
         'KafkaTopic/ctxflow.step-requests.dlq.v1',
         'KafkaTopic/ctxflow.step-requests.v1',
         'KafkaTopic/ctxflow.step-results.v1',

@@ -14,10 +14,12 @@ import {
   type ContextTelemetry,
   createEngine,
   inspectorRoutes,
+  MemoryRowOutbox,
   MemorySessionStore,
   MemoryStepUsageStore,
   type SessionStore,
   type StepUsageStore,
+  startContextRowRelay,
   systemClock,
 } from '@ctxflow/session-runner';
 import {
@@ -40,6 +42,8 @@ export interface EmbeddedDeps {
     sessionTtlMs?: number;
     ratePerMinute?: number | undefined;
     maxSessions?: number | undefined;
+    /** CTXFLOW_CONTEXT_ROW_EVENTS: committed rows as CloudEvents on TOPICS.contextRows of the in-process bus (default store only). */
+    contextRowEvents?: boolean;
   };
   logger?: Logger;
   /** The callers' credentials (createIdentity); default: `config.apiKeys` (CTXFLOW_API_KEYS). */
@@ -89,13 +93,15 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   // are stored only in streams some session follows (an erased session follows none).
   const ttlMs = deps.config.sessionTtlMs ?? 0;
   const memorySubscriptions = new MemorySubscriptionStore({ ttlMs, clock });
+  // Committed rows go to an in-process outbox in the commit's own write, relayed onto the bus.
+  const outbox = deps.config.contextRowEvents === true && !deps.stores ? new MemoryRowOutbox() : undefined;
   const {
     sessions: store,
     batches,
     subscriptions,
     usage = new MemoryStepUsageStore({ ttlMs, clock }),
   } = deps.stores ?? {
-    sessions: new MemorySessionStore({ ttlMs, clock }),
+    sessions: new MemorySessionStore({ ttlMs, clock, ...(outbox ? { outbox } : {}) }),
     subscriptions: memorySubscriptions,
     batches: new MemoryBatchStore({ ttlMs, clock, subscriptions: memorySubscriptions }),
   };
@@ -119,6 +125,9 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     ...(deps.consumerTelemetry ? { telemetry: deps.consumerTelemetry } : {}),
   });
   await stepContext.start();
+  const relay = outbox
+    ? startContextRowRelay({ outbox, publisher: bus.publisher, ...(deps.logger ? { log: deps.logger } : {}) })
+    : undefined;
   const directory = { tenantOf: async (sessionId: string) => (await store.load(sessionId))?.meta.tenant };
   const app = buildRunnerApp({
     engine,
@@ -158,6 +167,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     async close(options = {}) {
       await closeHttp(app, options.forceAfterMs ?? DEFAULT_SHUTDOWN_GRACE_MS * HTTP_GRACE_SHARE);
       await stepContext.stop();
+      await relay?.close();
       await bus.publisher.close();
     },
   };

@@ -46,6 +46,13 @@ export const runnerConfigSchema = z
     CTXFLOW_RATE_LIMIT_PER_MINUTE: blank(z.coerce.number().int().min(1).max(1_000_000_000).optional()),
     /** Live sessions a tenant may have; absent: no cap. */
     CTXFLOW_TENANT_MAX_SESSIONS: blank(z.coerce.number().int().min(1).max(1_000_000_000).optional()),
+    /** Publishes every committed context row as a CloudEvent on TOPICS.contextRows (an outbox relayed after the commit). */
+    CTXFLOW_CONTEXT_ROW_EVENTS: blank(
+      z
+        .enum(['true', 'false', '1', '0'], { message: 'expected true or false' })
+        .transform((v) => v === 'true' || v === '1')
+        .default(false),
+    ),
     CTXFLOW_FEED_SECRET_GENERIC: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
@@ -71,6 +78,7 @@ export const runnerConfigSchema = z
     heldBytes: env.CTXFLOW_HELD_BYTES,
     ratePerMinute: env.CTXFLOW_RATE_LIMIT_PER_MINUTE,
     maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,
+    contextRowEvents: env.CTXFLOW_CONTEXT_ROW_EVENTS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,

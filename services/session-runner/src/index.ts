@@ -1,5 +1,6 @@
 export { HttpStepContext } from './adapters/http-step-context.ts';
 export { MemoryMemoryRecall } from './adapters/memory-memory-recall.ts';
+export { MemoryRowOutbox } from './adapters/memory-row-outbox.ts';
 export { MemorySessionEvents } from './adapters/memory-session-events.ts';
 export { MemorySessionStore } from './adapters/memory-session-store.ts';
 export { MemoryStepUsageStore, type MemoryStepUsageStoreOptions } from './adapters/memory-step-usage-store.ts';
@@ -10,12 +11,20 @@ export {
   noopContextTelemetry,
   type PassSpan,
 } from './adapters/otel-runner-telemetry.ts';
+export { RedisRowOutbox, type RedisRowOutboxOptions } from './adapters/redis-row-outbox.ts';
 export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
 export { RedisStepUsageStore, type RedisStepUsageStoreOptions } from './adapters/redis-step-usage-store.ts';
 export { weakMessageMemo } from './adapters/weak-message-memo.ts';
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
 export { loadRunnerConfig, type RunnerConfig } from './config.ts';
+export {
+  type ContextRowRelay,
+  type ContextRowRelayDeps,
+  contextRowEventData,
+  contextRowRecord,
+  startContextRowRelay,
+} from './context-row-relay.ts';
 export { createEngine, type EngineDeps } from './create-engine.ts';
 export type {
   AgentInput,
@@ -76,6 +85,7 @@ export {
 export type { Clock } from './ports/clock.ts';
 export { systemClock } from './ports/clock.ts';
 export type { MemoryRecall } from './ports/memory-recall.ts';
+export type { OutboxEntry, RowOutbox } from './ports/row-outbox.ts';
 export type { SessionEvents } from './ports/session-events.ts';
 export type { SessionFeedData } from './ports/session-feed-data.ts';
 export type {

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
 import {
@@ -32,17 +33,21 @@ import {
 import { startTelemetry } from '@ctxflow/telemetry';
 import type { FastifyInstance } from 'fastify';
 import { HttpStepContext } from './adapters/http-step-context.ts';
+import { MemoryRowOutbox } from './adapters/memory-row-outbox.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
 import { MemoryStepUsageStore } from './adapters/memory-step-usage-store.ts';
 import { createConsumerLag, createContextTelemetry } from './adapters/otel-runner-telemetry.ts';
 import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
+import { RedisRowOutbox } from './adapters/redis-row-outbox.ts';
 import { RedisSessionStore } from './adapters/redis-session-store.ts';
 import { RedisStepUsageStore } from './adapters/redis-step-usage-store.ts';
 import { buildRunnerApp } from './build-app.ts';
 import { loadRunnerConfig } from './config.ts';
+import { startContextRowRelay } from './context-row-relay.ts';
 import { createEngine } from './create-engine.ts';
 import { inspectorRoutes } from './http/inspector-routes.ts';
 import type { MemoryRecall } from './ports/memory-recall.ts';
+import type { RowOutbox } from './ports/row-outbox.ts';
 import type { SessionFeedData } from './ports/session-feed-data.ts';
 import type { SessionStore } from './ports/session-store.ts';
 import { startStepRequestConsumer } from './step-request-consumer.ts';
@@ -67,10 +72,21 @@ async function main() {
   const redis = connectRedis(config);
   if (redis) await connectOrExit('session-runner', 'Redis', config.redisSecurity, () => verifyRedis(redis));
   const ttlMs = config.sessionTtlMs;
-  let store: SessionStore = new MemorySessionStore({ ttlMs });
+  // CTXFLOW_CONTEXT_ROW_EVENTS: the store writes committed rows to an outbox in the commit's write.
+  const memoryOutbox = config.contextRowEvents && !redis ? new MemoryRowOutbox() : undefined;
+  const redisOutbox =
+    config.contextRowEvents && redis
+      ? new RedisRowOutbox(redis, { prefix: config.redisPrefix, owner: `${hostname()}:${config.port}` })
+      : undefined;
+  const outbox: RowOutbox | undefined = memoryOutbox ?? redisOutbox;
+  let store: SessionStore = new MemorySessionStore({ ttlMs, ...(memoryOutbox ? { outbox: memoryOutbox } : {}) });
   let memory: MemoryRecall | undefined;
   if (redis) {
-    store = new RedisSessionStore(redis, { prefix: config.redisPrefix, ttlMs });
+    store = new RedisSessionStore(redis, {
+      prefix: config.redisPrefix,
+      ttlMs,
+      ...(redisOutbox ? { outbox: redisOutbox } : {}),
+    });
     memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });
   }
   const subscriptions: SubscriptionStore = redis
@@ -126,6 +142,7 @@ async function main() {
         { name: TOPICS.stepRequests, partitions: 12 },
         { name: TOPICS.stepResults, partitions: 12 },
         { name: TOPICS.stepRequestsDlq, partitions: 12 },
+        ...(outbox ? [{ name: TOPICS.contextRows, partitions: 12 }] : []),
         ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
       ]),
     );
@@ -140,12 +157,16 @@ async function main() {
     });
   }
 
+  // On the in-memory bus (no KAFKA_BROKERS) the events stay in this process.
+  const relay = outbox ? startContextRowRelay({ outbox, publisher: bus.publisher, log: logger }) : undefined;
+
   const lifecycle = handleShutdown(
     'session-runner',
     logger,
     () => [
       { name: 'http', run: () => closeHttp(app, config.shutdownGraceMs * HTTP_GRACE_SHARE) }, // new requests refused; in-flight HTTP steps commit and answer
       { name: 'consumer', run: async () => consumer?.close() }, // the in-flight step request finishes, offsets commit
+      { name: 'relay', run: async () => relay?.close() }, // the batch in flight is published and removed
       { name: 'publisher', run: () => bus.publisher.close() },
       { name: 'admin', run: () => bus.admin.close() },
       { name: 'redis', run: async () => redis?.disconnect() },

@@ -28,6 +28,13 @@ export {
   ROW_SOURCES,
   validateItems,
 } from './context-items.ts';
+export type { ContextRowEventData } from './context-row-event.ts';
+export {
+  CONTEXT_ROW_EVENT_TYPE,
+  contextRowEventDataSchema,
+  contextRowEventHeadersSchema,
+  contextRowEventSource,
+} from './context-row-event.ts';
 export type { DeadLetterReason, DeadLetterSource } from './dead-letters.ts';
 export {
   DEAD_LETTER_REASONS,

@@ -3,8 +3,8 @@ import { z } from 'zod';
 /**
  * Kafka topic names, versioned by their `.vN` suffix: a breaking change of a
  * record's shape gets a new topic name, never a new shape on the old one.
- * Keys: ticket updates by `${source}:${ticket}`, steps by session id; a dead
- * letter keeps its source record's key.
+ * Keys: ticket updates by `${source}:${ticket}`, steps and context rows by session
+ * id; a dead letter keeps its source record's key.
  */
 export const TOPICS = {
   ticketUpdates: 'ctxflow.ticket-updates.v1',
@@ -14,6 +14,8 @@ export const TOPICS = {
   ticketUpdatesDlq: 'ctxflow.ticket-updates.dlq.v1',
   /** Step-request records session-runner could not run (see dead-letters.ts). */
   stepRequestsDlq: 'ctxflow.step-requests.dlq.v1',
+  /** One CloudEvent per committed context row, when CTXFLOW_CONTEXT_ROW_EVENTS is on (context-row-event.ts). */
+  contextRows: 'ctxflow.context-rows.v1',
 } as const;
 
 export type TopicName = (typeof TOPICS)[keyof typeof TOPICS];

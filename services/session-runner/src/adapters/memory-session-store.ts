@@ -24,6 +24,7 @@ import type {
   StepCommit,
   Written,
 } from '../ports/session-store.ts';
+import type { MemoryRowOutbox } from './memory-row-outbox.ts';
 
 interface SessionSlot {
   meta: SessionMeta;
@@ -45,6 +46,8 @@ export interface MemorySessionStoreOptions {
   /** Retention in ms (CTXFLOW_SESSION_TTL_MS): a session no write touched for this long is gone. 0 (default): kept. */
   ttlMs?: number;
   clock?: Clock;
+  /** CTXFLOW_CONTEXT_ROW_EVENTS: every commit's rows also go to this outbox, in the same write. */
+  outbox?: MemoryRowOutbox;
 }
 
 /** Sweeps for idle sessions at most this often (ms), and at least once per retention. */
@@ -74,9 +77,11 @@ export class MemorySessionStore implements SessionStore {
   readonly #sessions = new Map<string, SessionSlot>();
   readonly #ttlMs: number;
   readonly #clock: Clock;
+  readonly #outbox: MemoryRowOutbox | undefined;
   #sweptAt: number;
 
   constructor(options: MemorySessionStoreOptions = {}) {
+    this.#outbox = options.outbox;
     this.#ttlMs = options.ttlMs ?? 0;
     this.#clock = options.clock ?? systemClock;
     this.#sweptAt = this.#clock.now();
@@ -267,6 +272,7 @@ export class MemorySessionStore implements SessionStore {
     slot.steps.set(commit.step.stepId, copy(commit.step));
     if (requestId !== undefined) slot.requests.set(requestId, commit.step.stepId);
     slot.meta = copy(commit.meta);
+    this.#outbox?.append(commit.meta.tenant, sessionId, commit.rows);
     return { outcome: 'committed', version: written(slot).version };
   }
 

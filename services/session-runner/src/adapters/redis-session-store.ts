@@ -28,6 +28,7 @@ import type {
   Written,
 } from '../ports/session-store.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
+import type { RedisRowOutbox } from './redis-row-outbox.ts';
 
 function lua(file: string): string {
   return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
@@ -56,7 +57,7 @@ function sessionScript(file: string): string {
   return `${NEXT_VERSION}\n${SESSION_TTL}\nlocal function script()\n${lua(file)}\nend\nreturn expireSession(script())\n`;
 }
 
-type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
+type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent' | 'ctxCommitStepOutbox';
 /** Read-only scripts (each header says its keys). */
 type ReadScripts = {
   ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null>;
@@ -188,6 +189,12 @@ export interface RedisSessionStoreOptions {
    * this TTL, so an idle session expires whole. 0 (default): kept until deleted.
    */
   ttlMs?: number;
+  /**
+   * CTXFLOW_CONTEXT_ROW_EVENTS: every step commit also writes its rows to the session's
+   * outbox stream, in the same script (commit-step.lua KEYS[11]), marked in the outbox's
+   * index first (redis-row-outbox.ts).
+   */
+  outbox?: RedisRowOutbox;
 }
 
 /** Session ids read from a tenant's index at once. */
@@ -229,6 +236,7 @@ export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
   readonly #scripts: ScriptClient;
   readonly #reads: ReadScripts;
+  readonly #outbox: RedisRowOutbox | undefined;
   readonly #keys: StoreKeys;
   /** The retention every session script gets as its first argument (session-ttl.lua). */
   readonly #ttl: string;
@@ -262,6 +270,14 @@ export class RedisSessionStore implements SessionStore {
     if (typeof (client as unknown as Partial<ReadScripts>).ctxKeyFingerprint !== 'function') {
       client.defineCommand('ctxKeyFingerprint', { numberOfKeys: 2, lua: lua('key-fingerprint.lua') });
     }
+    if (typeof scripts.ctxCommitStepOutbox !== 'function') {
+      // commit-step.lua with the outbox stream as KEYS[11].
+      client.defineCommand('ctxCommitStepOutbox', {
+        numberOfKeys: SESSION_KEY_COUNT + 1,
+        lua: sessionScript(SESSION_SCRIPTS.ctxCommitStep),
+      });
+    }
+    this.#outbox = options.outbox;
     if (typeof (client as unknown as Partial<ReadScripts>).ctxLoadSession !== 'function') {
       client.defineCommand('ctxLoadSession', { numberOfKeys: SESSION_KEY_COUNT, lua: lua('load-session.lua') });
     }
@@ -542,12 +558,26 @@ export class RedisSessionStore implements SessionStore {
       ...commit.drain,
       ...commit.rows.map((row) => JSON.stringify(row)),
     ];
-    let outcome = scriptOutcome(await this.#session('ctxCommitStep', sessionId, args));
+    const outbox = commit.rows.length > 0 ? this.#outbox : undefined;
+    const markedAt = outbox ? await outbox.mark(meta.tenant, sessionId) : 0;
+    const run = () =>
+      outbox
+        ? this.#guard(() =>
+            this.#scripts.ctxCommitStepOutbox(
+              ...this.#keys.sessionList(sessionId),
+              outbox.streamKey(sessionId),
+              this.#ttl,
+              ...args,
+            ),
+          )
+        : this.#session('ctxCommitStep', sessionId, args);
+    let outcome = scriptOutcome(await run());
     if ('refusal' in outcome && outcome.refusal === 'prompt_unknown') {
       args[8] = step.system;
-      outcome = scriptOutcome(await this.#session('ctxCommitStep', sessionId, args));
+      outcome = scriptOutcome(await run());
     }
     if ('refusal' in outcome) return { outcome: 'conflict' };
+    if (outbox && typeof outcome.ok !== 'string') await outbox.committed(meta.tenant, sessionId, markedAt);
     if (typeof outcome.ok === 'string') {
       return { outcome: 'duplicate', step: (await this.#stepRecords(sessionId, [outcome.ok]))[0]! };
     }

@@ -23,6 +23,8 @@
 
   KEYS (keys.ts SESSION_KEY_ORDER):
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
+    11 (only with CTXFLOW_CONTEXT_ROW_EVENTS) the session's row outbox stream: each row
+       committed is also XADDed there (field `row`), in this same write (redis-row-outbox.ts)
   ARGV:
     1 the log length the pass was computed on
     2 stepId
@@ -155,6 +157,11 @@ while from <= last do
   from = to + 1
 end
 removeDrained()
+if KEYS[11] then
+  for j = firstRow, last do
+    redis.call('XADD', KEYS[11], '*', 'row', ARGV[j])
+  end
+end
 redis.call('HSET', KEYS[7], ARGV[2], ARGV[3])
 if requestId ~= '' then
   redis.call('HSET', KEYS[8], requestId, ARGV[2])

@@ -40,6 +40,13 @@ export interface SessionKeys {
   seq: string;
   /** Hash: prompt id -> system prompt text, once per session for all its step records. */
   prompts: string;
+  /**
+   * Stream: the session's committed context rows waiting for their events (field `row`, a
+   * LogEntry JSON), written by the commit script (KEYS[11]) when CTXFLOW_CONTEXT_ROW_EVENTS is on.
+   */
+  outbox: string;
+  /** String: the relay instance publishing the session's outbox now, with a TTL (redis-row-outbox.ts). */
+  outboxLease: string;
 }
 
 /** The order in which session keys are passed to every session script (KEYS[1..10]). */
@@ -64,6 +71,11 @@ export interface StoreKeys {
   agent(agentId: string): string;
   /** Sorted set: sessionId scored by creation time (ms since the epoch). */
   tenantSessions(tenant: string): string;
+  /**
+   * Sorted set: `[tenant, sessionId]` JSON of every session whose outbox may hold entries,
+   * scored by the time (ms) of the last commit that marked it; one slot (`{outbox}`).
+   */
+  outboxIndex(): string;
 }
 
 /**
@@ -88,6 +100,8 @@ export function storeKeys(prefix = 'ctx'): StoreKeys {
       requests: `${base}:requests`,
       seq: `${base}:seq`,
       prompts: `${base}:prompts`,
+      outbox: `${base}:outbox`,
+      outboxLease: `${base}:outbox-lease`,
     };
   };
   return {
@@ -98,6 +112,7 @@ export function storeKeys(prefix = 'ctx'): StoreKeys {
     },
     agent: (agentId) => `${prefix}:{agent:${agentId}}`,
     tenantSessions: (tenant) => `${prefix}:{tenant:${tenant}}:sessions`,
+    outboxIndex: () => `${prefix}:{outbox}:sessions`,
   };
 }
 

@@ -1,0 +1,204 @@
+import { randomInt } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { CtxflowError } from '@ctxflow/contracts';
+import type { Cluster, Redis } from 'ioredis';
+import type { RowEntry } from '../domain/model.ts';
+import type { OutboxEntry, RowOutbox } from '../ports/row-outbox.ts';
+import { type StoreKeys, storeKeys } from './redis/keys.ts';
+
+/**
+ * The row outbox on Redis (CTXFLOW_CONTEXT_ROW_EVENTS), on a standalone Redis or a Cluster.
+ *
+ * Each session has its own outbox stream (keys.ts `outbox`, in the session's slot), which
+ * the commit script writes in the same write as the rows (commit-step.lua, KEYS[11]). A
+ * relay must find the sessions whose outbox holds entries without scanning the keyspace:
+ * the index (`outboxIndex`, one sorted set in its own slot) names them. A script cannot
+ * write both slots, so the store MARKS the session in the index before its commit (`mark`),
+ * each mark with a new score (its time in µs plus a random part). Then:
+ * - a commit that landed is in an outbox whose session is in the index (its mark came first);
+ * - a mark whose commit failed leaves an empty outbox: harmless;
+ * - the relay drops a session from the index only when its outbox is empty, its mark is
+ *   older than `graceMs` (every commit lands well within it of its mark: the store marks
+ *   again when one took longer) and no commit marked it since it read the mark
+ *   (outbox-unmark.lua).
+ *
+ * A relay serves first the sessions this process committed, then sweeps the index for
+ * marks older than `graceMs` (what a relay that died, or another replica, left); its first
+ * sweeps after start read every mark, so a restarted relay publishes what it left at once.
+ * Per session a lease (outbox-lease.lua, `leaseMs`) keeps relays from publishing the same
+ * entries at once; an entry is removed (outbox-ack.lua) only after its event was
+ * acknowledged, so an entry is published at least once, and more than once only when a
+ * relay died (or lost its lease) between the bus's acknowledgement and the removal.
+ */
+export interface RedisRowOutboxOptions {
+  /** Key prefix (CTXFLOW_REDIS_PREFIX); the session store's. */
+  prefix?: string;
+  /** How long a relay holds a session's outbox before another may take it (ms); default 5000. */
+  leaseMs?: number;
+  /** How old a mark must be before the sweep looks at it and may drop it (ms); default 30000. */
+  graceMs?: number;
+  /**
+   * This relay's name in the leases; default `<hostname>:<pid>`. A name that stays the same
+   * across restarts (the host and port) lets a restarted relay take its own leases at once.
+   */
+  owner?: string;
+}
+
+type Scripts = {
+  ctxOutboxLease: (lease: string, owner: string, ms: string) => Promise<number>;
+  ctxOutboxAck: (stream: string, ...ids: string[]) => Promise<number>;
+  ctxOutboxUnmark: (index: string, member: string, score: string) => Promise<number>;
+};
+
+function lua(file: string): string {
+  return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
+}
+
+/** Sessions the sweep reads from the index at once. */
+const SWEEP_PAGE = 100;
+
+interface Marked {
+  tenant: string;
+  sessionId: string;
+  member: string;
+  /** The mark's score as Redis wrote it; undefined: not read (a session this process committed). */
+  score?: string;
+}
+
+export class RedisRowOutbox implements RowOutbox {
+  readonly #client: Redis | Cluster;
+  readonly #scripts: Scripts;
+  readonly #keys: StoreKeys;
+  readonly #leaseMs: number;
+  readonly #graceMs: number;
+  readonly #owner: string;
+  /** The first sweeps after start read marks of any age (what this relay left when it died), page by page. */
+  #recovery: number | undefined = 0;
+  /** Sessions this process committed rows of, not yet seen empty: member -> session. */
+  readonly #recent = new Map<string, Marked>();
+  readonly #listeners: (() => void)[] = [];
+
+  constructor(client: Redis | Cluster, options: RedisRowOutboxOptions = {}) {
+    this.#client = client;
+    this.#keys = storeKeys(options.prefix);
+    this.#leaseMs = options.leaseMs ?? 5_000;
+    this.#graceMs = options.graceMs ?? 30_000;
+    this.#owner = options.owner ?? `${hostname()}:${process.pid}`;
+    const defined = client as unknown as Partial<Scripts>;
+    const scripts = {
+      ctxOutboxLease: 'outbox-lease.lua',
+      ctxOutboxAck: 'outbox-ack.lua',
+      ctxOutboxUnmark: 'outbox-unmark.lua',
+    };
+    for (const [name, file] of Object.entries(scripts)) {
+      if (typeof defined[name as keyof Scripts] !== 'function')
+        client.defineCommand(name, { numberOfKeys: 1, lua: lua(file) });
+    }
+    this.#scripts = client as unknown as Scripts;
+  }
+
+  /** The outbox stream the commit script writes (KEYS[11]). */
+  streamKey(sessionId: string): string {
+    return this.#keys.session(sessionId).outbox;
+  }
+
+  /** The store, before a commit that may write rows: marks the session in the index. Returns the mark's time (ms). */
+  async mark(tenant: string, sessionId: string): Promise<number> {
+    const now = Date.now();
+    const member = JSON.stringify([tenant, sessionId]);
+    await this.#guard(() => this.#client.zadd(this.#keys.outboxIndex(), now * 1000 + randomInt(1000), member));
+    return now;
+  }
+
+  /** The store, after a commit that wrote rows: the relay wakes; a commit slow to land is marked again. */
+  async committed(tenant: string, sessionId: string, markedAt: number): Promise<void> {
+    // The commit stands: a failed mark again leaves only the (rare) slow-commit case uncovered.
+    if (Date.now() - markedAt > this.#graceMs / 2) await this.mark(tenant, sessionId).catch(() => undefined);
+    const member = JSON.stringify([tenant, sessionId]);
+    this.#recent.set(member, { tenant, sessionId, member });
+    for (const listener of this.#listeners) queueMicrotask(listener);
+  }
+
+  onAppend(listener: () => void): void {
+    this.#listeners.push(listener);
+  }
+
+  async pending(max: number): Promise<OutboxEntry[]> {
+    const out: OutboxEntry[] = [];
+    const recent = [...this.#recent.values()];
+    await this.#take(recent, max, out);
+    const taken = new Set(recent.map((s) => s.member));
+    if (out.length < max) {
+      const graceCutoff = (Date.now() - this.#graceMs) * 1000;
+      const recovery = this.#recovery;
+      const [cutoff, offset] = recovery === undefined ? [String(graceCutoff), 0] : ['+inf', recovery];
+      const flat = await this.#guard(() =>
+        this.#client.zrangebyscore(this.#keys.outboxIndex(), '-inf', cutoff, 'WITHSCORES', 'LIMIT', offset, SWEEP_PAGE),
+      );
+      if (recovery !== undefined) this.#recovery = flat.length / 2 < SWEEP_PAGE ? undefined : recovery + SWEEP_PAGE;
+      const swept: Marked[] = [];
+      for (let i = 0; i + 1 < flat.length; i += 2) {
+        if (taken.has(flat[i]!)) continue;
+        const [tenant, sessionId] = JSON.parse(flat[i]!) as [string, string];
+        // A mark younger than the grace may belong to a commit still landing: never dropped.
+        const old = Number(flat[i + 1]) <= graceCutoff;
+        swept.push({ tenant, sessionId, member: flat[i]!, ...(old ? { score: flat[i + 1]! } : {}) });
+      }
+      await this.#take(swept, max, out);
+    }
+    return out;
+  }
+
+  /** Reads the outboxes of `sessions` this relay holds the lease of, up to `max` entries in all, into `out`. */
+  async #take(sessions: Marked[], max: number, out: OutboxEntry[]): Promise<void> {
+    const held = await Promise.all(
+      sessions.map((s) =>
+        this.#guard(() =>
+          this.#scripts.ctxOutboxLease(this.#keys.session(s.sessionId).outboxLease, this.#owner, String(this.#leaseMs)),
+        ),
+      ),
+    );
+    for (const [i, session] of sessions.entries()) {
+      if (out.length >= max) return;
+      if (held[i] !== 1) continue;
+      const stream = this.streamKey(session.sessionId);
+      const read = await this.#guard(() => this.#client.xrange(stream, '-', '+', 'COUNT', max - out.length));
+      if (read.length === 0) {
+        this.#recent.delete(session.member);
+        if (session.score !== undefined) {
+          const { member, score } = session;
+          await this.#guard(() => this.#scripts.ctxOutboxUnmark(this.#keys.outboxIndex(), member, score));
+        }
+        continue;
+      }
+      for (const [id, fields] of read) {
+        const at = fields.indexOf('row');
+        const row = JSON.parse(fields[at + 1]!) as RowEntry;
+        out.push({ ref: id, tenant: session.tenant, sessionId: session.sessionId, row });
+      }
+    }
+  }
+
+  async acknowledge(entries: readonly OutboxEntry[]): Promise<void> {
+    const bySession = new Map<string, string[]>();
+    for (const entry of entries) {
+      const ids = bySession.get(entry.sessionId) ?? [];
+      ids.push(entry.ref);
+      bySession.set(entry.sessionId, ids);
+    }
+    await Promise.all(
+      [...bySession].map(([sessionId, ids]) =>
+        this.#guard(() => this.#scripts.ctxOutboxAck(this.streamKey(sessionId), ...ids)),
+      ),
+    );
+  }
+
+  async #guard<T>(run: () => Promise<T>): Promise<T> {
+    try {
+      return await run();
+    } catch (cause) {
+      throw new CtxflowError('store_unavailable', 'the row outbox did not answer', { cause });
+    }
+  }
+}
