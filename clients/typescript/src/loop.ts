@@ -1,4 +1,5 @@
 import type { CtxflowClient } from './client.ts';
+import { FINISH_TOOL, parseArguments } from './messages.ts';
 import type { ProviderAnswers, ProviderFormat, ProviderRequests } from './provider-types.ts';
 import type {
   MessageInput,
@@ -87,8 +88,6 @@ export interface LoopResult {
   stepIds: string[];
 }
 
-const FINISH = '__finish__';
-
 /** A step in a provider format, the SDK call, the turn in its answer. */
 async function providerTurn<F extends ProviderFormat>(
   options: ProviderLoopOptions<F>,
@@ -110,17 +109,6 @@ async function modelTurn(options: RunLoopOptions, mode: StepMode, stepIds: strin
   const step = await options.client.step(options.sessionId, { mode });
   stepIds.push(step.stepId);
   return options.callModel(step.request, step);
-}
-
-function parseArguments(text: string): Record<string, unknown> {
-  try {
-    const value: unknown = JSON.parse(text);
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : {};
-  } catch {
-    return {};
-  }
 }
 
 /**
@@ -153,7 +141,7 @@ export async function runLoop(options: RunLoopOptions): Promise<LoopResult> {
     ];
     let finish: string | undefined;
     for (const call of calls) {
-      if (call.name === FINISH) {
+      if (call.name === FINISH_TOOL) {
         const result = parseArguments(call.arguments).result;
         finish = typeof result === 'string' ? result : turn.content;
         continue;
