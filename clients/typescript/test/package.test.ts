@@ -17,8 +17,10 @@ describe('@ctxflow/client as published', () => {
     // The SDKs and runtimes are peers for their types only, each optional.
     expect(Object.keys(manifest.peerDependencies).sort()).toEqual([
       '@anthropic-ai/sdk',
+      '@langchain/core',
       '@openai/agents',
       'ai',
+      'langchain',
       'openai',
     ]);
     for (const peer of Object.keys(manifest.peerDependencies)) {
