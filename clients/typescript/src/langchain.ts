@@ -122,7 +122,8 @@ function openAIApi(model: unknown): 'chat' | 'responses' | undefined {
  * model, its turn (text and calls) is recorded; `wrapToolCall` asks the gate before each call, runs
  * it and records its result; a refused call gets ctxflow's refusal text as its LangChain result and
  * is not recorded (ctxflow records that result itself). The tool list is the agent's, with
- * `__finish__` added, on every call; the active set goes to OpenAI as `allowed_tools`.
+ * `__finish__` added, on every call; the active set goes to OpenAI as `allowed_tools`. One middleware
+ * (and so one agent) per session: it counts the model calls of the session's current run.
  */
 export function ctxflowMiddleware(options: CtxflowLangChainOptions) {
   const { client, sessionId } = options;
