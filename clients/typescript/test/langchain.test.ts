@@ -3,6 +3,7 @@ import { CtxflowClient, refusalText } from '@ctxflow/client';
 import { ctxflowMiddleware, toolDeclarations } from '@ctxflow/client/langchain';
 import { TOPICS } from '@ctxflow/contracts';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
+import { MemorySaver } from '@langchain/langgraph';
 import { ChatOpenAI } from '@langchain/openai';
 import { createAgent, tool } from 'langchain';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -199,3 +200,36 @@ describe.each([
     });
   },
 );
+
+describe('@ctxflow/client/langchain with a LangGraph checkpointer', () => {
+  it('two runs on one thread: the checkpointed history is not recorded again, each request extends the last', async () => {
+    const from = standIn.requests.length;
+    const { agentId } = await client.agents.create({ context: 'You are a support agent.' });
+    const { sessionId } = await client.sessions.create({ agentId });
+    const agent = createAgent({
+      model: new ChatOpenAI({
+        model: 'gpt-5-mini',
+        apiKey: 'stand-in',
+        configuration: { baseURL: `${standIn.origin}/v1` },
+        maxRetries: 0,
+      }),
+      tools: [],
+      checkpointer: new MemorySaver(),
+      middleware: [ctxflowMiddleware({ client, sessionId })],
+    });
+    const config = { configurable: { thread_id: sessionId } };
+    standIn.script({ text: 'Hello.' }, { text: 'It shipped Monday.' });
+    for (const content of ['Hi', 'Where is order 7?']) {
+      await client.messages.create(sessionId, { role: 'user', content });
+      await agent.invoke({ messages: [{ role: 'user', content }] }, config);
+    }
+    expect(standIn.requests.slice(from).map((r) => r.status)).toEqual([200, 200]);
+    expect(turns(from + 1).slice(0, turns(from).length)).toEqual(turns(from));
+    expect((await client.messages.list(sessionId)).map((m) => [m.role, m.content])).toEqual([
+      ['user', 'Hi'],
+      ['assistant', 'Hello.'],
+      ['user', 'Where is order 7?'],
+      ['assistant', 'It shipped Monday.'],
+    ]);
+  });
+});
