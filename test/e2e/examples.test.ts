@@ -46,6 +46,12 @@ describe('examples/', () => {
     });
   });
 
+  it('langchain.ts: createAgent with the ctxflow middleware records the call, its result and the finish', async () => {
+    const out = await example('langchain.ts');
+    // The run ends at __finish__ (its result, `Finished.`, is recorded by ctxflow at the next step).
+    expect(out).toEqual({ last: 'Finished.', requests: 2, roles: ['user', 'assistant', 'tool', 'assistant'] });
+  });
+
   it('loop.ts: runLoop with openai.responses.create runs the tool and ends at __finish__', async () => {
     const out = await example('loop.ts');
     expect(out).toEqual({

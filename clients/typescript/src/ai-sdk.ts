@@ -1,10 +1,8 @@
 import type { ModelMessage, PrepareStepResult, ToolSet } from 'ai';
 import type { CtxflowClient } from './client.ts';
-import { callsOf, isPairedResult, orphanText } from './messages.ts';
+import { allowedTools, conversation, FINISH_TOOL, parseArguments } from './messages.ts';
 import type { MessageInput, ModelRequest, NeutralStepAnswer } from './types.ts';
 import { usageFromBody } from './usage.ts';
-
-const FINISH = '__finish__';
 
 /** The fields of a finished AI SDK step (`onStepFinish`'s event, a `StepResult`) the recorder reads. */
 export interface FinishedStep {
@@ -28,61 +26,39 @@ export interface CtxflowAiSdkOptions<TOOLS extends ToolSet> {
   onStep?: (step: NeutralStepAnswer) => void;
 }
 
-function parsed(text: string): unknown {
-  try {
-    return JSON.parse(text);
-  } catch {
-    return {};
-  }
-}
-
 /**
  * ctxflow's neutral messages as AI SDK messages, without the system prefix (it goes to `instructions`).
  * Context rows of system form stay system messages where they were committed (generateText needs
  * `allowSystemInMessages: true`).
  */
 export function toModelMessages(request: ModelRequest): ModelMessage[] {
-  const out: ModelMessage[] = [];
-  let open = new Set<string>();
-  request.messages.forEach((m, i) => {
-    if (i === 0 && m.role === 'system' && !('row' in m) && request.system !== '') return;
-    if (m.role !== 'tool') open = callsOf(m);
+  return conversation(request).messages.map((m): ModelMessage => {
     switch (m.role) {
       case 'system':
-        out.push({ role: 'system', content: m.content });
-        break;
       case 'user':
-        out.push({ role: 'user', content: m.content });
-        break;
+        return { role: m.role, content: m.content };
       case 'assistant':
-        out.push({
+        return {
           role: 'assistant',
           content: [
             ...(m.content ? [{ type: 'text' as const, text: m.content }] : []),
-            ...(m.toolCalls ?? []).map((c) => ({
+            ...m.toolCalls.map((c) => ({
               type: 'tool-call' as const,
               toolCallId: c.callId,
               toolName: c.name,
-              input: parsed(c.arguments),
+              input: parseArguments(c.arguments),
             })),
           ],
-        });
-        break;
-      case 'tool':
-        if (!isPairedResult(m, open)) {
-          out.push({ role: 'user', content: orphanText(m) });
-          break;
-        }
-        out.push({
+        };
+      default:
+        return {
           role: 'tool',
           content: [
             { type: 'tool-result', toolCallId: m.callId, toolName: m.name, output: { type: 'text', value: m.content } },
           ],
-        });
-        break;
+        };
     }
   });
-  return out;
 }
 
 /** A tool's output as the result text ctxflow records. */
@@ -102,7 +78,7 @@ export function stepMessages(step: FinishedStep): MessageInput[] {
   ];
   for (const call of step.toolCalls) {
     // `__finish__` is answered by ctxflow itself.
-    if (call.toolName === FINISH) continue;
+    if (call.toolName === FINISH_TOOL) continue;
     const result = step.toolResults.find((r) => r.toolCallId === call.toolCallId);
     if (result) batch.push({ role: 'tool', callId: call.toolCallId, content: resultText(result.output) });
   }
@@ -139,10 +115,7 @@ export function ctxflowAiSdk<TOOLS extends ToolSet>(options: CtxflowAiSdkOptions
       current = step.stepId;
       options.onStep?.(step);
       const { request } = step;
-      const required = request.toolChoice !== 'auto';
-      const allowed =
-        required && typeof request.toolChoice === 'object' ? [request.toolChoice.name] : request.activeTools;
-      const toolNames = allowed.filter((name) => names.has(name));
+      const { names: toolNames, required } = allowedTools(request, names);
       return {
         ...(request.system ? { instructions: request.system } : {}),
         messages: toModelMessages(request),
@@ -162,6 +135,6 @@ export function ctxflowAiSdk<TOOLS extends ToolSet>(options: CtxflowAiSdkOptions
     },
     /** A `stopWhen` condition: the last step called `__finish__`. */
     finished: ({ steps }: { steps: ReadonlyArray<Pick<FinishedStep, 'toolCalls'>> }): boolean =>
-      steps.at(-1)?.toolCalls.some((c) => c.toolName === FINISH) ?? false,
+      steps.at(-1)?.toolCalls.some((c) => c.toolName === FINISH_TOOL) ?? false,
   };
 }

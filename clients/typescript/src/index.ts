@@ -1,4 +1,15 @@
 export { type CallOptions, CtxflowApiError, CtxflowClient, type CtxflowClientOptions } from './client.ts';
 export { type FollowOptions, followStream, type StreamEvent } from './follow.ts';
+export {
+  allowedTools,
+  type Conversation,
+  type ConversationMessage,
+  conversation,
+  FINISH_TOOL,
+  orphanText,
+  parseArguments,
+  type RefusalReason,
+  refusalText,
+} from './messages.ts';
 export type * from './provider-types.ts';
 export type * from './types.ts';

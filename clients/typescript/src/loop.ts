@@ -1,4 +1,5 @@
 import type { CtxflowClient } from './client.ts';
+import { FINISH_TOOL, parseArguments } from './messages.ts';
 import type { ProviderAnswers, ProviderFormat, ProviderRequests } from './provider-types.ts';
 import type {
   MessageInput,
@@ -88,8 +89,6 @@ export interface LoopResult {
   stepIds: string[];
 }
 
-const FINISH = '__finish__';
-
 /** The `usage` of a provider's answer as a usage report (none when the answer has none). */
 export function usageOf<F extends ProviderFormat>(format: F, answer: ProviderAnswers[F]): UsageReport | undefined;
 export function usageOf(format: ProviderFormat, answer: ProviderAnswers[ProviderFormat]): UsageReport | undefined {
@@ -128,17 +127,6 @@ async function modelTurn(options: RunLoopOptions, mode: StepMode, stepIds: strin
   return options.callModel(step.request, step);
 }
 
-function parseArguments(text: string): Record<string, unknown> {
-  try {
-    const value: unknown = JSON.parse(text);
-    return typeof value === 'object' && value !== null && !Array.isArray(value)
-      ? (value as Record<string, unknown>)
-      : {};
-  } catch {
-    return {};
-  }
-}
-
 /**
  * An agent loop on ctxflow's neutral request: a step (the context pass) before every model call,
  * the tool gate before every call the model makes, then the assistant turn and the results of the
@@ -169,7 +157,7 @@ export async function runLoop(options: RunLoopOptions): Promise<LoopResult> {
     ];
     let finish: string | undefined;
     for (const call of calls) {
-      if (call.name === FINISH) {
+      if (call.name === FINISH_TOOL) {
         const result = parseArguments(call.arguments).result;
         finish = typeof result === 'string' ? result : turn.content;
         continue;

@@ -1,55 +1,47 @@
 import type { AgentInputItem, CallModelInputFilterArgs, ModelInputData } from '@openai/agents';
 import type { CtxflowClient } from './client.ts';
-import { callsOf, isPairedResult, orphanText } from './messages.ts';
+import { conversation, FINISH_TOOL } from './messages.ts';
 import type { MessageInput, ModelRequest, NeutralStepAnswer, ToolCallInput } from './types.ts';
 import { usageFromBody } from './usage.ts';
 
-const FINISH = '__finish__';
-
 /** ctxflow's neutral messages as Agents SDK input items, without the system prefix (it goes to `instructions`). */
 export function toAgentInput(request: ModelRequest): AgentInputItem[] {
-  const out: AgentInputItem[] = [];
-  let open = new Set<string>();
-  request.messages.forEach((m, i) => {
-    if (i === 0 && m.role === 'system' && !('row' in m) && request.system !== '') return;
-    if (m.role !== 'tool') open = callsOf(m);
+  return conversation(request).messages.flatMap((m): AgentInputItem[] => {
     switch (m.role) {
       case 'system':
-        out.push({ role: 'system', content: m.content });
-        break;
       case 'user':
-        out.push({ role: 'user', content: m.content });
-        break;
+        return [{ role: m.role, content: m.content }];
       case 'assistant':
-        if (m.content) {
-          out.push({ role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: m.content }] });
-        }
-        for (const c of m.toolCalls ?? []) {
-          out.push({
-            type: 'function_call',
+        return [
+          ...(m.content
+            ? [
+                {
+                  role: 'assistant' as const,
+                  status: 'completed' as const,
+                  content: [{ type: 'output_text' as const, text: m.content }],
+                },
+              ]
+            : []),
+          ...m.toolCalls.map((c) => ({
+            type: 'function_call' as const,
             callId: c.callId,
             name: c.name,
             arguments: c.arguments,
+            status: 'completed' as const,
+          })),
+        ];
+      default:
+        return [
+          {
+            type: 'function_call_result',
+            callId: m.callId,
+            name: m.name,
             status: 'completed',
-          });
-        }
-        break;
-      case 'tool':
-        if (!isPairedResult(m, open)) {
-          out.push({ role: 'user', content: orphanText(m) });
-          break;
-        }
-        out.push({
-          type: 'function_call_result',
-          callId: m.callId,
-          name: m.name,
-          status: 'completed',
-          output: { type: 'text', text: m.content },
-        });
-        break;
+            output: { type: 'text', text: m.content },
+          },
+        ];
     }
   });
-  return out;
 }
 
 function outputText(output: unknown): string {
@@ -72,7 +64,7 @@ export function turnMessages(items: readonly AgentInputItem[]): MessageInput[] {
       }
     } else if (item.type === 'function_call') {
       calls.push({ callId: item.callId, name: item.name, arguments: item.arguments || '{}' });
-    } else if (item.type === 'function_call_result' && item.name !== FINISH) {
+    } else if (item.type === 'function_call_result' && item.name !== FINISH_TOOL) {
       results.push({ role: 'tool', callId: item.callId, content: outputText(item.output) });
     }
   }

@@ -17,8 +17,10 @@ describe('@ctxflow/client as published', () => {
     // The SDKs and runtimes are peers for their types only, each optional.
     expect(Object.keys(manifest.peerDependencies).sort()).toEqual([
       '@anthropic-ai/sdk',
+      '@langchain/core',
       '@openai/agents',
       'ai',
+      'langchain',
       'openai',
     ]);
     for (const peer of Object.keys(manifest.peerDependencies)) {
@@ -101,6 +103,26 @@ describe('@ctxflow/client as published', () => {
       symlinkSync(resolve('node_modules', sdk), join(work, 'node_modules', sdk));
     }
     expect(tsc(['consumer.ts', 'provider.ts'], { skipLibCheck: true })).toEqual([]);
+    // With langchain installed, the LangChain middleware from the dist type-checks in createAgent and loads.
+    for (const peer of ['langchain', '@langchain/core']) {
+      mkdirSync(dirname(join(work, 'node_modules', peer)), { recursive: true });
+      symlinkSync(resolve('node_modules', peer), join(work, 'node_modules', peer));
+    }
+    writeFileSync(
+      join(work, 'langchain.ts'),
+      [
+        "import { CtxflowClient } from '@ctxflow/client';",
+        "import { ctxflowMiddleware } from '@ctxflow/client/langchain';",
+        "import { createAgent } from 'langchain';",
+        "const client = new CtxflowClient({ baseURL: 'http://127.0.0.1:9' });",
+        "const middleware = ctxflowMiddleware({ client, sessionId: 's' });",
+        "export const agent = () => createAgent({ model: 'openai:gpt-5-mini', tools: [], middleware: [middleware] });",
+        'console.log(middleware.name);',
+      ].join('\n'),
+    );
+    expect(tsc(['langchain.ts'], { skipLibCheck: true })).toEqual([]);
+    const loaded = execFileSync(process.execPath, [join(work, 'langchain.ts')], { cwd: work, encoding: 'utf8' });
+    expect(loaded.trim()).toBe('ctxflow');
     // Node runs the consumer against the package's dist (no source condition).
     const out = execFileSync(process.execPath, [join(work, 'consumer.ts')], { cwd: work, encoding: 'utf8' });
     expect(out.trim()).toBe('function not_found');
