@@ -28,6 +28,13 @@ import type {
   Written,
 } from '../ports/session-store.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
+import {
+  type CommitStepArgs,
+  type ScriptReply,
+  SessionScripts,
+  type StoredStep,
+  storedStep,
+} from './redis/session-scripts.ts';
 
 function lua(file: string): string {
   return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
@@ -42,7 +49,6 @@ const SESSION_SCRIPTS = {
   ctxCreateSession: 'create-session.lua',
   ctxEnqueue: 'enqueue.lua',
   ctxAppendMessages: 'append-messages.lua',
-  ctxCommitStep: 'commit-step.lua',
   ctxRewind: 'rewind.lua',
   ctxPutMeta: 'put-meta.lua',
   ctxPutCall: 'put-call.lua',
@@ -62,10 +68,8 @@ type ReadScripts = {
   ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null>;
   ctxLoadSession: (...args: string[]) => Promise<LoadReply | null>;
 };
-/** load-session.lua's reply: meta, from, log, queue, calls (flat), sites, seq fields, request ids. */
+/** load-session.lua's reply: meta, from, log, queue, calls (flat), sites, counters fields, request ids. */
 type LoadReply = [string, number, string[], string[], string[], string[], (string | null)[], string[]];
-/** An integer, a string, or an array (see each script's header). */
-type ScriptReply = number | string | (number | string)[];
 type ScriptClient = Record<ScriptName, (...args: (string | number)[]) => Promise<ScriptReply>>;
 
 /** The refusals the scripts answer with (see each script's header). */
@@ -138,10 +142,10 @@ function versionNonce(): string {
   return noncePool.toString('hex', nonceOffset - 8, nonceOffset);
 }
 
-/** The `seq` fields of the meta's counters a step commit writes apart (commit-step.lua). */
+/** The `counters` fields of the meta's counters a step commit writes apart (commit-step.lua). */
 const COUNTERS = ['steps', 'stepAt', 'requestEnd'] as const;
 
-/** The meta as stored: its JSON, with the counters `seq` holds (values of COUNTERS) over it. */
+/** The meta as stored: its JSON, with the counters the `counters` hash holds (values of COUNTERS) over it. */
 function storedMeta(json: string, counters: (string | null | undefined)[]): SessionMeta {
   const meta = parse<SessionMeta>(json);
   const [steps, stepAt, requestEnd] = counters;
@@ -149,16 +153,6 @@ function storedMeta(json: string, counters: (string | null | undefined)[]): Sess
   if (stepAt !== null && stepAt !== undefined) meta.lastStepAt = Number(stepAt);
   if (requestEnd !== null && requestEnd !== undefined) meta.lastRequestEnd = Number(requestEnd);
   return meta;
-}
-
-/** A step record as stored: its system prompt by id in the session's `prompts` hash (keys.ts). */
-type StoredStep = Omit<StepRecord, 'system'> & { system?: string; systemRef?: string };
-
-/** The stored JSON of a step record whose system prompt has id `promptId` ('' keeps the text in it). */
-function encodeStep(step: StepRecord, promptId: string): string {
-  if (promptId === '') return JSON.stringify(step);
-  const { system: _, ...rest } = step;
-  return JSON.stringify({ ...rest, systemRef: promptId });
 }
 
 /** The calls hash as HGETALL's flat field, value list; a value is `<order> <CallRecord JSON>` (put-call.lua). */
@@ -228,6 +222,7 @@ const promptCache = (maxSize: number) =>
 export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
   readonly #scripts: ScriptClient;
+  readonly #commands: SessionScripts;
   readonly #reads: ReadScripts;
   readonly #keys: StoreKeys;
   /** The retention every session script gets as its first argument (session-ttl.lua). */
@@ -236,7 +231,7 @@ export class RedisSessionStore implements SessionStore {
   readonly #promptIds: LRUCache<string, string>;
   readonly #promptTexts: LRUCache<string, string>;
   /**
-   * sessionId -> the id of the prompt its `seq` names (the last commit stored or used it):
+   * sessionId -> the id of the prompt its `counters` hash names (the last commit stored or used it):
    * a commit of that prompt sends its id alone. Only a hint: the commit script checks it.
    */
   readonly #sessionPrompts = new LRUCache<string, string>({ max: 10_000 });
@@ -265,6 +260,7 @@ export class RedisSessionStore implements SessionStore {
     if (typeof (client as unknown as Partial<ReadScripts>).ctxLoadSession !== 'function') {
       client.defineCommand('ctxLoadSession', { numberOfKeys: SESSION_KEY_COUNT, lua: lua('load-session.lua') });
     }
+    this.#commands = new SessionScripts(client, this.#keys, ttlMs);
     this.#client = client;
     this.#scripts = client as unknown as ScriptClient;
     this.#reads = client as unknown as ReadScripts;
@@ -312,7 +308,7 @@ export class RedisSessionStore implements SessionStore {
     const stored = steps.map((step) => {
       const promptId = this.#promptId(step.system);
       if (promptId !== '') prompts.set(promptId, step.system);
-      return encodeStep(step, promptId);
+      return JSON.stringify(storedStep(step, promptId));
     });
     const args: string[] = [
       JSON.stringify(meta),
@@ -344,14 +340,14 @@ export class RedisSessionStore implements SessionStore {
     return this.#readMeta(sessionId);
   }
 
-  /** The meta with its counters (one MULTI: the meta and `seq` are read together). */
+  /** The meta with its counters (one MULTI: the meta and `counters` are read together). */
   async #readMeta(sessionId: string): Promise<SessionMeta | undefined> {
     const keys = this.#keys.session(sessionId);
     const replies = await this.#guard(() =>
       this.#client
         .multi()
         .get(keys.meta)
-        .hmget(keys.seq, ...COUNTERS)
+        .hmget(keys.counters, ...COUNTERS)
         .exec(),
     );
     if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
@@ -517,35 +513,30 @@ export class RedisSessionStore implements SessionStore {
     const { step, meta } = commit;
     const promptId = this.#promptId(step.system);
     // Only the counters changed since the version the commit names: they alone are written.
-    const countersOnly =
+    const counters =
       commit.countersOnly === true &&
       commit.expectedVersion !== undefined &&
       commit.expectedVersion !== '' &&
       meta.lastStepAt !== undefined &&
-      meta.lastRequestEnd !== undefined;
-    const args = [
-      String(commit.expectedLogLength),
-      step.stepId,
-      encodeStep(step, promptId),
-      step.requestId ?? '',
-      countersOnly ? '' : JSON.stringify(meta),
-      commit.expectedVersion ?? '-',
-      String(commit.drain.length),
-      promptId,
-      // The prompt's text only when the session's last commit did not store or use it.
-      promptId !== '' && this.#sessionPrompts.get(sessionId) === promptId ? '' : step.system,
-      String(meta.steps),
-      String(meta.lastStepAt ?? ''),
-      String(meta.lastRequestEnd ?? ''),
-      commit.wholeQueue === true ? 'all' : '',
-      versionNonce(),
-      ...commit.drain,
-      ...commit.rows.map((row) => JSON.stringify(row)),
-    ];
-    let outcome = scriptOutcome(await this.#session('ctxCommitStep', sessionId, args));
+      meta.lastRequestEnd !== undefined
+        ? { steps: meta.steps, lastStepAt: meta.lastStepAt, lastRequestEnd: meta.lastRequestEnd }
+        : undefined;
+    const args = (withText: boolean): CommitStepArgs => ({
+      logLength: commit.expectedLogLength,
+      version: commit.expectedVersion,
+      step: storedStep(step, promptId),
+      meta: counters === undefined ? { whole: meta } : { counters },
+      prompt: promptId === '' ? undefined : { id: promptId, text: withText ? step.system : undefined },
+      wholeQueue: commit.wholeQueue === true,
+      nonce: versionNonce(),
+      drain: commit.drain,
+      rows: commit.rows,
+    });
+    // The prompt's text only when the session's last commit did not store or use it.
+    const known = promptId !== '' && this.#sessionPrompts.get(sessionId) === promptId;
+    let outcome = scriptOutcome(await this.#guard(() => this.#commands.commitStep(sessionId, args(!known))));
     if ('refusal' in outcome && outcome.refusal === 'prompt_unknown') {
-      args[8] = step.system;
-      outcome = scriptOutcome(await this.#session('ctxCommitStep', sessionId, args));
+      outcome = scriptOutcome(await this.#guard(() => this.#commands.commitStep(sessionId, args(true))));
     }
     if ('refusal' in outcome) return { outcome: 'conflict' };
     if (typeof outcome.ok === 'string') {

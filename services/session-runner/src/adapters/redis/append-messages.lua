@@ -3,7 +3,7 @@
   replaces the meta, in one write.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
   ARGV:
     1 SessionMeta JSON, or '' to keep the meta
     2 the session version the messages were validated on, or '-' for none

@@ -3,7 +3,7 @@
   never a queue. The item counter starts at the source's, so item ids never collide.
 
   KEYS (all under the session's hash tag, in keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
   ARGV:
     1 SessionMeta JSON
     2 nLog    3 nSteps    4 nCalls    5 nSites    6 itemSeq (the last item number already used)

@@ -3,7 +3,7 @@
   Item ids are `itm_<n>`, n from the session's `item` counter: unique and increasing.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
   ARGV:
     1 dedupe: 'none' | 'key' | 'site'
     2 the app key ('key') or `<callId>|<site>` ('site'); '' for 'none'

@@ -4,7 +4,7 @@
   consistent snapshot of the session. Writes nothing.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
   ARGV:
     1 'window' for the log window, 'whole' for the whole log
     2.. the fields of seq to read

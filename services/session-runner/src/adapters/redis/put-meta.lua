@@ -2,7 +2,7 @@
   Replaces the session meta (thread context edits) when the session exists.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
   ARGV:
     1 SessionMeta JSON
   Returns:

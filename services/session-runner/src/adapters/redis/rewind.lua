@@ -2,7 +2,7 @@
   Truncates the log and applies the queue and call changes in one write (R28, R29).
 
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
   ARGV:
     1 the log length the rewind was computed on
     2 toLength: the log keeps entries [0, toLength)
