@@ -5,8 +5,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { loadLuaScript } from '@ctxflow/service-kit';
 import {
   MemorySessionStore,
   RedisSessionStore,
@@ -35,13 +35,9 @@ async function deletePrefix(client: Redis | Cluster, prefix: string): Promise<vo
   }
 }
 
-/** The SHA1 under which Redis caches enqueue.lua, after next-version.lua (what EVALSHA names). */
-const scriptText = (file: string) =>
-  readFileSync(new URL(`../../services/session-runner/src/adapters/redis/${file}`, import.meta.url), 'utf8');
+/** The SHA1 under which Redis caches enqueue.lua, its includes resolved (what EVALSHA names). */
 const ENQUEUE_SHA = createHash('sha1')
-  .update(
-    `${scriptText('next-version.lua')}\n${scriptText('session-ttl.lua')}\nlocal function script()\n${scriptText('enqueue.lua')}\nend\nreturn expireSession(script())\n`,
-  )
+  .update(loadLuaScript(new URL('../../services/session-runner/src/adapters/redis/enqueue.lua', import.meta.url)))
   .digest('hex');
 
 const uniquePrefix = () => `ctxtest-${randomUUID().slice(0, 12)}`;

@@ -1,5 +1,4 @@
 import { hash, randomFillSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
@@ -30,84 +29,11 @@ import type {
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
 import {
   type CommitStepArgs,
-  type ScriptReply,
   SessionScripts,
   type StoredStep,
+  scriptOutcome,
   storedStep,
 } from './redis/session-scripts.ts';
-
-function lua(file: string): string {
-  return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
-}
-
-/**
- * Every session script takes the ten session keys (keys.ts SESSION_KEY_ORDER) and
- * writes the session's next version through nextVersion() (next-version.lua, prepended);
- * its first ARGV is the retention, and every key it leaves gets that TTL (session-ttl.lua).
- */
-const SESSION_SCRIPTS = {
-  ctxCreateSession: 'create-session.lua',
-  ctxEnqueue: 'enqueue.lua',
-  ctxAppendMessages: 'append-messages.lua',
-  ctxRewind: 'rewind.lua',
-  ctxPutMeta: 'put-meta.lua',
-  ctxPutCall: 'put-call.lua',
-} as const;
-const SESSION_KEY_COUNT = 10;
-const NEXT_VERSION = lua('next-version.lua');
-const SESSION_TTL = lua('session-ttl.lua');
-
-/** A session script: the preludes, then its own text run as script() (session-ttl.lua). */
-function sessionScript(file: string): string {
-  return `${NEXT_VERSION}\n${SESSION_TTL}\nlocal function script()\n${lua(file)}\nend\nreturn expireSession(script())\n`;
-}
-
-type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
-/** Read-only scripts (each header says its keys). */
-type ReadScripts = {
-  ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null>;
-  ctxLoadSession: (...args: string[]) => Promise<LoadReply | null>;
-};
-/** load-session.lua's reply: meta, from, log, queue, calls (flat), sites, counters fields, request ids. */
-type LoadReply = [string, number, string[], string[], string[], string[], (string | null)[], string[]];
-type ScriptClient = Record<ScriptName, (...args: (string | number)[]) => Promise<ScriptReply>>;
-
-/** The refusals the scripts answer with (see each script's header). */
-export type StoreRefusal =
-  | 'session_not_found'
-  | 'session_exists'
-  | 'replayed'
-  | 'key_conflict'
-  | 'log_changed'
-  | 'item_not_queued'
-  | 'version_changed'
-  | 'bad_range'
-  | 'prompt_unknown';
-
-const REFUSALS: Record<number, StoreRefusal> = {
-  [-1]: 'session_not_found',
-  [-2]: 'session_exists',
-  [-3]: 'replayed',
-  [-4]: 'key_conflict',
-  [-5]: 'log_changed',
-  [-6]: 'item_not_queued',
-  [-7]: 'version_changed',
-  [-8]: 'bad_range',
-  [-9]: 'prompt_unknown',
-};
-
-/**
- * THE mapping of a script's reply: a negative integer is a refusal (nothing was
- * written); anything else is the script's answer. An unknown code is a bug.
- */
-export function scriptOutcome(reply: ScriptReply): { refusal: StoreRefusal } | { ok: ScriptReply } {
-  if (typeof reply === 'number' && reply < 0) {
-    const refusal = REFUSALS[reply];
-    if (!refusal) throw new Error(`session store script answered an unknown code ${reply}`);
-    return { refusal };
-  }
-  return { ok: reply };
-}
 
 /** Reply errors of a server that is up but cannot serve now; anything else from Redis is a bug. */
 const TRANSIENT_REPLY = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK)\b/;
@@ -116,12 +42,6 @@ function unavailable(cause: unknown): boolean {
   if (!(cause instanceof Error)) return true;
   if (cause.name === 'ReplyError') return TRANSIENT_REPLY.test(cause.message);
   return true;
-}
-
-/** JSON of a queued item with `itemId` as its LAST property: the scripts read it at the element's end. */
-function encodeQueued(item: QueuedItem): string {
-  const { itemId, ...rest } = item;
-  return JSON.stringify({ ...rest, itemId });
 }
 
 function parse<T>(json: string): T {
@@ -221,12 +141,8 @@ const promptCache = (maxSize: number) =>
  */
 export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
-  readonly #scripts: ScriptClient;
   readonly #commands: SessionScripts;
-  readonly #reads: ReadScripts;
   readonly #keys: StoreKeys;
-  /** The retention every session script gets as its first argument (session-ttl.lua). */
-  readonly #ttl: string;
   /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
   readonly #promptIds: LRUCache<string, string>;
   readonly #promptTexts: LRUCache<string, string>;
@@ -243,27 +159,8 @@ export class RedisSessionStore implements SessionStore {
     this.#promptTexts = promptCache(promptBytes);
     const ttlMs = options.ttlMs ?? 0;
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 0) throw new Error(`ttlMs ${ttlMs} is not a non-negative integer`);
-    this.#ttl = String(ttlMs);
-    // defineCommand sends EVALSHA and falls back to EVAL on NOSCRIPT (a restarted Redis).
-    const scripts = client as unknown as Partial<ScriptClient>;
-    for (const [name, file] of Object.entries(SESSION_SCRIPTS)) {
-      if (typeof scripts[name as ScriptName] !== 'function') {
-        client.defineCommand(name, { numberOfKeys: SESSION_KEY_COUNT, lua: sessionScript(file) });
-      }
-    }
-    if (typeof scripts.ctxReplaceAgent !== 'function') {
-      client.defineCommand('ctxReplaceAgent', { numberOfKeys: 1, lua: lua('replace-agent.lua') });
-    }
-    if (typeof (client as unknown as Partial<ReadScripts>).ctxKeyFingerprint !== 'function') {
-      client.defineCommand('ctxKeyFingerprint', { numberOfKeys: 2, lua: lua('key-fingerprint.lua') });
-    }
-    if (typeof (client as unknown as Partial<ReadScripts>).ctxLoadSession !== 'function') {
-      client.defineCommand('ctxLoadSession', { numberOfKeys: SESSION_KEY_COUNT, lua: lua('load-session.lua') });
-    }
     this.#commands = new SessionScripts(client, this.#keys, ttlMs);
     this.#client = client;
-    this.#scripts = client as unknown as ScriptClient;
-    this.#reads = client as unknown as ReadScripts;
   }
 
   // ---------------------------------------------------------------- agents
@@ -274,14 +171,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<boolean> {
-    const reply = await this.#guard(() =>
-      this.#scripts.ctxReplaceAgent(
-        this.#keys.agent(agent.agentId),
-        String(expectedVersion),
-        String(agent.version),
-        JSON.stringify(agent),
-      ),
-    );
+    const reply = await this.#guard(() => this.#commands.replaceAgent(agent, expectedVersion));
     return !('refusal' in scriptOutcome(reply));
   }
 
@@ -303,28 +193,23 @@ export class RedisSessionStore implements SessionStore {
     calls: CallRecord[],
     carry?: SessionCarry,
   ): Promise<string> {
-    const sites = carry?.sites ?? [];
     const prompts = new Map<string, string>();
     const stored = steps.map((step) => {
       const promptId = this.#promptId(step.system);
       if (promptId !== '') prompts.set(promptId, step.system);
-      return JSON.stringify(storedStep(step, promptId));
+      return storedStep(step, promptId);
     });
-    const args: string[] = [
-      JSON.stringify(meta),
-      String(log.length),
-      String(steps.length),
-      String(calls.length),
-      String(sites.length),
-      String(carry?.itemSeq ?? 0),
-      String(prompts.size),
-    ];
-    for (const entry of log) args.push(JSON.stringify(entry));
-    for (const [i, step] of steps.entries()) args.push(step.stepId, step.requestId ?? '', stored[i]!);
-    for (const call of calls) args.push(call.callId, JSON.stringify(call));
-    args.push(...sites);
-    for (const [promptId, text] of prompts) args.push(promptId, text);
-    const reply = await this.#session('ctxCreateSession', meta.sessionId, args);
+    const reply = await this.#guard(() =>
+      this.#commands.createSession(meta.sessionId, {
+        meta,
+        log,
+        steps: stored,
+        calls,
+        sites: carry?.sites ?? [],
+        itemSeq: carry?.itemSeq ?? 0,
+        prompts,
+      }),
+    );
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) throw new Error(`session ${meta.sessionId} exists`);
     // Another slot: written after the session, so an index entry never names a session
@@ -359,14 +244,10 @@ export class RedisSessionStore implements SessionStore {
   /** One read-only script (load-session.lua): a consistent snapshot, the log whole or from the fold on. */
   async load(sessionId: string, options: LoadOptions = {}): Promise<SessionState | undefined> {
     const reply = await this.#guard(() =>
-      this.#reads.ctxLoadSession(
-        ...this.#keys.sessionList(sessionId),
-        options.window ? 'window' : 'whole',
-        'item',
-        'version',
-        'prompt',
-        ...COUNTERS,
-      ),
+      this.#commands.loadSession(sessionId, {
+        window: options.window === true,
+        fields: ['item', 'version', 'prompt', ...COUNTERS],
+      }),
     );
     if (reply === null) return undefined;
     const [meta, from, log, queue, calls, sites, [itemSeq, version, prompt, ...counters], requestIds] = reply;
@@ -439,20 +320,24 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async putMeta(meta: SessionMeta): Promise<boolean> {
-    const reply = await this.#session('ctxPutMeta', meta.sessionId, [JSON.stringify(meta)]);
+    const reply = await this.#guard(() => this.#commands.putMeta(meta));
     return !('refusal' in scriptOutcome(reply));
   }
 
   // ---------------------------------------------------------------- writes of the engine
 
   async enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult> {
-    const head =
-      dedupe === undefined
-        ? ['none', '', '']
-        : dedupe.type === 'key'
-          ? ['key', dedupe.key, dedupe.fingerprint]
-          : ['site', `${dedupe.callId}|${dedupe.site}`, ''];
-    const reply = await this.#session('ctxEnqueue', sessionId, [...head, ...items.map((item) => JSON.stringify(item))]);
+    const reply = await this.#guard(() =>
+      this.#commands.enqueue(sessionId, {
+        dedupe:
+          dedupe === undefined
+            ? undefined
+            : dedupe.type === 'key'
+              ? { key: dedupe.key, fingerprint: dedupe.fingerprint }
+              : { site: `${dedupe.callId}|${dedupe.site}` },
+        items,
+      }),
+    );
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) {
       switch (outcome.refusal) {
@@ -474,8 +359,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async keyFingerprint(sessionId: string, key: string): Promise<string | undefined> {
-    const keys = this.#keys.session(sessionId);
-    const reply = await this.#guard(() => this.#reads.ctxKeyFingerprint(keys.meta, keys.keys, key));
+    const reply = await this.#guard(() => this.#commands.keyFingerprint(sessionId, key));
     return reply ?? undefined;
   }
 
@@ -492,11 +376,9 @@ export class RedisSessionStore implements SessionStore {
     meta?: SessionMeta,
     expectedVersion?: string,
   ): Promise<Appended | 'conflict'> {
-    const reply = await this.#session('ctxAppendMessages', sessionId, [
-      meta === undefined ? '' : JSON.stringify(meta),
-      expectedVersion ?? '-',
-      ...messages.map((message) => JSON.stringify(message)),
-    ]);
+    const reply = await this.#guard(() =>
+      this.#commands.appendMessages(sessionId, { meta, version: expectedVersion, messages }),
+    );
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) {
       if (outcome.refusal === 'version_changed') return 'conflict';
@@ -547,25 +429,23 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {
-    const reply = await this.#session('ctxRewind', sessionId, [
-      String(commit.expectedLogLength),
-      String(commit.toLength),
-      JSON.stringify(commit.meta),
-      String(commit.requeue.length),
-      String(commit.dropItems.length),
-      String(commit.dropCalls.length),
-      String(commit.dropSteps.length),
-      ...commit.requeue.map(encodeQueued),
-      ...commit.dropItems,
-      ...commit.dropCalls,
-      ...commit.dropSteps,
-    ]);
+    const reply = await this.#guard(() =>
+      this.#commands.rewind(sessionId, {
+        logLength: commit.expectedLogLength,
+        toLength: commit.toLength,
+        meta: commit.meta,
+        requeue: commit.requeue,
+        dropItems: commit.dropItems,
+        dropCalls: commit.dropCalls,
+        dropSteps: commit.dropSteps,
+      }),
+    );
     return !('refusal' in scriptOutcome(reply));
   }
 
   async putCall(sessionId: string, call: CallRecord): Promise<Written | undefined> {
     // An absent session records nothing (as the in-memory store).
-    const outcome = scriptOutcome(await this.#session('ctxPutCall', sessionId, [call.callId, JSON.stringify(call)]));
+    const outcome = scriptOutcome(await this.#guard(() => this.#commands.putCall(sessionId, call)));
     if ('refusal' in outcome) return undefined;
     const [version, previous] = outcome.ok as [string, string];
     return { version, previous };
@@ -645,11 +525,6 @@ export class RedisSessionStore implements SessionStore {
   }
 
   // ---------------------------------------------------------------- plumbing
-
-  #session(name: keyof typeof SESSION_SCRIPTS, sessionId: string, args: string[]): Promise<ScriptReply> {
-    const keys = this.#keys.sessionList(sessionId);
-    return this.#guard(() => this.#scripts[name](...keys, this.#ttl, ...args));
-  }
 
   async #guard<T>(run: () => Promise<T>): Promise<T> {
     try {

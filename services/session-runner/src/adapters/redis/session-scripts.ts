@@ -1,6 +1,14 @@
 import { loadLuaScript } from '@ctxflow/service-kit';
 import type { Cluster, Redis } from 'ioredis';
-import type { LogEntry, SessionMeta, StepRecord } from '../../domain/model.ts';
+import type {
+  AgentRecord,
+  CallRecord,
+  LogEntry,
+  NewQueuedItem,
+  QueuedItem,
+  SessionMeta,
+  StepRecord,
+} from '../../domain/model.ts';
 import type { StoreKeys } from './keys.ts';
 
 /**
@@ -14,6 +22,43 @@ const lua = (file: string) => loadLuaScript(new URL(`./${file}`, import.meta.url
 
 /** An integer, a string, or an array (see each script's header). */
 export type ScriptReply = number | string | (number | string)[];
+
+/** The refusals the scripts answer with (see each script's header). */
+export type StoreRefusal =
+  | 'session_not_found'
+  | 'session_exists'
+  | 'replayed'
+  | 'key_conflict'
+  | 'log_changed'
+  | 'item_not_queued'
+  | 'version_changed'
+  | 'bad_range'
+  | 'prompt_unknown';
+
+const REFUSALS: Record<number, StoreRefusal> = {
+  [-1]: 'session_not_found',
+  [-2]: 'session_exists',
+  [-3]: 'replayed',
+  [-4]: 'key_conflict',
+  [-5]: 'log_changed',
+  [-6]: 'item_not_queued',
+  [-7]: 'version_changed',
+  [-8]: 'bad_range',
+  [-9]: 'prompt_unknown',
+};
+
+/**
+ * THE mapping of a script's reply: a negative integer is a refusal (nothing was
+ * written); anything else is the script's answer. An unknown code is a bug.
+ */
+export function scriptOutcome(reply: ScriptReply): { refusal: StoreRefusal } | { ok: ScriptReply } {
+  if (typeof reply === 'number' && reply < 0) {
+    const refusal = REFUSALS[reply];
+    if (!refusal) throw new Error(`session store script answered an unknown code ${reply}`);
+    return { refusal };
+  }
+  return { ok: reply };
+}
 
 /** A step record as stored: its system prompt by id in the session's `prompts` hash (keys.ts). */
 export type StoredStep = Omit<StepRecord, 'system'> & { system?: string; systemRef?: string };
@@ -73,18 +118,139 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string {
   });
 }
 
-type Command = (...args: string[]) => Promise<ScriptReply>;
+/** JSON of a queued item with `itemId` as its LAST property (includes/queue-element.lua reads it at the end). */
+export function encodeQueued(item: QueuedItem): string {
+  const { itemId, ...rest } = item;
+  return JSON.stringify({ ...rest, itemId });
+}
+
+/** create-session.lua's argument. */
+export interface CreateSessionArgs {
+  meta: SessionMeta;
+  log: readonly LogEntry[];
+  /** Steps as stored (storedStep), with the prompts they name by id. */
+  steps: readonly StoredStep[];
+  calls: readonly CallRecord[];
+  sites: readonly string[];
+  /** The last item number already used (0: none). */
+  itemSeq: number;
+  /** Prompt id -> text, for every id the steps name. */
+  prompts: ReadonlyMap<string, string>;
+}
+
+export function createSessionArgs(ttlMs: number, a: CreateSessionArgs): string {
+  return JSON.stringify({
+    ttlMs,
+    meta: JSON.stringify(a.meta),
+    log: a.log.map((entry) => JSON.stringify(entry)),
+    steps: a.steps.map((step) => ({
+      id: step.stepId,
+      requestId: step.requestId === '' ? undefined : step.requestId,
+      step: JSON.stringify(step),
+    })),
+    calls: a.calls.map((call) => ({ id: call.callId, call: JSON.stringify(call) })),
+    sites: a.sites,
+    itemSeq: a.itemSeq,
+    prompts: [...a.prompts].map(([id, text]) => ({ id, text })),
+  });
+}
+
+/** enqueue.lua's argument. */
+export interface EnqueueArgs {
+  /** An app request key with the items' fingerprint, or the call site that records them. */
+  dedupe?: { key: string; fingerprint: string } | { site: string } | undefined;
+  items: readonly NewQueuedItem[];
+}
+
+export function enqueueArgs(ttlMs: number, a: EnqueueArgs): string {
+  return JSON.stringify({ ttlMs, dedupe: a.dedupe, items: a.items.map((item) => JSON.stringify(item)) });
+}
+
+/** append-messages.lua's argument. */
+export interface AppendMessagesArgs {
+  /** The meta to write with the messages; absent keeps it. */
+  meta?: SessionMeta | undefined;
+  /** The version the messages were validated on; absent for none. */
+  version?: string | undefined;
+  /** Messages without their seq (the script gives each its index). */
+  messages: readonly Omit<Extract<LogEntry, { type: 'message' }>, 'seq'>[];
+}
+
+export function appendMessagesArgs(ttlMs: number, a: AppendMessagesArgs): string {
+  return JSON.stringify({
+    ttlMs,
+    meta: a.meta === undefined ? undefined : JSON.stringify(a.meta),
+    version: a.version,
+    messages: a.messages.map((message) => JSON.stringify(message)),
+  });
+}
+
+/** rewind.lua's argument. */
+export interface RewindArgs {
+  logLength: number;
+  toLength: number;
+  meta: SessionMeta;
+  requeue: readonly QueuedItem[];
+  dropItems: readonly string[];
+  dropCalls: readonly string[];
+  dropSteps: readonly string[];
+}
+
+export function rewindArgs(ttlMs: number, a: RewindArgs): string {
+  return JSON.stringify({
+    ttlMs,
+    logLength: a.logLength,
+    toLength: a.toLength,
+    meta: JSON.stringify(a.meta),
+    requeue: a.requeue.map(encodeQueued),
+    dropItems: a.dropItems,
+    dropCalls: a.dropCalls,
+    dropSteps: a.dropSteps,
+  });
+}
+
+export function putMetaArgs(ttlMs: number, meta: SessionMeta): string {
+  return JSON.stringify({ ttlMs, meta: JSON.stringify(meta) });
+}
+
+export function putCallArgs(ttlMs: number, call: CallRecord): string {
+  return JSON.stringify({ ttlMs, callId: call.callId, call: JSON.stringify(call) });
+}
+
+/** replace-agent.lua's argument. */
+export function replaceAgentArgs(agent: AgentRecord, expectedVersion: number): string {
+  return JSON.stringify({
+    expected: String(expectedVersion),
+    version: String(agent.version),
+    agent: JSON.stringify(agent),
+  });
+}
+
+/** load-session.lua's reply: meta, from, log, queue, calls (flat), sites, counters fields, request ids. */
+export type LoadReply = [string, number, string[], string[], string[], string[], (string | null)[], string[]];
+
+type Command = (...args: string[]) => Promise<unknown>;
 
 /** The scripts' ioredis commands: name -> file and number of keys. */
 const COMMANDS = {
+  ctxCreateSession: { file: 'create-session.lua', keys: 10 },
+  ctxEnqueue: { file: 'enqueue.lua', keys: 10 },
+  ctxAppendMessages: { file: 'append-messages.lua', keys: 10 },
   ctxCommitStep: { file: 'commit-step.lua', keys: 10 },
+  ctxRewind: { file: 'rewind.lua', keys: 10 },
+  ctxPutMeta: { file: 'put-meta.lua', keys: 10 },
+  ctxPutCall: { file: 'put-call.lua', keys: 10 },
+  ctxLoadSession: { file: 'load-session.lua', keys: 10 },
+  ctxKeyFingerprint: { file: 'key-fingerprint.lua', keys: 2 },
+  ctxReplaceAgent: { file: 'replace-agent.lua', keys: 1 },
 } as const;
 type CommandName = keyof typeof COMMANDS;
 
 /**
- * One method per script: the session's keys (keys.ts SESSION_KEY_ORDER) and the packed
- * argument its builder makes. Commands are defined once per client (defineCommand sends
- * EVALSHA and falls back to EVAL on NOSCRIPT: a restarted Redis).
+ * One method per script: its keys (the session's: keys.ts SESSION_KEY_ORDER) and the
+ * packed argument its builder makes; the session scripts that write get the retention
+ * (includes/expire-session.lua). Commands are defined once per client (defineCommand
+ * sends EVALSHA and falls back to EVAL on NOSCRIPT: a restarted Redis).
  */
 export class SessionScripts {
   readonly #commands: Record<CommandName, Command>;
@@ -103,7 +269,51 @@ export class SessionScripts {
     this.#ttlMs = ttlMs;
   }
 
+  #session(name: CommandName, sessionId: string, packed: string): Promise<ScriptReply> {
+    return this.#commands[name](...this.#keys.sessionList(sessionId), packed) as Promise<ScriptReply>;
+  }
+
+  createSession(sessionId: string, args: CreateSessionArgs): Promise<ScriptReply> {
+    return this.#session('ctxCreateSession', sessionId, createSessionArgs(this.#ttlMs, args));
+  }
+
+  enqueue(sessionId: string, args: EnqueueArgs): Promise<ScriptReply> {
+    return this.#session('ctxEnqueue', sessionId, enqueueArgs(this.#ttlMs, args));
+  }
+
+  appendMessages(sessionId: string, args: AppendMessagesArgs): Promise<ScriptReply> {
+    return this.#session('ctxAppendMessages', sessionId, appendMessagesArgs(this.#ttlMs, args));
+  }
+
   commitStep(sessionId: string, args: CommitStepArgs): Promise<ScriptReply> {
-    return this.#commands.ctxCommitStep(...this.#keys.sessionList(sessionId), commitStepArgs(this.#ttlMs, args));
+    return this.#session('ctxCommitStep', sessionId, commitStepArgs(this.#ttlMs, args));
+  }
+
+  rewind(sessionId: string, args: RewindArgs): Promise<ScriptReply> {
+    return this.#session('ctxRewind', sessionId, rewindArgs(this.#ttlMs, args));
+  }
+
+  putMeta(meta: SessionMeta): Promise<ScriptReply> {
+    return this.#session('ctxPutMeta', meta.sessionId, putMetaArgs(this.#ttlMs, meta));
+  }
+
+  putCall(sessionId: string, call: CallRecord): Promise<ScriptReply> {
+    return this.#session('ctxPutCall', sessionId, putCallArgs(this.#ttlMs, call));
+  }
+
+  /** A consistent read of the session (`window`: its log window only) and the `counters` fields named. */
+  loadSession(sessionId: string, args: { window: boolean; fields: readonly string[] }): Promise<LoadReply | null> {
+    const packed = JSON.stringify({ window: args.window ? true : undefined, fields: args.fields });
+    return this.#commands.ctxLoadSession(...this.#keys.sessionList(sessionId), packed) as Promise<LoadReply | null>;
+  }
+
+  keyFingerprint(sessionId: string, key: string): Promise<string | null> {
+    const keys = this.#keys.session(sessionId);
+    return this.#commands.ctxKeyFingerprint(keys.meta, keys.keys, JSON.stringify({ key })) as Promise<string | null>;
+  }
+
+  replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<ScriptReply> {
+    const key = this.#keys.agent(agent.agentId);
+    return this.#commands.ctxReplaceAgent(key, replaceAgentArgs(agent, expectedVersion)) as Promise<ScriptReply>;
   }
 }
