@@ -69,7 +69,8 @@ describe('fault: a step-context consumer paused past its session timeout, then r
       receivedAt: new Date().toISOString(),
     } satisfies TicketUpdate);
 
-    // Every apply attempt of every record: apply-batch.lua's ARGV[1] `<topic>:<partition>`, then (from ARGV[7]) each record's offset.
+    // Every apply attempt of every record: apply-updates.lua's packed argument names the partition's
+    // offsets field `<topic>:<partition>` and each record's offset.
     const attempts = new Map<string, number>();
     /** Position -> Redis time (ms) of its first apply attempt. */
     const firstAttempt = new Map<string, number>();
@@ -80,13 +81,14 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     monitor.on('monitor', (time: string, args: string[], source: string) => {
       const command = args[0]?.toLowerCase();
       if (source === 'lua' || (command !== 'evalsha' && command !== 'eval')) return;
-      const at = args.findIndex((a) => field.test(a));
-      // apply-batch.lua: <field>, the retention, now, the own-offsets and write-all flags, the
-      // dedupe window, then eight arguments per record starting with its offset; record-offset.lua
-      // ends at <offset> (not an apply).
-      if (at < 0 || at + 6 >= args.length) return;
-      for (let i = at + 6; i < args.length; i += 8) {
-        const position = `${args[at]}@${args[i]}`;
+      // apply-updates.lua's packed argument: `"field":"<topic>:<partition>"`, then `"records":[...]` with each
+      // record's `"offset":"<n>"` (record-offset.lua's has no records: not an apply). Read by pattern: MONITOR
+      // escapes the quotes of a JSON argument, which ioredis does not fully undo.
+      const text = args.slice(1).join('" "');
+      const named = /"field":"([^"\\]+)"/.exec(text)?.[1];
+      if (named === undefined || !field.test(named) || !text.includes('"records":[')) return;
+      for (const [, offset] of text.matchAll(/"offset":"(\d+)"/g)) {
+        const position = `${named}@${offset}`;
         attempts.set(position, (attempts.get(position) ?? 0) + 1);
         if (!firstAttempt.has(position)) firstAttempt.set(position, Number(time) * 1_000);
       }

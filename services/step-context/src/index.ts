@@ -33,5 +33,4 @@ export type {
   ConsumedPosition,
   FeedPosition,
   StoredPartition,
-  TicketMark,
 } from './ports/batch-store.ts';

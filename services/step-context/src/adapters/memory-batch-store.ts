@@ -9,26 +9,17 @@ import {
 import {
   type AppendOutcome,
   type ApplyResult,
-  applyOne,
   type BatchEntry,
   type BatchRecord,
   type BatchStore,
   type ConsumedPosition,
-  canonicalOffset,
-  checkRun,
-  compareOffsets,
   DEDUPE_WINDOW,
   type FeedPosition,
-  isStale,
-  mergeSources,
-  mergeStreams,
-  nextMark,
-  readFrom,
-  type StoredEntry,
   type StoredPartition,
-  storedPartitionOf,
-  type TicketMark,
 } from '../ports/batch-store.ts';
+import { applyOne, canonicalOffset, checkRun, compareOffsets, storedPartitionOf } from './consumed-offsets.ts';
+import { mergeSources, mergeStreams, readFrom, type StoredEntry } from './feed-stream-merge.ts';
+import { isStale, nextMark, type TicketMark } from './ticket-marks.ts';
 
 /** One tenant's source: its sequence, streams, dedupe ids and staleness marks. */
 interface SourceState {
