@@ -12,7 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type TicketUpdate, TOPICS } from '@ctxflow/contracts';
-import { RedisBatchStore } from '@ctxflow/step-context';
+import { RedisFeedStreams } from '@ctxflow/step-context';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { requireKafka } from '../support/services.ts';
@@ -58,7 +58,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     cleanups.push(async () => redis.disconnect());
 
     // Load the apply script once, so no service call starts with NOSCRIPT (which MONITOR would show twice).
-    await new RedisBatchStore({ redis, prefix: `${prefix}:warmup` }).append({
+    await new RedisFeedStreams({ redis, prefix: `${prefix}:warmup` }).append({
       id: 'generic:warmup',
       source: 'generic',
       ticket: 'warmup',
@@ -174,7 +174,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     // Both instances did part of the first stream: a before its pause, b after taking over.
     expect(byA.some((x) => firstIds.has(x.updateId) && x.at < pausedAt)).toBe(true);
     expect(byB.some((x) => firstIds.has(x.updateId))).toBe(true);
-    // After SIGCONT, a applied nothing of the first stream: its stale batches were refused. (Lines
+    // After SIGCONT, a applied nothing of the first stream: its stale feedStreams were refused. (Lines
     // logged after SIGCONT may report the writes a had sent before SIGSTOP, one run of up to 200
     // records per partition it was handling, which Redis ran in turn, possibly after the pause
     // began: each of them reached Redis before any write of b for that partition.)
@@ -192,8 +192,8 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     // Whether a still holds a fetched run when it wakes (and so tries a late write) depends on
     // where SIGSTOP caught it; every such write is refused by the offset check, which the
     // duplicate checks above would catch otherwise. The refusal itself is proven
-    // deterministically by the batch-store contract ("applyBatch skips the records at or below
-    // the stored offset and applies the rest once").
+    // deterministically by the feed streams contract ("applyRun applies a run in record order,
+    // records the last offset, and skips what was consumed").
 
     await Promise.all([a.stop(), b.stop()]);
   }, 90_000);

@@ -19,10 +19,10 @@ import {
   systemClock,
 } from '@ctxflow/session-runner';
 import {
-  type BatchStore,
   type ConsumerTelemetry,
   FeedStepContext,
-  MemoryBatchStore,
+  type FeedStreams,
+  MemoryFeedStreams,
   StepContextService,
 } from '@ctxflow/step-context';
 import { MemorySubscriptionStore, type SubscriptionStore, subscriptionRoutes } from '@ctxflow/subscriptions';
@@ -51,9 +51,9 @@ export interface EmbeddedDeps {
   clock?: Clock;
   /**
    * Other stores in place of the in-memory ones (tests run the same app on Redis); the
-   * batch store must append only to subscribed sessions, as the memory default does.
+   * feed stream store must append only to subscribed sessions, as the memory default does.
    */
-  stores?: { sessions: SessionStore; batches: BatchStore; subscriptions: SubscriptionStore };
+  stores?: { sessions: SessionStore; feedStreams: FeedStreams; subscriptions: SubscriptionStore };
   /** More route plugins without credentials, after the feeds (the benchmark adds its baseline route). */
   openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
   /** Called with every route the app registers. */
@@ -63,7 +63,7 @@ export interface EmbeddedDeps {
 export interface EmbeddedApp {
   app: FastifyInstance;
   /** The step-context feed streams (tests wait on them for a published update to land). */
-  batches: BatchStore;
+  feedStreams: FeedStreams;
   /** The step-context subscriptions (with the feed position each started at). */
   subscriptions: SubscriptionStore;
   /** The in-memory bus the feeds publish on and step-context consumes (dead letters included). */
@@ -89,14 +89,14 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const memorySubscriptions = new MemorySubscriptionStore({ ttlMs, clock });
   const {
     sessions: store,
-    batches,
+    feedStreams,
     subscriptions,
   } = deps.stores ?? {
     sessions: new MemorySessionStore({ ttlMs, clock }),
     subscriptions: memorySubscriptions,
-    batches: new MemoryBatchStore({ ttlMs, clock, subscriptions: memorySubscriptions }),
+    feedStreams: new MemoryFeedStreams({ ttlMs, clock, subscriptions: memorySubscriptions }),
   };
-  const feed = new FeedStepContext({ batches, subscriptions });
+  const feed = new FeedStepContext({ feedStreams, subscriptions });
   const engine = createEngine({
     store,
     clock,
@@ -109,7 +109,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     subscriber: bus.subscriber,
     // Poison ticket updates go to TOPICS.ticketUpdatesDlq on the in-memory bus, as on Kafka.
     deadLetters: bus.publisher,
-    batches,
+    feedStreams,
     subscriptions,
     ...(deps.logger ? { log: deps.logger } : {}),
     ...(deps.consumerTelemetry ? { telemetry: deps.consumerTelemetry } : {}),
@@ -148,7 +148,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   await app.ready();
   return {
     app,
-    batches,
+    feedStreams,
     subscriptions,
     bus,
     async close(options = {}) {

@@ -1,5 +1,11 @@
 import type { TicketUpdate } from '@ctxflow/contracts';
-import type { ApplyResult, BatchRecord, BatchStore, ConsumedPosition, StoredPartition } from '../ports/batch-store.ts';
+import type {
+  ApplyResult,
+  ConsumedPosition,
+  ConsumedRecord,
+  FeedStreams,
+  StoredPartition,
+} from '../ports/feed-streams.ts';
 
 /**
  * Consumed bus offsets as both adapters handle them: canonical decimal strings
@@ -23,19 +29,19 @@ export function compareOffsets(a: string, b: string): number {
 }
 
 /**
- * The canonical offsets of a batch for `applyBatch`: one topic and partition,
+ * The canonical offsets of a run for `applyRun`: one topic and partition,
  * strictly increasing; throws otherwise.
  */
-export function checkRun(records: readonly BatchRecord[]): string[] {
+export function checkRun(records: readonly ConsumedRecord[]): string[] {
   const offsets = records.map((r) => canonicalOffset(r.position.offset));
   const first = records[0]?.position;
   for (let i = 1; i < records.length; i++) {
     const { topic, partition } = records[i]!.position;
     if (topic !== first!.topic || partition !== first!.partition) {
-      throw new Error(`a batch spans ${first!.topic}:${first!.partition} and ${topic}:${partition}`);
+      throw new Error(`a run spans ${first!.topic}:${first!.partition} and ${topic}:${partition}`);
     }
     if (compareOffsets(offsets[i]!, offsets[i - 1]!) <= 0) {
-      throw new Error(`batch offsets do not increase: ${offsets[i - 1]} then ${offsets[i]}`);
+      throw new Error(`run offsets do not increase: ${offsets[i - 1]} then ${offsets[i]}`);
     }
   }
   return offsets;
@@ -46,14 +52,14 @@ export function canonicalOffset(offset: string): string {
   return BigInt(offset).toString();
 }
 
-/** `applyUpdate` as every adapter implements it: a batch of one record. */
+/** `applyUpdate` as every adapter implements it: a run of one record. */
 export async function applyOne(
-  store: Pick<BatchStore, 'applyBatch'>,
+  store: Pick<FeedStreams, 'applyRun'>,
   update: TicketUpdate,
   position: ConsumedPosition,
   trace: { traceparent?: string },
 ): Promise<ApplyResult> {
-  const record: BatchRecord = { position, update };
+  const record: ConsumedRecord = { position, update };
   if (trace.traceparent) record.traceparent = trace.traceparent;
-  return (await store.applyBatch([record]))[0]!;
+  return (await store.applyRun([record]))[0]!;
 }

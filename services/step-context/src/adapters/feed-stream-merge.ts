@@ -1,6 +1,6 @@
 import { byteLength } from '@ctxflow/contracts';
 import type { FeedFollow } from '@ctxflow/subscriptions';
-import type { BatchEntry, FeedPosition } from '../ports/batch-store.ts';
+import type { FeedEntry, FeedPosition } from '../ports/feed-streams.ts';
 
 /**
  * How both adapters answer `readSince` from the streams they read: each source's
@@ -10,7 +10,7 @@ import type { BatchEntry, FeedPosition } from '../ports/batch-store.ts';
 
 /** An entry as an adapter read it, with its write order across sources (arrival order; ties: either). */
 export interface StoredEntry {
-  entry: BatchEntry;
+  entry: FeedEntry;
   order: number;
 }
 
@@ -41,9 +41,9 @@ export function mergeStreams(reads: readonly { entries: readonly StoredEntry[]; 
 export function mergeSources(
   sources: readonly (readonly StoredEntry[])[],
   limits: { maxEntries: number; maxBytes: number },
-): BatchEntry[] {
+): FeedEntry[] {
   const heads = sources.map(() => 0);
-  const out: BatchEntry[] = [];
+  const out: FeedEntry[] = [];
   let bytes = 0;
   while (out.length < limits.maxEntries && bytes <= limits.maxBytes) {
     let best = -1;

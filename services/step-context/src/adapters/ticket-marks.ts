@@ -1,7 +1,7 @@
 import type { TicketUpdate } from '@ctxflow/contracts';
 
 /**
- * The staleness rule of BatchStore (ports/batch-store.ts) as code: the memory adapter
+ * The staleness rule of FeedStreams (ports/feed-streams.ts) as code: the memory adapter
  * calls these functions, and the Redis script mirrors them in
  * redis/includes/ticket-mark.lua (test/contract/ticket-marks.test.ts proves the two
  * agree on generated marks and updates, versions and times present or absent).
@@ -14,7 +14,7 @@ export interface TicketMark {
   occurredAtMs?: number;
 }
 
-/** Whether `update` is stale against the mark of its ticket (the rule of BatchStore). */
+/** Whether `update` is stale against the mark of its ticket (the rule of FeedStreams). */
 export function isStale(mark: TicketMark | undefined, update: Pick<TicketUpdate, 'version' | 'occurredAt'>): boolean {
   if (!mark) return false;
   if (mark.version !== undefined && update.version !== undefined) return update.version < mark.version;

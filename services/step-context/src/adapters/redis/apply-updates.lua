@@ -1,5 +1,5 @@
 --[[
-  Stores ticket updates in the feed streams they belong to: a batch of consumed records
+  Stores ticket updates in the feed streams they belong to: a run of consumed records
   (ONE bus partition, in offset order) with the last consumed offset recorded, or one plain
   append (no offset), in ONE atomic step (exactly-once from the bus). Each update is stored
   once per stream that has a live follower, whatever the number of followers.

@@ -17,7 +17,7 @@ import type { FeedFollow } from '@ctxflow/subscriptions';
  */
 
 /** One entry of a feed stream: an update as stored, with its place in its source's sequence. */
-export interface BatchEntry {
+export interface FeedEntry {
   /** The update's source (its sequence: see above). */
   source: FeedSource;
   /** Position in the source's sequence (1, 2, ...; shared by every stream of the source). */
@@ -37,9 +37,9 @@ export type FeedPosition = Readonly<Record<FeedSource, number>>;
 /**
  * What applying one update did:
  * - `appended`: stored with `seq` in `streams` streams (those with a live subscriber);
- * - `duplicate`: its source already stored an update with this id (see BatchStore);
+ * - `duplicate`: its source already stored an update with this id (see FeedStreams);
  * - `stale`: its source already stored a newer update of the same ticket (see
- *   BatchStore): older news is dropped;
+ *   FeedStreams): older news is dropped;
  * - `unwatched`: none of its streams has a live subscriber: nothing is stored.
  */
 export type AppendOutcome =
@@ -73,26 +73,26 @@ export interface StoredPartition {
  */
 export type ApplyResult = { applied: true; outcome?: AppendOutcome } | { applied: false };
 
-/** One consumed record of `applyBatch`. */
-export interface BatchRecord {
+/** One consumed record of `applyRun`. */
+export interface ConsumedRecord {
   position: ConsumedPosition;
   /**
    * The update the record carries; absent for a record with nothing to apply
    * (a poison record), of which only the position is consumed.
    */
   update?: TicketUpdate;
-  /** Stored with the update's entries (see BatchEntry). */
+  /** Stored with the update's entries (see FeedEntry). */
   traceparent?: string;
 }
 
 /**
  * Feed streams of ticket updates (above), plus the consumed offsets that make
- * consumption from the bus exactly-once. Adapters: memory-batch-store.ts
- * (embedded default), redis-batch-store.ts; both pass
- * test/contract/batch-store.contract.ts.
+ * consumption from the bus exactly-once. Adapters: memory-feed-streams.ts
+ * (embedded default), redis-feed-streams.ts; both pass
+ * test/contract/feed-streams.contract.ts.
  *
  * Whether a stream has a live subscriber is the subscription store's record
- * (a session subscribed and not expired); the batch store reads it in the same
+ * (a session subscribed and not expired); the feed stream store reads it in the same
  * atomic step as it writes.
  *
  * Dedupe and staleness are judged per tenant's source, among the updates it
@@ -104,7 +104,7 @@ export interface BatchRecord {
  * adapters apply this rule through adapters/ticket-marks.ts (the Redis script
  * mirrors it, tested to agree).
  */
-export interface BatchStore {
+export interface FeedStreams {
   /**
    * Stores `update` in every stream it belongs to, whether or not followed
    * (a direct write, without offset): idempotent by id, stale updates dropped.
@@ -123,7 +123,7 @@ export interface BatchStore {
     follows: readonly FeedFollow[],
     after: FeedPosition,
     limits: { maxEntries: number; maxBytes: number },
-  ): Promise<BatchEntry[]>;
+  ): Promise<FeedEntry[]>;
   /** The last seq of `tenant`'s `source` (0 before the first): where a new subscription starts. */
   positionOf(tenant: string, source: FeedSource): Promise<number>;
   /**
@@ -149,9 +149,9 @@ export interface BatchStore {
    *
    * Resolves to one result per record, in order; an empty run writes nothing.
    * On Redis Cluster the atomic unit is one tenant's source (see
-   * redis-batch-store.ts); the outcome is the same exactly-once per stream.
+   * redis-feed-streams.ts); the outcome is the same exactly-once per stream.
    */
-  applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]>;
+  applyRun(records: readonly ConsumedRecord[]): Promise<ApplyResult[]>;
   /** Records a consumed position that carried nothing to apply (a poison record); never moves backwards. */
   recordOffset(position: ConsumedPosition): Promise<void>;
   /** The next offset to read for a partition (the stored one plus 1), or undefined when none is stored. */
@@ -171,5 +171,5 @@ export interface BatchStore {
   close?(): Promise<void>;
 }
 
-/** How many of a source's last stored update ids dedupe a repeat (see BatchStore). */
+/** How many of a source's last stored update ids dedupe a repeat (see FeedStreams). */
 export const DEDUPE_WINDOW = 10_000;

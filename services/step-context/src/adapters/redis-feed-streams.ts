@@ -4,14 +4,14 @@ import type { Cluster, Redis } from 'ioredis';
 import {
   type AppendOutcome,
   type ApplyResult,
-  type BatchEntry,
-  type BatchRecord,
-  type BatchStore,
   type ConsumedPosition,
+  type ConsumedRecord,
   DEDUPE_WINDOW,
+  type FeedEntry,
   type FeedPosition,
+  type FeedStreams,
   type StoredPartition,
-} from '../ports/batch-store.ts';
+} from '../ports/feed-streams.ts';
 import { applyOne, canonicalOffset, checkRun, storedPartitionOf } from './consumed-offsets.ts';
 import { mergeSources, mergeStreams, readFrom, type StoredEntry } from './feed-stream-merge.ts';
 import { type ApplyUpdatesArgs, type ApplyUpdatesRecord, FeedScripts } from './redis/feed-scripts.ts';
@@ -78,7 +78,7 @@ class KeyLayout {
 }
 
 /**
- * Feed streams on Redis (the model: ports/batch-store.ts). Every key of one
+ * Feed streams on Redis (the model: ports/feed-streams.ts). Every key of one
  * tenant's source (sequence, streams, followers, dedupe ids, marks) sits under
  * that source's hash tag, so each atomic write is one Lua script on one slot
  * (adapters/redis/*.lua).
@@ -91,7 +91,7 @@ class KeyLayout {
  * step reads its streams since its position (one read script per source: a
  * consistent cut of its streams).
  *
- * Redis Cluster: on a single Redis, `applyBatch` is ONE script over every
+ * Redis Cluster: on a single Redis, `applyRun` is ONE script over every
  * source of the run plus the global offsets hash. On Redis Cluster (detected
  * from the client, or `cluster: true`) no script may span slots, so it runs one
  * script per source with that source's share of the run, all sent at once,
@@ -109,7 +109,7 @@ class KeyLayout {
  *
  * A Redis failure surfaces as a retryable `store_unavailable` refusal.
  */
-export class RedisBatchStore implements BatchStore {
+export class RedisFeedStreams implements FeedStreams {
   readonly #redis: Redis | Cluster;
   readonly #scripts: FeedScripts;
   readonly #keys: StepContextKeys;
@@ -159,7 +159,7 @@ export class RedisBatchStore implements BatchStore {
     follows: readonly FeedFollow[],
     after: FeedPosition,
     limits: { maxEntries: number; maxBytes: number },
-  ): Promise<BatchEntry[]> {
+  ): Promise<FeedEntry[]> {
     const bySource = new Map<string, { tenant: string; source: string; follows: FeedFollow[] }>();
     for (const follow of follows) {
       const key = `${follow.tenant}\u0000${follow.subscription.source}`;
@@ -201,7 +201,7 @@ export class RedisBatchStore implements BatchStore {
     return applyOne(this, update, position, trace);
   }
 
-  async applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]> {
+  async applyRun(records: readonly ConsumedRecord[]): Promise<ApplyResult[]> {
     const offsets = checkRun(records);
     if (records.length === 0) return [];
     const { topic, partition } = records[0]!.position;
@@ -222,7 +222,7 @@ export class RedisBatchStore implements BatchStore {
   }
 
   /** A single Redis: one script over every source of the run plus the global offsets hash. */
-  async #applyAtOnce(records: readonly BatchRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
+  async #applyAtOnce(records: readonly ConsumedRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
     const layout = new KeyLayout(this.#keys, this.#keys.offsets);
     const packed = records.map((record, r) =>
       recordOf(offsets[r]!, record.update, record.traceparent, record.update ? layout.layout(record.update) : []),
@@ -239,7 +239,7 @@ export class RedisBatchStore implements BatchStore {
    * at once (each is atomic for its source, in record order), and the global
    * offset is recorded after all of them succeeded.
    */
-  async #applyPerSource(records: readonly BatchRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
+  async #applyPerSource(records: readonly ConsumedRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
     const [stored = null, epoch] = await this.#redis.hmget(this.#keys.offsets, field, offsetEpochField(field));
     const ownField = sourceOffsetField(field, epoch);
     const fresh = (r: number) => stored === null || BigInt(offsets[r]!) > BigInt(stored);
@@ -328,7 +328,7 @@ export class RedisBatchStore implements BatchStore {
     try {
       return await run();
     } catch (cause) {
-      throw new CtxflowError('store_unavailable', 'the batch store did not answer', { cause });
+      throw new CtxflowError('store_unavailable', 'the feed stream store did not answer', { cause });
     }
   }
 }
@@ -354,7 +354,7 @@ function recordOf(
 }
 
 /** apply-updates.lua's flat answer, per record: -1 (skipped), or 1 and, with an update, its code and stream count. */
-function readResults(records: readonly BatchRecord[], codes: number[]): ApplyResult[] {
+function readResults(records: readonly ConsumedRecord[], codes: number[]): ApplyResult[] {
   let at = 0;
   return records.map((record) => {
     const status = codeAt(codes, at++);
@@ -377,7 +377,7 @@ function entryOf(source: FeedSource, id: string, fields: string[]): StoredEntry 
   const traceparent = optionalField(fields, 'trace');
   const json = optionalField(fields, 'update');
   if (json === undefined) throw new Error('feed stream entry without field update');
-  const entry: BatchEntry = {
+  const entry: FeedEntry = {
     source,
     seq: Number.parseInt(id, 10),
     update: JSON.parse(json) as TicketUpdate,
