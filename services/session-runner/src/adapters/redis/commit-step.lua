@@ -41,7 +41,8 @@
     nonce       string: a random nonce for the next version (never the same twice); absent
                 for the server's time
     drain       string[]: ids of the queued items these rows deliver
-    rows        string[]: LogEntry JSON rows, in log order
+  ARGV[2..]: the LogEntry JSON rows, in log order, verbatim: stored as they come, so a row's
+    bytes are never decoded or encoded again (a packed list of them would be, twice)
   Returns:
     {v}          committed: the session's version after this write
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
@@ -150,10 +151,9 @@ local function commit()
 
   -- Validated: write from here on.
   -- RPUSH in chunks: unpack() is bounded by the Lua C stack.
-  local rows = args.rows
   local CHUNK = 1000
-  for from = 1, #rows, CHUNK do
-    redis.call('RPUSH', KEYS[2], unpack(rows, from, math.min(from + CHUNK - 1, #rows)))
+  for from = 2, #ARGV, CHUNK do
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, from, math.min(from + CHUNK - 1, #ARGV)))
   end
   removeDrained()
   redis.call('HSET', KEYS[7], args.stepId, args.step)

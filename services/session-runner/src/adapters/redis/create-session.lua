@@ -7,12 +7,12 @@
   ARGV[1]: JSON object (session-scripts.ts createSessionArgs):
     ttlMs    number: the retention (expire-session.lua)
     meta     string: the SessionMeta JSON
-    log      string[]: LogEntry JSONs, in log order
     steps    {id, requestId, step}[]: step id, request id (absent for none), StepRecord JSON as stored
     calls    {id, call}[]: call id, CallRecord JSON; their order is the calls' order
     sites    string[]: call-site strings
     itemSeq  number: the last item number already used (0: none)
     prompts  {id, text}[]: the prompts the steps name
+  ARGV[2..]: the LogEntry JSONs of the log, in log order, verbatim (as commit-step.lua's rows)
   Returns:
     <string>  created: the session's version
     -2  the session exists (nothing written)
@@ -31,10 +31,9 @@ local function create()
   redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10])
 
   -- RPUSH in chunks: unpack() is bounded by the Lua C stack.
-  local log = args.log
   local CHUNK = 1000
-  for from = 1, #log, CHUNK do
-    redis.call('RPUSH', KEYS[2], unpack(log, from, math.min(from + CHUNK - 1, #log)))
+  for from = 2, #ARGV, CHUNK do
+    redis.call('RPUSH', KEYS[2], unpack(ARGV, from, math.min(from + CHUNK - 1, #ARGV)))
   end
 
   for _, step in ipairs(args.steps) do

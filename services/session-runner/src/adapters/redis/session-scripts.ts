@@ -16,7 +16,10 @@ import type { StoreKeys } from './keys.ts';
  * loadLuaScript), in BullMQ's shape: each takes its keys and ONE packed argument,
  * a JSON object whose schema its header states and whose type is here, built by one
  * function per script. An absent field is nil in the script (JSON.stringify leaves
- * `undefined` out); no field is ever null.
+ * `undefined` out); no field is ever null. Log entries a script stores (commit-step's
+ * rows, create-session's log) follow the packed argument verbatim, as BullMQ passes a
+ * job's data beside its packed options: their bytes are stored as sent, never decoded
+ * and encoded again.
  */
 const lua = (file: string) => loadLuaScript(new URL(`./${file}`, import.meta.url));
 
@@ -91,10 +94,10 @@ export interface CommitStepArgs {
   rows: readonly LogEntry[];
 }
 
-/** commit-step.lua's packed argument. */
-export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string {
+/** commit-step.lua's ARGV: the packed argument, then the rows. */
+export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
   const requestId = a.step.requestId;
-  return JSON.stringify({
+  const packed = JSON.stringify({
     ttlMs,
     logLength: a.logLength,
     version: a.version,
@@ -114,8 +117,8 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string {
     wholeQueue: a.wholeQueue ? true : undefined,
     nonce: a.nonce,
     drain: a.drain,
-    rows: a.rows.map((row) => JSON.stringify(row)),
   });
+  return [packed, ...a.rows.map((row) => JSON.stringify(row))];
 }
 
 /** JSON of a queued item with `itemId` as its LAST property (includes/queue-element.lua reads it at the end). */
@@ -138,11 +141,11 @@ export interface CreateSessionArgs {
   prompts: ReadonlyMap<string, string>;
 }
 
-export function createSessionArgs(ttlMs: number, a: CreateSessionArgs): string {
-  return JSON.stringify({
+/** create-session.lua's ARGV: the packed argument, then the log. */
+export function createSessionArgs(ttlMs: number, a: CreateSessionArgs): string[] {
+  const packed = JSON.stringify({
     ttlMs,
     meta: JSON.stringify(a.meta),
-    log: a.log.map((entry) => JSON.stringify(entry)),
     steps: a.steps.map((step) => ({
       id: step.stepId,
       requestId: step.requestId === '' ? undefined : step.requestId,
@@ -153,6 +156,7 @@ export function createSessionArgs(ttlMs: number, a: CreateSessionArgs): string {
     itemSeq: a.itemSeq,
     prompts: [...a.prompts].map(([id, text]) => ({ id, text })),
   });
+  return [packed, ...a.log.map((entry) => JSON.stringify(entry))];
 }
 
 /** enqueue.lua's argument. */
@@ -269,8 +273,9 @@ export class SessionScripts {
     this.#ttlMs = ttlMs;
   }
 
-  #session(name: CommandName, sessionId: string, packed: string): Promise<ScriptReply> {
-    return this.#commands[name](...this.#keys.sessionList(sessionId), packed) as Promise<ScriptReply>;
+  #session(name: CommandName, sessionId: string, argv: string | readonly string[]): Promise<ScriptReply> {
+    const keys = this.#keys.sessionList(sessionId);
+    return this.#commands[name](...keys, ...(typeof argv === 'string' ? [argv] : argv)) as Promise<ScriptReply>;
   }
 
   createSession(sessionId: string, args: CreateSessionArgs): Promise<ScriptReply> {
