@@ -29,7 +29,6 @@
     logLength   number: the log length the pass was computed on
     version     string: the session version the pass was computed on; absent for none
     stepId      string
-    step        string: the StepRecord JSON as stored (with `systemRef` prompt.id when there is a prompt)
     requestId   string, or absent
     meta        string: the SessionMeta JSON; absent when only its counters change (then
                 `version` names a version and `counters` is there)
@@ -41,8 +40,10 @@
     nonce       string: a random nonce for the next version (never the same twice); absent
                 for the server's time
     drain       string[]: ids of the queued items these rows deliver
-  ARGV[2..]: the LogEntry JSON rows, in log order, verbatim: stored as they come, so a row's
-    bytes are never decoded or encoded again (a packed list of them would be, twice)
+  ARGV[2]: the StepRecord JSON as stored (with `systemRef` prompt.id when there is a prompt)
+  ARGV[3..]: the LogEntry JSON rows, in log order
+  ARGV[2..] are stored verbatim: their bytes are never decoded or encoded again (packed, they
+  would be, twice)
   Returns:
     {v}          committed: the session's version after this write
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
@@ -152,11 +153,11 @@ local function commit()
   -- Validated: write from here on.
   -- RPUSH in chunks: unpack() is bounded by the Lua C stack.
   local CHUNK = 1000
-  for from = 2, #ARGV, CHUNK do
+  for from = 3, #ARGV, CHUNK do
     redis.call('RPUSH', KEYS[2], unpack(ARGV, from, math.min(from + CHUNK - 1, #ARGV)))
   end
   removeDrained()
-  redis.call('HSET', KEYS[7], args.stepId, args.step)
+  redis.call('HSET', KEYS[7], args.stepId, ARGV[2])
   if requestId then
     redis.call('HSET', KEYS[8], requestId, args.stepId)
   end

@@ -16,10 +16,10 @@ import type { StoreKeys } from './keys.ts';
  * loadLuaScript), in BullMQ's shape: each takes its keys and ONE packed argument,
  * a JSON object whose schema its header states and whose type is here, built by one
  * function per script. An absent field is nil in the script (JSON.stringify leaves
- * `undefined` out); no field is ever null. Log entries a script stores (commit-step's
- * rows, create-session's log) follow the packed argument verbatim, as BullMQ passes a
- * job's data beside its packed options: their bytes are stored as sent, never decoded
- * and encoded again.
+ * `undefined` out); no field is ever null. What a step's hot path stores (commit-step's
+ * step record and rows) and a branch's log (create-session) follow the packed argument
+ * verbatim, as BullMQ passes a job's data beside its packed options: their bytes are
+ * stored as sent, never decoded and encoded again.
  */
 const lua = (file: string) => loadLuaScript(new URL(`./${file}`, import.meta.url));
 
@@ -94,7 +94,7 @@ export interface CommitStepArgs {
   rows: readonly LogEntry[];
 }
 
-/** commit-step.lua's ARGV: the packed argument, then the rows. */
+/** commit-step.lua's ARGV: the packed argument, then the step record and the rows as stored. */
 export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
   const requestId = a.step.requestId;
   const packed = JSON.stringify({
@@ -102,7 +102,6 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
     logLength: a.logLength,
     version: a.version,
     stepId: a.step.stepId,
-    step: JSON.stringify(a.step),
     requestId: requestId === '' ? undefined : requestId,
     meta: 'whole' in a.meta ? JSON.stringify(a.meta.whole) : undefined,
     counters:
@@ -118,7 +117,7 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
     nonce: a.nonce,
     drain: a.drain,
   });
-  return [packed, ...a.rows.map((row) => JSON.stringify(row))];
+  return [packed, JSON.stringify(a.step), ...a.rows.map((row) => JSON.stringify(row))];
 }
 
 /** JSON of a queued item with `itemId` as its LAST property (includes/queue-element.lua reads it at the end). */
