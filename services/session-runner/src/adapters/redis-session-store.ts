@@ -1,4 +1,3 @@
-import { hash, randomFillSync } from 'node:crypto';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
@@ -27,12 +26,19 @@ import type {
   Written,
 } from '../ports/session-store.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
+import { DEFAULT_PROMPT_CACHE_BYTES, PromptTexts } from './redis/prompt-texts.ts';
+
+export { DEFAULT_PROMPT_CACHE_BYTES, promptEntryBytes } from './redis/prompt-texts.ts';
+
 import {
+  COUNTERS,
   type CommitStepArgs,
+  parseCalls,
   SessionScripts,
-  type StoredStep,
   scriptOutcome,
+  storedMeta,
   storedStep,
+  versionNonce,
 } from './redis/session-scripts.ts';
 
 /** Reply errors of a server that is up but cannot serve now; anything else from Redis is a bug. */
@@ -46,46 +52,6 @@ function unavailable(cause: unknown): boolean {
 
 function parse<T>(json: string): T {
   return JSON.parse(json) as T;
-}
-
-/** Random bytes for version nonces, drawn 8 at a time (one random fill per 512 commits). */
-const noncePool = Buffer.alloc(4096);
-let nonceOffset = noncePool.length;
-
-/** 16 random hex digits: the second part of the version a step commit issues (commit-step.lua). */
-function versionNonce(): string {
-  if (nonceOffset + 8 > noncePool.length) {
-    randomFillSync(noncePool);
-    nonceOffset = 0;
-  }
-  nonceOffset += 8;
-  return noncePool.toString('hex', nonceOffset - 8, nonceOffset);
-}
-
-/** The `counters` fields of the meta's counters a step commit writes apart (commit-step.lua). */
-const COUNTERS = ['steps', 'stepAt', 'requestEnd'] as const;
-
-/** The meta as stored: its JSON, with the counters the `counters` hash holds (values of COUNTERS) over it. */
-function storedMeta(json: string, counters: (string | null | undefined)[]): SessionMeta {
-  const meta = parse<SessionMeta>(json);
-  const [steps, stepAt, requestEnd] = counters;
-  if (steps !== null && steps !== undefined) meta.steps = Number(steps);
-  if (stepAt !== null && stepAt !== undefined) meta.lastStepAt = Number(stepAt);
-  if (requestEnd !== null && requestEnd !== undefined) meta.lastRequestEnd = Number(requestEnd);
-  return meta;
-}
-
-/** The calls hash as HGETALL's flat field, value list; a value is `<order> <CallRecord JSON>` (put-call.lua). */
-function parseCalls(flat: readonly string[]): CallRecord[] {
-  const values: string[] = [];
-  for (let i = 1; i < flat.length; i += 2) values.push(flat[i]!);
-  return values
-    .map((value) => {
-      const space = value.indexOf(' ');
-      return { order: Number(value.slice(0, space)), call: parse<CallRecord>(value.slice(space + 1)) };
-    })
-    .sort((a, b) => a.order - b.order)
-    .map((entry) => entry.call);
 }
 
 export interface RedisSessionStoreOptions {
@@ -107,27 +73,6 @@ export interface RedisSessionStoreOptions {
 /** Session ids read from a tenant's index at once. */
 const INDEX_PAGE = 200;
 
-/** Default bound of each prompt cache: 16 MiB (the session-runner's heap budget in docs/operations.md). */
-export const DEFAULT_PROMPT_CACHE_BYTES = 16 * 1024 * 1024;
-/** Most prompts each prompt cache holds, whatever their size. */
-const PROMPT_CACHE_ENTRIES = 1_000;
-
-/**
- * Estimated heap bytes of a prompt cache entry: both strings at 2 bytes per
- * UTF-16 unit (V8's two-byte strings; one-byte ones take half) plus the
- * cache's own per-entry bookkeeping.
- */
-export function promptEntryBytes(key: string, value: string): number {
-  return 2 * (key.length + value.length) + 64;
-}
-
-const promptCache = (maxSize: number) =>
-  new LRUCache<string, string>({
-    max: PROMPT_CACHE_ENTRIES,
-    maxSize,
-    sizeCalculation: (value, key) => promptEntryBytes(key, value),
-  });
-
 /**
  * The session store on Redis or a Redis Cluster (see redis/keys.ts for the key
  * shapes). Every write of a session is ONE Lua script over keys sharing the
@@ -143,9 +88,8 @@ export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
   readonly #commands: SessionScripts;
   readonly #keys: StoreKeys;
-  /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
-  readonly #promptIds: LRUCache<string, string>;
-  readonly #promptTexts: LRUCache<string, string>;
+  /** System prompt text -> its id, and back: step records name prompts by id. */
+  readonly #prompts: PromptTexts;
   /**
    * sessionId -> the id of the prompt its `counters` hash names (the last commit stored or used it):
    * a commit of that prompt sends its id alone. Only a hint: the commit script checks it.
@@ -154,9 +98,7 @@ export class RedisSessionStore implements SessionStore {
 
   constructor(client: Redis | Cluster, options: RedisSessionStoreOptions = {}) {
     this.#keys = storeKeys(options.prefix);
-    const promptBytes = options.promptCacheBytes ?? DEFAULT_PROMPT_CACHE_BYTES;
-    this.#promptIds = promptCache(promptBytes);
-    this.#promptTexts = promptCache(promptBytes);
+    this.#prompts = new PromptTexts(options.promptCacheBytes ?? DEFAULT_PROMPT_CACHE_BYTES);
     const ttlMs = options.ttlMs ?? 0;
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 0) throw new Error(`ttlMs ${ttlMs} is not a non-negative integer`);
     this.#commands = new SessionScripts(client, this.#keys, ttlMs);
@@ -195,7 +137,7 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<string> {
     const prompts = new Map<string, string>();
     const stored = steps.map((step) => {
-      const promptId = this.#promptId(step.system);
+      const promptId = this.#prompts.idOf(step.system);
       if (promptId !== '') prompts.set(promptId, step.system);
       return storedStep(step, promptId);
     });
@@ -393,7 +335,7 @@ export class RedisSessionStore implements SessionStore {
 
   async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
     const { step, meta } = commit;
-    const promptId = this.#promptId(step.system);
+    const promptId = this.#prompts.idOf(step.system);
     // Only the counters changed since the version the commit names: they alone are written.
     const counters =
       commit.countersOnly === true &&
@@ -475,53 +417,14 @@ export class RedisSessionStore implements SessionStore {
 
   /** Estimated bytes the prompt caches hold now: text -> id and id -> text. */
   get promptCacheBytes(): { ids: number; texts: number } {
-    return { ids: this.#promptIds.calculatedSize, texts: this.#promptTexts.calculatedSize };
+    return this.#prompts.bytes;
   }
 
-  /** The id of a system prompt: a hash of its text ('' for none, kept in the record). */
-  #promptId(text: string): string {
-    if (text === '') return '';
-    let id = this.#promptIds.get(text);
-    if (id === undefined) {
-      id = hash('sha256', text, 'base64url').slice(0, 22);
-      this.#promptIds.set(text, id);
-      this.#promptTexts.set(id, text);
-    }
-    return id;
-  }
-
-  /**
-   * Step records from their stored JSON, each with its system prompt's text: a record
-   * written before prompts were stored apart has it in itself; the texts this process
-   * does not know are read from the session's `prompts` in one call.
-   */
-  async #stepRecords(sessionId: string, jsons: string[]): Promise<StepRecord[]> {
-    const stored = jsons.map((json) => parse<StoredStep>(json));
-    const texts = new Map<string, string>();
-    const missing: string[] = [];
-    for (const step of stored) {
-      const ref = step.systemRef;
-      if (ref === undefined || texts.has(ref) || missing.includes(ref)) continue;
-      const known = this.#promptTexts.get(ref);
-      if (known === undefined) missing.push(ref);
-      else texts.set(ref, known);
-    }
-    if (missing.length > 0) {
-      const read = await this.#guard(() => this.#client.hmget(this.#keys.session(sessionId).prompts, ...missing));
-      missing.forEach((ref, i) => {
-        const text = read[i];
-        if (text === null || text === undefined) {
-          throw new Error(`session ${sessionId}: a step record names prompt ${ref}, which is not stored`);
-        }
-        texts.set(ref, text);
-        this.#promptTexts.set(ref, text);
-      });
-    }
-    return stored.map((step) => {
-      if (step.systemRef === undefined) return step as StepRecord;
-      const { systemRef, ...rest } = step;
-      return { ...rest, system: texts.get(systemRef)! };
-    });
+  /** Step records from their stored JSON, with their prompts' texts (redis/prompt-texts.ts). */
+  #stepRecords(sessionId: string, jsons: string[]): Promise<StepRecord[]> {
+    return this.#prompts.stepRecords(sessionId, jsons, (ids) =>
+      this.#guard(() => this.#client.hmget(this.#keys.session(sessionId).prompts, ...ids)),
+    );
   }
 
   // ---------------------------------------------------------------- plumbing

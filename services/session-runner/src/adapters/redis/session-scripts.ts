@@ -1,3 +1,4 @@
+import { randomFillSync } from 'node:crypto';
 import { loadLuaScript } from '@ctxflow/service-kit';
 import type { Cluster, Redis } from 'ioredis';
 import type {
@@ -71,6 +72,46 @@ export function storedStep(step: StepRecord, promptId: string): StoredStep {
   if (promptId === '') return step;
   const { system: _, ...rest } = step;
   return { ...rest, systemRef: promptId };
+}
+
+/** Random bytes for version nonces, drawn 8 at a time (one random fill per 512 commits). */
+const noncePool = Buffer.alloc(4096);
+let nonceOffset = noncePool.length;
+
+/** 16 random hex digits: the second part of the version a step commit issues (commit-step.lua). */
+export function versionNonce(): string {
+  if (nonceOffset + 8 > noncePool.length) {
+    randomFillSync(noncePool);
+    nonceOffset = 0;
+  }
+  nonceOffset += 8;
+  return noncePool.toString('hex', nonceOffset - 8, nonceOffset);
+}
+
+/** The `counters` fields of the meta's counters a step commit writes apart (commit-step.lua). */
+export const COUNTERS = ['steps', 'stepAt', 'requestEnd'] as const;
+
+/** The meta as stored: its JSON, with the counters the `counters` hash holds (values of COUNTERS) over it. */
+export function storedMeta(json: string, counters: (string | null | undefined)[]): SessionMeta {
+  const meta = JSON.parse(json) as SessionMeta;
+  const [steps, stepAt, requestEnd] = counters;
+  if (steps !== null && steps !== undefined) meta.steps = Number(steps);
+  if (stepAt !== null && stepAt !== undefined) meta.lastStepAt = Number(stepAt);
+  if (requestEnd !== null && requestEnd !== undefined) meta.lastRequestEnd = Number(requestEnd);
+  return meta;
+}
+
+/** The calls hash as HGETALL's flat field, value list; a value is `<order> <CallRecord JSON>` (put-call.lua). */
+export function parseCalls(flat: readonly string[]): CallRecord[] {
+  const values: string[] = [];
+  for (let i = 1; i < flat.length; i += 2) values.push(flat[i]!);
+  return values
+    .map((value) => {
+      const space = value.indexOf(' ');
+      return { order: Number(value.slice(0, space)), call: JSON.parse(value.slice(space + 1)) as CallRecord };
+    })
+    .sort((a, b) => a.order - b.order)
+    .map((entry) => entry.call);
 }
 
 /** commit-step.lua's argument (its header says what each field does there). */
