@@ -243,6 +243,26 @@ describe('RedisSessionStore', () => {
     expect(issued.split('.')[0]).toBe(lost.split('.')[0]);
   });
 
+  it('a key or a prompt with a lone surrogate reaches the scripts as a plain argument would (U+FFFD)', async () => {
+    const client = redisClient();
+    const prefix = uniquePrefix();
+    onTestFinished(() => deletePrefix(client, prefix));
+    const store = new RedisSessionStore(client, { prefix });
+    const m = meta();
+    await store.createSession(m, [], [], []);
+    const items = [{ item: { kind: 'notice' as const, content: 'a', source: 'app' as const }, at: 'now' }];
+    const dedupe = { type: 'key' as const, key: 'key-\ud800', fingerprint: 'f' };
+    expect(await store.enqueue(m.sessionId, items, dedupe)).toMatchObject({ outcome: 'recorded' });
+    expect(await store.enqueue(m.sessionId, items, dedupe)).toEqual({ outcome: 'replayed' });
+    expect(await store.keyFingerprint(m.sessionId, 'key-\ud800')).toBe('f');
+    expect(await client.hkeys(`${prefix}:{${m.sessionId}}:keys`)).toEqual(['key-\ufffd']);
+    const commit = promptStep((await store.load(m.sessionId))!, 'a prompt with \udc00 alone');
+    expect(await store.commitStep(m.sessionId, commit)).toEqual({ outcome: 'committed', version: expect.any(String) });
+    expect(Object.values(await client.hgetall(`${prefix}:{${m.sessionId}}:prompts`))).toEqual([
+      'a prompt with \ufffd alone',
+    ]);
+  });
+
   it('listSessions skips an index entry whose session is gone and still fills the limit', async () => {
     const client = redisClient();
     const prefix = uniquePrefix();

@@ -39,3 +39,16 @@ function resolve(url: URL, emitted: Set<string>, stack: string[]): string {
     return resolve(target, emitted, inner).replace(/\n$/, '');
   });
 }
+
+/**
+ * The JSON of a script's packed argument. JSON.stringify escapes a lone surrogate
+ * as `\udXXX`, which Redis' cjson refuses ("invalid unicode escape"); such a string
+ * is made well-formed first (the lone surrogate becomes U+FFFD), as it would be sent
+ * as a plain argument. Strings nested in strings (a row's JSON) are escaped twice and
+ * reach the script as they are.
+ */
+export function packScriptArgument(value: unknown): string {
+  const json = JSON.stringify(value);
+  if (!json.includes('\\ud')) return json;
+  return JSON.stringify(value, (_key, v: unknown) => (typeof v === 'string' ? v.toWellFormed() : v));
+}

@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { loadLuaScript } from '@ctxflow/service-kit';
+import { loadLuaScript, packScriptArgument } from '@ctxflow/service-kit';
 import { afterAll, describe, expect, it } from 'vitest';
 
 const dir = mkdtempSync(join(tmpdir(), 'lua-scripts-'));
@@ -48,6 +48,16 @@ describe('loadLuaScript', () => {
     file('pong.lua', '--- @include "ping"\n');
     expect(() => loadLuaScript(pathToFileURL(join(dir, 'ping.lua')))).toThrow(
       `Lua include circle: ${join(dir, 'ping.lua')} -> ${join(dir, 'pong.lua')} -> ${join(dir, 'ping.lua')}`,
+    );
+  });
+});
+
+describe('packScriptArgument', () => {
+  it('is the JSON of the value, a lone surrogate made U+FFFD; a string nested in a string is left as it is', () => {
+    const row = JSON.stringify({ content: 'row \ud800' });
+    expect(packScriptArgument({ a: 'plain', rows: [row] })).toBe(JSON.stringify({ a: 'plain', rows: [row] }));
+    expect(packScriptArgument({ key: 'k\ud800', high: '\udbff!', pair: '\ud83d\ude00', rows: [row] })).toBe(
+      JSON.stringify({ key: 'k\ufffd', high: '\ufffd!', pair: '\ud83d\ude00', rows: [row] }),
     );
   });
 });

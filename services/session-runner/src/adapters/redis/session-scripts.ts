@@ -1,5 +1,5 @@
 import { randomFillSync } from 'node:crypto';
-import { loadLuaScript } from '@ctxflow/service-kit';
+import { loadLuaScript, packScriptArgument } from '@ctxflow/service-kit';
 import type { Cluster, Redis } from 'ioredis';
 import type {
   AgentRecord,
@@ -16,7 +16,7 @@ import type { StoreKeys } from './keys.ts';
  * The session store's scripts (this folder's *.lua, their includes resolved by
  * loadLuaScript), in BullMQ's shape: each takes its keys and ONE packed argument,
  * a JSON object whose schema its header states and whose type is here, built by one
- * function per script. An absent field is nil in the script (JSON.stringify leaves
+ * function per script (packScriptArgument). An absent field is nil in the script (JSON.stringify leaves
  * `undefined` out); no field is ever null. What a step's hot path stores (commit-step's
  * step record and rows) and a branch's log (create-session) follow the packed argument
  * verbatim, as BullMQ passes a job's data beside its packed options: their bytes are
@@ -138,7 +138,7 @@ export interface CommitStepArgs {
 /** commit-step.lua's ARGV: the packed argument, then the step record and the rows as stored. */
 export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
   const requestId = a.step.requestId;
-  const packed = JSON.stringify({
+  const packed = packScriptArgument({
     ttlMs,
     logLength: a.logLength,
     version: a.version,
@@ -183,7 +183,7 @@ export interface CreateSessionArgs {
 
 /** create-session.lua's ARGV: the packed argument, then the log. */
 export function createSessionArgs(ttlMs: number, a: CreateSessionArgs): string[] {
-  const packed = JSON.stringify({
+  const packed = packScriptArgument({
     ttlMs,
     meta: JSON.stringify(a.meta),
     steps: a.steps.map((step) => ({
@@ -207,7 +207,7 @@ export interface EnqueueArgs {
 }
 
 export function enqueueArgs(ttlMs: number, a: EnqueueArgs): string {
-  return JSON.stringify({ ttlMs, dedupe: a.dedupe, items: a.items.map((item) => JSON.stringify(item)) });
+  return packScriptArgument({ ttlMs, dedupe: a.dedupe, items: a.items.map((item) => JSON.stringify(item)) });
 }
 
 /** append-messages.lua's argument. */
@@ -221,7 +221,7 @@ export interface AppendMessagesArgs {
 }
 
 export function appendMessagesArgs(ttlMs: number, a: AppendMessagesArgs): string {
-  return JSON.stringify({
+  return packScriptArgument({
     ttlMs,
     meta: a.meta === undefined ? undefined : JSON.stringify(a.meta),
     version: a.version,
@@ -241,7 +241,7 @@ export interface RewindArgs {
 }
 
 export function rewindArgs(ttlMs: number, a: RewindArgs): string {
-  return JSON.stringify({
+  return packScriptArgument({
     ttlMs,
     logLength: a.logLength,
     toLength: a.toLength,
@@ -254,16 +254,16 @@ export function rewindArgs(ttlMs: number, a: RewindArgs): string {
 }
 
 export function putMetaArgs(ttlMs: number, meta: SessionMeta): string {
-  return JSON.stringify({ ttlMs, meta: JSON.stringify(meta) });
+  return packScriptArgument({ ttlMs, meta: JSON.stringify(meta) });
 }
 
 export function putCallArgs(ttlMs: number, call: CallRecord): string {
-  return JSON.stringify({ ttlMs, callId: call.callId, call: JSON.stringify(call) });
+  return packScriptArgument({ ttlMs, callId: call.callId, call: JSON.stringify(call) });
 }
 
 /** replace-agent.lua's argument. */
 export function replaceAgentArgs(agent: AgentRecord, expectedVersion: number): string {
-  return JSON.stringify({
+  return packScriptArgument({
     expected: String(expectedVersion),
     version: String(agent.version),
     agent: JSON.stringify(agent),
@@ -348,13 +348,15 @@ export class SessionScripts {
 
   /** A consistent read of the session (`window`: its log window only) and the `counters` fields named. */
   loadSession(sessionId: string, args: { window: boolean; fields: readonly string[] }): Promise<LoadReply | null> {
-    const packed = JSON.stringify({ window: args.window ? true : undefined, fields: args.fields });
+    const packed = packScriptArgument({ window: args.window ? true : undefined, fields: args.fields });
     return this.#commands.ctxLoadSession(...this.#keys.sessionList(sessionId), packed) as Promise<LoadReply | null>;
   }
 
   keyFingerprint(sessionId: string, key: string): Promise<string | null> {
     const keys = this.#keys.session(sessionId);
-    return this.#commands.ctxKeyFingerprint(keys.meta, keys.keys, JSON.stringify({ key })) as Promise<string | null>;
+    return this.#commands.ctxKeyFingerprint(keys.meta, keys.keys, packScriptArgument({ key })) as Promise<
+      string | null
+    >;
   }
 
   replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<ScriptReply> {

@@ -1,11 +1,11 @@
-import { loadLuaScript } from '@ctxflow/service-kit';
+import { loadLuaScript, packScriptArgument } from '@ctxflow/service-kit';
 import type { Cluster, Redis } from 'ioredis';
 
 /**
  * The feed streams' scripts (this folder's *.lua, their includes resolved by
  * loadLuaScript), in BullMQ's shape: each takes its keys and ONE packed argument,
  * a JSON object whose schema its header states and whose type is here, built by one
- * function per script. An absent field is nil in the script (JSON.stringify leaves
+ * function per script (packScriptArgument). An absent field is nil in the script (JSON.stringify leaves
  * `undefined` out); no field is ever null.
  */
 const lua = (file: string) => loadLuaScript(new URL(`./${file}`, import.meta.url));
@@ -46,7 +46,7 @@ export interface ApplyUpdatesArgs {
 }
 
 export function applyUpdatesArgs(a: ApplyUpdatesArgs): string {
-  return JSON.stringify({
+  return packScriptArgument({
     field: a.field,
     ttlMs: a.ttlMs,
     now: String(a.now),
@@ -77,7 +77,7 @@ export interface ReadStreamsArgs {
 }
 
 export function readStreamsArgs(a: ReadStreamsArgs): string {
-  return JSON.stringify({
+  return packScriptArgument({
     count: a.count,
     streams: a.streams.map((s) => ({ digest: s.digest, after: String(s.after) })),
   });
@@ -90,11 +90,11 @@ export interface PartitionFields {
 }
 
 export function recordOffsetArgs(field: string, offset: string): string {
-  return JSON.stringify({ field, offset });
+  return packScriptArgument({ field, offset });
 }
 
 export function rebindPartitionArgs(field: string, expected: PartitionFields, next: PartitionFields): string {
-  return JSON.stringify({ field, expected, next });
+  return packScriptArgument({ field, expected, next });
 }
 
 /** read-streams.lua's reply: [place, entries, place, entries, ...], entries as XRANGE answers them. */
