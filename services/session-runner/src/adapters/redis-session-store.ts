@@ -83,6 +83,10 @@ const INDEX_PAGE = 200;
  * sessionsOfAgent skip and remove from it.
  *
  * A Redis that does not answer surfaces as a retryable `store_unavailable`.
+ *
+ * Over ~400 lines because it is one method per SessionStore member (about twenty), each a thin
+ * call of its script: the scripts' builders and codecs are redis/session-scripts.ts, the
+ * system prompts redis/prompt-texts.ts.
  */
 export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
