@@ -5,7 +5,7 @@
  * started for the row (nothing else on it: its CPU figures are this row's alone).
  *
  * - update: one record per `StepContextService.handle` call (a webhook at a
- *   time), on RedisBatchStore + RedisSubscriptionStore as main.ts wires them
+ *   time), on RedisFeedStreams + RedisSubscriptionStore as main.ts wires them
  *   (with a retention), at 1, 100, 1,000 and 10,000 sessions
  *   subscribed to the update's ticket. Cost = CPU of this process
  *   (process.cpuUsage) + CPU of the Redis main thread (INFO cpu), per update.
@@ -18,7 +18,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { createServer } from 'node:net';
 import type { IncomingRecord } from '@ctxflow/bus';
 import { type Cursor, DEFAULT_TENANT, type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
-import { FeedStepContext, RedisBatchStore, StepContextService } from '@ctxflow/step-context';
+import { FeedStepContext, RedisFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { RedisSubscriptionStore, type Subscription } from '@ctxflow/subscriptions';
 import { Redis } from 'ioredis';
 import { progress } from './lib/progress.ts';
@@ -128,15 +128,15 @@ class Offsets {
 
 function stores(redis: Redis, prefix: string) {
   const subscriptions = new RedisSubscriptionStore({ redis, prefix, ttlMs: TTL_MS });
-  const batches = new RedisBatchStore({ redis, prefix, ttlMs: TTL_MS });
+  const feedStreams = new RedisFeedStreams({ redis, prefix, ttlMs: TTL_MS });
   const idle = { subscribe: async () => ({ ready: async () => {}, close: async () => {} }) };
   const service = new StepContextService({
     subscriber: idle as never,
     subscriptions,
-    batches,
+    feedStreams,
     topic: TOPICS.ticketUpdates,
   });
-  return { subscriptions, batches, service, feed: new FeedStepContext({ batches, subscriptions }) };
+  return { subscriptions, feedStreams, service, feed: new FeedStepContext({ feedStreams, subscriptions }) };
 }
 
 async function subscribeAll(

@@ -6,7 +6,7 @@
  *   the same client and settings into a handler that only counts;
  * - latency: one update at a time, from the publish call (the webhook answers
  *   202 when it resolves, so this start is earlier than "accepted") until the
- *   row is in the session's batch stream, over raw produce-to-consume.
+ *   row is in the session's feed stream, over raw produce-to-consume.
  * The consumers are child processes (pipeline-child.ts) that joined their
  * groups before any timing; the producer is this process.
  *
@@ -245,7 +245,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
   const sinks: OtlpSink[] = [];
   try {
     await bus.admin.ensureTopics(Object.values(topics).map((name) => ({ name, partitions: PARTITIONS })));
-    // One session per ticket: every update lands in exactly one batch stream.
+    // One session per ticket: every update lands in exactly one feed stream.
     const subscriptions = new RedisSubscriptionStore({ redis, prefix });
     for (let t = 0; t < TICKETS; t++) {
       await subscriptions.subscribe(DEFAULT_TENANT, `ses_bench_${t}`, { source: 'generic', ticket: `PROJ-${t}` });
@@ -445,7 +445,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       telemetryResults.push({
         id: `S6-S1-${client}${sampler ? '-sampled' : ''}`,
         title: `OpenTelemetry on${sampler ? `, ${HEAD_SAMPLING_RATIO * 100}% head-sampled` : ''} over off, S1 pipeline, ${client}`,
-        ratioOf: 'updates/s into batch streams with telemetry in step-context over without',
+        ratioOf: 'updates/s into feed streams with telemetry in step-context over without',
         goal: telemetryGoal,
         ratio: onOverOff,
         met: meets(telemetryGoal, onOverOff.median),
@@ -484,7 +484,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       {
         id: `S1-${client}`,
         title: `Pipeline throughput, ${client}`,
-        ratioOf: 'updates/s into batch streams over raw produce-then-consume',
+        ratioOf: 'updates/s into feed streams over raw produce-then-consume',
         goal: throughputGoal,
         ratio,
         met: meets(throughputGoal, ratio.median),
@@ -498,7 +498,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       {
         id: `E2E-${client}`,
         title: `Latency update -> row available, ${client}`,
-        ratioOf: 'p50 publish -> in batch stream over p50 raw produce -> consume',
+        ratioOf: 'p50 publish -> in feed stream over p50 raw produce -> consume',
         goal: latencyGoal,
         ratio: summarize(latencyTrials),
         met: meets(latencyGoal, latencyTrials[0]!),

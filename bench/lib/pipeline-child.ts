@@ -1,7 +1,7 @@
 /**
  * A consumer process of the S1 benchmark, on one Kafka client:
  *   mode `step-context`: the StepContextService (Redis subscription and batch
- *     stores) consuming ticket updates into session batch streams;
+ *     stores) consuming ticket updates into session feed streams;
  *   mode `raw`: a subscription of the same bus client with a handler that only
  *     counts (the raw produce-then-consume baseline).
  * Counts a record when it is durable in its sink (step-context: the batch
@@ -27,12 +27,12 @@ import type { KafkaClientName } from '@ctxflow/bus';
 import { createBus } from '@ctxflow/bus';
 import type { TicketUpdate } from '@ctxflow/contracts';
 import {
-  type BatchRecord,
-  type BatchStore,
   type ConsumedPosition,
+  type ConsumedRecord,
   createConsumerTelemetry,
+  type FeedStreams,
   RECORD_ID_HEADER,
-  RedisBatchStore,
+  RedisFeedStreams,
   StepContextService,
 } from '@ctxflow/step-context';
 import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
@@ -85,23 +85,23 @@ let stop: () => Promise<void>;
 if (env('BENCH_MODE') === 'step-context') {
   const redis = new Redis(env('REDIS_URL'));
   const prefix = env('BENCH_PREFIX');
-  const inner = new RedisBatchStore({ redis, prefix });
+  const inner = new RedisFeedStreams({ redis, prefix });
   // Counts each update once its atomic write resolved; every other call goes straight through.
-  const batches: BatchStore = {
+  const feedStreams: FeedStreams = {
     append: (u) => inner.append(u),
     readSince: (f, a, l) => inner.readSince(f, a, l),
     positionOf: (t, s) => inner.positionOf(t, s),
     recordOffset: (p) => inner.recordOffset(p),
     resumeFrom: (t, p) => inner.resumeFrom(t, p),
     storedPartition: (t: string, p: number) => inner.storedPartition(t, p),
-    rebindPartition: (...args: Parameters<BatchStore['rebindPartition']>) => inner.rebindPartition(...args),
+    rebindPartition: (...args: Parameters<FeedStreams['rebindPartition']>) => inner.rebindPartition(...args),
     async applyUpdate(update: TicketUpdate, position: ConsumedPosition) {
       const result = await inner.applyUpdate(update, position);
       counted(update.id);
       return result;
     },
-    async applyBatch(records: readonly BatchRecord[]) {
-      const results = await inner.applyBatch(records);
+    async applyRun(records: readonly ConsumedRecord[]) {
+      const results = await inner.applyRun(records);
       for (const record of records) if (record.update) counted(record.update.id);
       return results;
     },
@@ -109,7 +109,7 @@ if (env('BENCH_MODE') === 'step-context') {
   const service = new StepContextService({
     subscriber: bus.subscriber,
     subscriptions: new RedisSubscriptionStore({ redis, prefix }),
-    batches,
+    feedStreams,
     topic,
     groupId,
     ...(telemetry ? { telemetry: createConsumerTelemetry() } : {}),

@@ -5,8 +5,8 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { loadLuaScript } from '@ctxflow/service-kit';
 import {
   MemorySessionStore,
   RedisSessionStore,
@@ -35,13 +35,9 @@ async function deletePrefix(client: Redis | Cluster, prefix: string): Promise<vo
   }
 }
 
-/** The SHA1 under which Redis caches enqueue.lua, after next-version.lua (what EVALSHA names). */
-const scriptText = (file: string) =>
-  readFileSync(new URL(`../../services/session-runner/src/adapters/redis/${file}`, import.meta.url), 'utf8');
+/** The SHA1 under which Redis caches enqueue.lua, its includes resolved (what EVALSHA names). */
 const ENQUEUE_SHA = createHash('sha1')
-  .update(
-    `${scriptText('next-version.lua')}\n${scriptText('session-ttl.lua')}\nlocal function script()\n${scriptText('enqueue.lua')}\nend\nreturn expireSession(script())\n`,
-  )
+  .update(loadLuaScript(new URL('../../services/session-runner/src/adapters/redis/enqueue.lua', import.meta.url)))
   .digest('hex');
 
 const uniquePrefix = () => `ctxtest-${randomUUID().slice(0, 12)}`;
@@ -217,7 +213,7 @@ describe('RedisSessionStore', () => {
         `${prefix}:{${m.sessionId}}:keys`,
         `${prefix}:{${m.sessionId}}:meta`,
         `${prefix}:{${m.sessionId}}:queue`,
-        `${prefix}:{${m.sessionId}}:seq`,
+        `${prefix}:{${m.sessionId}}:counters`,
         `${prefix}:{agent:agt_1}`,
         `${prefix}:{tenant:${m.tenant}}:sessions`,
       ].sort(),
@@ -236,7 +232,7 @@ describe('RedisSessionStore', () => {
     ]);
     const lost = first.outcome === 'recorded' ? first.written.version : '';
     // What a Redis that lost its last second of writes holds: the version before them.
-    await client.hset(`${prefix}:{${session.sessionId}}:seq`, 'version', created);
+    await client.hset(`${prefix}:{${session.sessionId}}:counters`, 'version', created);
     const again = await store.enqueue(session.sessionId, [
       { item: { kind: 'notice', content: 'b', source: 'app' }, at: 'now' },
     ]);
@@ -245,6 +241,26 @@ describe('RedisSessionStore', () => {
     expect(issued).not.toBe(lost);
     // Same write count, so only the time part tells them apart.
     expect(issued.split('.')[0]).toBe(lost.split('.')[0]);
+  });
+
+  it('a key or a prompt with a lone surrogate reaches the scripts as a plain argument would (U+FFFD)', async () => {
+    const client = redisClient();
+    const prefix = uniquePrefix();
+    onTestFinished(() => deletePrefix(client, prefix));
+    const store = new RedisSessionStore(client, { prefix });
+    const m = meta();
+    await store.createSession(m, [], [], []);
+    const items = [{ item: { kind: 'notice' as const, content: 'a', source: 'app' as const }, at: 'now' }];
+    const dedupe = { type: 'key' as const, key: 'key-\ud800', fingerprint: 'f' };
+    expect(await store.enqueue(m.sessionId, items, dedupe)).toMatchObject({ outcome: 'recorded' });
+    expect(await store.enqueue(m.sessionId, items, dedupe)).toEqual({ outcome: 'replayed' });
+    expect(await store.keyFingerprint(m.sessionId, 'key-\ud800')).toBe('f');
+    expect(await client.hkeys(`${prefix}:{${m.sessionId}}:keys`)).toEqual(['key-\ufffd']);
+    const commit = promptStep((await store.load(m.sessionId))!, 'a prompt with \udc00 alone');
+    expect(await store.commitStep(m.sessionId, commit)).toEqual({ outcome: 'committed', version: expect.any(String) });
+    expect(Object.values(await client.hgetall(`${prefix}:{${m.sessionId}}:prompts`))).toEqual([
+      'a prompt with \ufffd alone',
+    ]);
   });
 
   it('listSessions skips an index entry whose session is gone and still fills the limit', async () => {
@@ -311,17 +327,18 @@ describe('RedisSessionStore', () => {
     const sent: string[] = [];
     const commitScript = (client as unknown as Record<string, (...args: string[]) => Promise<unknown>>).ctxCommitStep!;
     (client as unknown as Record<string, unknown>).ctxCommitStep = (...args: string[]) => {
-      sent.push(args[19]!); // ARGV[9] (after the retention, session-ttl.lua): the prompt's text, or '' for its id alone
+      // After the ten keys, the packed argument (commit-step.lua): the prompt's text, or none for its id alone.
+      sent.push((JSON.parse(args[10]!) as { prompt?: { text?: string } }).prompt?.text ?? '');
       return commitScript.apply(client, args);
     };
     const m = meta();
     await store.createSession(m, [], [], []);
     await store.commitStep(m.sessionId, promptStep((await store.load(m.sessionId))!, 'prompt A'));
     const read = (await store.load(m.sessionId))!;
-    // Then another runner stored another prompt (its `seq` names that one), and prompt A is not
+    // Then another runner stored another prompt (its `counters` hash names that one), and prompt A is not
     // stored (as if never written): this store still takes prompt A for the session's.
     const base = `${prefix}:{${m.sessionId}}`;
-    await client.hset(`${base}:seq`, 'prompt', 'another-prompt-id');
+    await client.hset(`${base}:counters`, 'prompt', 'another-prompt-id');
     await client.del(`${base}:prompts`);
     const next = promptStep(read, 'prompt A');
 
@@ -378,7 +395,7 @@ describe('RedisSessionStore', () => {
     next.countersOnly = true;
     expect(await store.commitStep(m.sessionId, next)).toEqual({ outcome: 'committed', version: expect.any(String) });
     expect(await client.get(`${base}:meta`)).toBe(metaJson);
-    expect(await client.hmget(`${base}:seq`, 'steps', 'stepAt', 'requestEnd')).toEqual(['2', '2000', '0']);
+    expect(await client.hmget(`${base}:counters`, 'steps', 'stepAt', 'requestEnd')).toEqual(['2', '2000', '0']);
     expect((await store.load(m.sessionId))?.meta).toEqual(next.meta);
     expect(await store.getMeta(m.sessionId)).toEqual(next.meta);
     expect(await store.listSessions(m.tenant, 10)).toEqual([next.meta]);
@@ -386,7 +403,7 @@ describe('RedisSessionStore', () => {
     // A whole meta again (a thread edit): the counters apart are dropped.
     const edited = { ...next.meta, forceRefresh: true };
     expect(await store.putMeta(edited)).toBe(true);
-    expect(await client.hmget(`${base}:seq`, 'steps', 'stepAt', 'requestEnd')).toEqual([null, null, null]);
+    expect(await client.hmget(`${base}:counters`, 'steps', 'stepAt', 'requestEnd')).toEqual([null, null, null]);
     expect((await store.load(m.sessionId))?.meta).toEqual(edited);
 
     // Without a version to name, countersOnly writes the whole meta.

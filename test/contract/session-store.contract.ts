@@ -281,7 +281,7 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
             // Redis keeps time itself: right after a write, every key of the session expires within the TTL.
             const keys = await made.keysOf(id);
             expect(keys.map((k) => k.key.replace(/^.*\}:/, '')).sort()).toEqual(
-              ['calls', 'keys', 'log', 'meta', 'prompts', 'requests', 'seq', 'steps'].sort(),
+              ['calls', 'counters', 'keys', 'log', 'meta', 'prompts', 'requests', 'steps'].sort(),
             );
             for (const { key, pttl } of keys) {
               expect(pttl, key).toBeGreaterThan(0);

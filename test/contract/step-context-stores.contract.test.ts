@@ -1,11 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import { MemoryBatchStore, RedisBatchStore, stepContextKeys } from '@ctxflow/step-context';
+import { MemoryFeedStreams, RedisFeedStreams, stepContextKeys } from '@ctxflow/step-context';
 import { MemorySubscriptionStore, RedisSubscriptionStore, subscriptionId } from '@ctxflow/subscriptions';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deleteKeys, keysOfSession, makeUpdate, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { requireRedis, requireRedisCluster } from '../support/services.ts';
-import { batchStoreContract } from './batch-store.contract.ts';
+import { feedStreamsContract } from './feed-streams.contract.ts';
 import { subscriptionStoreContract } from './subscription-store.contract.ts';
 
 function onRedis() {
@@ -50,11 +50,11 @@ async function keysOfSource(redis: Redis | Cluster, prefix: string, tenant: stri
   return found;
 }
 
-batchStoreContract({
+feedStreamsContract({
   name: 'memory',
   create: async (options = {}) => {
     const subscriptions = new MemorySubscriptionStore(options);
-    const store = new MemoryBatchStore({ ...options, subscriptions });
+    const store = new MemoryFeedStreams({ ...options, subscriptions });
     return { store, subscriptions, cleanup: async () => {} };
   },
 });
@@ -63,14 +63,14 @@ for (const [name, open] of [
   ['redis', onRedis],
   ['redis cluster (one script per source)', onCluster],
 ] as const) {
-  batchStoreContract({
+  feedStreamsContract({
     name,
     create: async (options = {}) => {
       const { redis, prefix, cleanup } = open();
       const ttl = options.ttlMs === undefined ? {} : { ttlMs: options.ttlMs };
       const clock = options.clock ? { clock: options.clock } : {};
       return {
-        store: new RedisBatchStore({ redis, prefix, ...ttl, ...clock }),
+        store: new RedisFeedStreams({ redis, prefix, ...ttl, ...clock }),
         subscriptions: new RedisSubscriptionStore({ redis, prefix, ...ttl, ...clock }),
         keysOf: (sessionId) => keysOfSession(redis, prefix, sessionId),
         keysOfSource: (tenant, source) => keysOfSource(redis, prefix, tenant, source),
@@ -141,13 +141,13 @@ for (const [name, open] of [
   ['redis', onRedis],
   ['redis cluster (one script per source)', onCluster],
 ] as const) {
-  describe(`RedisBatchStore on ${name}: a run redelivered after its global offset was lost`, () => {
+  describe(`RedisFeedStreams on ${name}: a run redelivered after its global offset was lost`, () => {
     const { redis, prefix, cleanup } = open();
     afterAll(cleanup);
 
     it('stores nothing twice and records the offset again', async () => {
       const subscriptions = new RedisSubscriptionStore({ redis, prefix });
-      const store = new RedisBatchStore({ redis, prefix });
+      const store = new RedisFeedStreams({ redis, prefix });
       const [a, t, tenant] = [`s-${randomUUID()}`, `topic-${randomUUID().slice(0, 8)}`, `t-${randomUUID()}`];
       await subscriptions.subscribe(tenant, a, { source: 'generic', ticket: '*' });
       await subscriptions.subscribe(tenant, a, { source: 'jira', ticket: '*', scope: 'L' });
@@ -159,10 +159,10 @@ for (const [name, open] of [
         { position: { topic: t, partition: 0, offset: '4' }, update: u[0]! },
         { position: { topic: t, partition: 0, offset: '5' }, update: u[1]! },
       ];
-      await store.applyBatch(run);
+      await store.applyRun(run);
       await redis.hdel(stepContextKeys(prefix).offsets, `${t}:0`);
       expect(await store.resumeFrom(t, 0)).toBeUndefined();
-      expect(await store.applyBatch(run)).toEqual([
+      expect(await store.applyRun(run)).toEqual([
         { applied: true, outcome: { outcome: 'duplicate' } },
         { applied: true, outcome: { outcome: 'duplicate' } },
       ]);
@@ -188,7 +188,7 @@ for (const [name, open] of [
       let now = Date.parse('2026-03-01T00:00:00.000Z');
       const clock = { now: () => now };
       const store = new RedisSubscriptionStore({ redis, prefix, ttlMs: 60_000, clock });
-      const batches = new RedisBatchStore({ redis, prefix, ttlMs: 60_000, clock });
+      const feedStreams = new RedisFeedStreams({ redis, prefix, ttlMs: 60_000, clock });
       const keys = stepContextKeys(prefix);
       const [expired, live, t] = [`s-${randomUUID()}`, `s-${randomUUID()}`, `topic-${randomUUID().slice(0, 8)}`];
       const ticket = `EXP-${randomUUID().slice(0, 8)}`;
@@ -196,13 +196,13 @@ for (const [name, open] of [
       await store.subscribe('tx', expired, { source: 'generic', ticket });
       now += 100_000; // past 1.25 x the TTL: the first follower expired
       expect(await store.sessionsFor(target)).toEqual([]);
-      const [lost] = await batches.applyBatch([
+      const [lost] = await feedStreams.applyRun([
         { position: { topic: t, partition: 0, offset: '1' }, update: makeUpdate(target) },
       ]);
       expect(lost).toEqual({ applied: true, outcome: { outcome: 'unwatched' } });
       await store.subscribe('tx', live, { source: 'generic', ticket });
       expect(await store.sessionsFor(target)).toEqual([live]);
-      const [kept] = await batches.applyBatch([
+      const [kept] = await feedStreams.applyRun([
         { position: { topic: t, partition: 0, offset: '2' }, update: makeUpdate(target) },
       ]);
       expect(kept).toEqual({ applied: true, outcome: { outcome: 'appended', seq: 1, streams: 1 } });

@@ -11,7 +11,7 @@
 import { randomUUID } from 'node:crypto';
 import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
-import { FeedStepContext, MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { FeedStepContext, MemoryFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import kafkajs from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -57,16 +57,16 @@ describe('CloudEvents Kafka binding: a foreign producer feeds a session with no 
     });
     await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 1 }]);
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
     const service = new StepContextService({
       subscriber: bus.subscriber,
-      batches,
+      feedStreams,
       subscriptions,
       groupId: `ctxflow-test-ce-step-context-${tag}`,
     });
     await service.start();
     cleanups.push(() => service.stop());
-    const feed = new FeedStepContext({ batches, subscriptions });
+    const feed = new FeedStepContext({ feedStreams, subscriptions });
     const harness = await createHarness({ engine: { stepContextFor: () => feed } });
     const session = (await harness.call('POST', '/sessions', {})).body.sessionId as string;
     await subscriptions.subscribe(DEFAULT_TENANT, session, { source: 'cloudevents', ticket: 'PROJ-7' });
@@ -122,13 +122,13 @@ describe('CloudEvents Kafka binding: a foreign producer feeds a session with no 
     });
     const last = BigInt(sent[0]!.baseOffset!) + 5n;
     for (let i = 0; i < 600; i++) {
-      const at = await batches.resumeFrom(topic, 0);
+      const at = await feedStreams.resumeFrom(topic, 0);
       if (at !== undefined && BigInt(at) > last) break;
       await new Promise((r) => setTimeout(r, 50));
     }
-    expect(BigInt((await batches.resumeFrom(topic, 0)) ?? '-1')).toBeGreaterThan(last);
+    expect(BigInt((await feedStreams.resumeFrom(topic, 0)) ?? '-1')).toBeGreaterThan(last);
 
-    const entries = await entriesOf({ batches, subscriptions }, session);
+    const entries = await entriesOf({ feedStreams, subscriptions }, session);
     expect(entries.map((e) => e.update.id)).toEqual([`cloudevents:${JIRA}:ce-1`, `cloudevents:${JIRA}:ce-2`, extra.id]);
     expect(entries[0]!.update).toMatchObject({
       source: 'cloudevents',

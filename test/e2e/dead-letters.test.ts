@@ -10,7 +10,7 @@ import { createMemoryBus, type IncomingRecord, type OutgoingRecord, type Publish
 import { CtxflowError, DEFAULT_TENANT, DLQ_HEADERS, RECORD_ID_HEADER, TOPICS, ticketKey } from '@ctxflow/contracts';
 import { buildEmbeddedApp } from '@ctxflow/embedded';
 import { createConsumerLag, createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
-import { type BatchStore, MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { type FeedStreams, MemoryFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { ATTR_CONSUMER_GROUP, ATTR_DLQ_REASON, ATTR_TOPIC, METRIC_DEAD_LETTERS } from '@ctxflow/telemetry';
 import { describe, expect, it } from 'vitest';
@@ -67,14 +67,14 @@ describe('dead letters: step-context (ticket updates)', () => {
     const dlq = `${topic}.dlq`;
     const bus = createMemoryBus({ retryBackoffMs: 5 });
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: '*' });
     // The first two dead-letter publishes are not acknowledged: the run must come again, nothing skipped.
     const deadLetters = flaky(bus.publisher, dlq, 2);
     const { deadLettered, telemetry } = recordingTelemetry();
     const service = new StepContextService({
       subscriber: bus.subscriber,
-      batches,
+      feedStreams,
       subscriptions,
       topic,
       deadLetterTopic: dlq,
@@ -91,10 +91,10 @@ describe('dead letters: step-context (ticket updates)', () => {
       { key: 'generic:T-1', value: JSON.stringify({ ...u2, id: undefined }), headers: { [RECORD_ID_HEADER]: 'x' } },
       { key: ticketKey(u2), value: JSON.stringify(u2) },
     ]);
-    await eventually(async () => expect(await batches.resumeFrom(topic, 0)).toBe('4'));
+    await eventually(async () => expect(await feedStreams.resumeFrom(topic, 0)).toBe('4'));
     await eventually(async () => expect(out.records).toHaveLength(2));
     expect(deadLetters.refused).toBe(2);
-    expect((await entriesOf({ batches, subscriptions }, 's1')).map((e) => e.update.id)).toEqual([u1.id, u2.id]);
+    expect((await entriesOf({ feedStreams, subscriptions }, 's1')).map((e) => e.update.id)).toEqual([u1.id, u2.id]);
     const [notJson, invalid] = out.records;
     expect(notJson).toMatchObject({
       key: 'generic:T-1',
@@ -127,23 +127,23 @@ describe('dead letters: step-context (ticket updates)', () => {
     const topic = `tu-${randomUUID()}`;
     const dlq = `${topic}.dlq`;
     const bus = createMemoryBus({ retryBackoffMs: 5 });
-    const inner = new MemoryBatchStore();
+    const inner = new MemoryFeedStreams();
     const bad = makeUpdate({ ticket: 'T-bad' });
     // A store that refuses one update for good (as a validation refusal would).
-    const batches: BatchStore = Object.assign(Object.create(inner), {
-      applyBatch: (records: Parameters<BatchStore['applyBatch']>[0]) =>
+    const feedStreams: FeedStreams = Object.assign(Object.create(inner), {
+      applyRun: (records: Parameters<FeedStreams['applyRun']>[0]) =>
         records.some((r) => r.update?.id === bad.id)
           ? Promise.reject(new CtxflowError('validation_error', 'update refused'))
-          : inner.applyBatch(records),
+          : inner.applyRun(records),
       resumeFrom: (t: string, p: number) => inner.resumeFrom(t, p),
       storedPartition: (t: string, p: number) => inner.storedPartition(t, p),
-      rebindPartition: (...args: Parameters<BatchStore['rebindPartition']>) => inner.rebindPartition(...args),
+      rebindPartition: (...args: Parameters<FeedStreams['rebindPartition']>) => inner.rebindPartition(...args),
     });
     const subscriptions = new MemorySubscriptionStore();
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: '*' });
     const service = new StepContextService({
       subscriber: bus.subscriber,
-      batches,
+      feedStreams,
       subscriptions,
       topic,
       deadLetterTopic: dlq,
@@ -164,7 +164,10 @@ describe('dead letters: step-context (ticket updates)', () => {
       [DLQ_HEADERS.error]: 'validation_error: update refused',
       [DLQ_HEADERS.offset]: '1',
     });
-    expect((await entriesOf({ batches: inner, subscriptions }, 's1')).map((e) => e.update.id)).toEqual([u1.id, u2.id]);
+    expect((await entriesOf({ feedStreams: inner, subscriptions }, 's1')).map((e) => e.update.id)).toEqual([
+      u1.id,
+      u2.id,
+    ]);
     await out.close();
     await service.stop();
   });
@@ -231,7 +234,7 @@ describe('dead letters: metrics', () => {
     const topic = `tu-${randomUUID()}`;
     const service = new StepContextService({
       subscriber: bus.subscriber,
-      batches: new MemoryBatchStore(),
+      feedStreams: new MemoryFeedStreams(),
       subscriptions: new MemorySubscriptionStore(),
       topic,
       deadLetters: bus.publisher,

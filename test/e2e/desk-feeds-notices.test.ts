@@ -49,7 +49,7 @@ async function setup() {
     expect(JSON.parse(res.body).accepted).toBe(true);
     published += 1;
     for (let i = 0; i < 200; i++) {
-      const at = await embedded!.batches.resumeFrom(TOPICS.ticketUpdates, 0);
+      const at = await embedded!.feedStreams.resumeFrom(TOPICS.ticketUpdates, 0);
       if (at !== undefined && BigInt(at) > BigInt(published - 1)) return;
       await new Promise((r) => setTimeout(r, 5));
     }

@@ -13,7 +13,7 @@ import { createBus, readTopic } from '@ctxflow/bus';
 import { DEFAULT_TENANT, DLQ_HEADERS, RECORD_ID_HEADER, TOPICS, ticketKey } from '@ctxflow/contracts';
 import type { AuditEvent } from '@ctxflow/service-kit';
 import { createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
-import { MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { MemoryFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import kafkajs from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -66,12 +66,12 @@ describe('dead-letter topics on Kafka', () => {
 
     // step-context on the prefixed topics.
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
     await subscriptions.subscribe(DEFAULT_TENANT, 'ses_feed', { source: 'generic', ticket: '*' });
     const stepContext = new StepContextService({
       subscriber: bus.subscriber,
       deadLetters: bus.publisher,
-      batches,
+      feedStreams,
       subscriptions,
     });
     await stepContext.start();
@@ -148,7 +148,7 @@ describe('dead-letter topics on Kafka', () => {
     );
     expect(listed).toContain('3 dead letter(s)');
     // The poison never reached a session; the refusal was answered.
-    expect(await entriesOf({ batches, subscriptions }, 'ses_feed')).toEqual([]);
+    expect(await entriesOf({ feedStreams, subscriptions }, 'ses_feed')).toEqual([]);
     await eventually(async () => expect(results).toHaveLength(1));
     expect(results[0]).toMatchObject({ requestId: `req-${run}`, ok: false });
 
@@ -178,7 +178,7 @@ describe('dead-letter topics on Kafka', () => {
     await eventually(async () => expect(results).toHaveLength(2), 30_000);
     expect(results[1]).toMatchObject({ requestId: `req-${run}`, sessionId, ok: true });
     await eventually(async () => {
-      const entries = await entriesOf({ batches, subscriptions }, 'ses_feed');
+      const entries = await entriesOf({ feedStreams, subscriptions }, 'ses_feed');
       expect(entries.map((e) => e.update)).toEqual([{ ...update, summary: 'fixed' }]);
     }, 30_000);
 
@@ -197,7 +197,7 @@ describe('dead-letter topics on Kafka', () => {
     expect(await dlq('list', '--all')).toContain('invalid  replayed');
     expect((await engine.inspect(DEFAULT_TENANT, sessionId)).steps).toHaveLength(1);
     expect(results).toHaveLength(2);
-    expect(await entriesOf({ batches, subscriptions }, 'ses_feed')).toHaveLength(1);
+    expect(await entriesOf({ feedStreams, subscriptions }, 'ses_feed')).toHaveLength(1);
     // The DLQ headers are not carried back onto the source topic.
     const replayedRecord = (await readTopic({ brokers, clientId: 'dlq-test' }, `${prefix}${TOPICS.stepRequests}`)).at(
       -1,

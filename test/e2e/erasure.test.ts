@@ -9,7 +9,7 @@ import { createHmac, randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { createEngine, RedisSessionStore } from '@ctxflow/session-runner';
-import { RedisBatchStore } from '@ctxflow/step-context';
+import { RedisFeedStreams } from '@ctxflow/step-context';
 import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -74,7 +74,7 @@ async function setup(backend: Backend) {
     client && prefix
       ? {
           sessions: new RedisSessionStore(client, { prefix }),
-          batches: new RedisBatchStore({ redis: client, prefix }),
+          feedStreams: new RedisFeedStreams({ redis: client, prefix }),
           subscriptions: new RedisSubscriptionStore({ redis: client, prefix }),
         }
       : undefined;
@@ -100,7 +100,7 @@ async function setup(backend: Backend) {
     expect(res.statusCode).toBe(202);
     published++;
     for (let i = 0; i < 400; i++) {
-      const at = await embedded!.batches.resumeFrom(TOPICS.ticketUpdates, 0);
+      const at = await embedded!.feedStreams.resumeFrom(TOPICS.ticketUpdates, 0);
       if (at !== undefined && BigInt(at) >= BigInt(published)) return;
       await new Promise((r) => setTimeout(r, 5));
     }

@@ -2,10 +2,10 @@ import { randomUUID } from 'node:crypto';
 import { createMemoryBus } from '@ctxflow/bus';
 import { byteLength, type Cursor, DEFAULT_TENANT, ticketKey } from '@ctxflow/contracts';
 import {
-  type BatchStore,
   FeedStepContext,
-  MemoryBatchStore,
-  RedisBatchStore,
+  type FeedStreams,
+  MemoryFeedStreams,
+  RedisFeedStreams,
   StepContextService,
 } from '@ctxflow/step-context';
 import { MemorySubscriptionStore, RedisSubscriptionStore, type SubscriptionStore } from '@ctxflow/subscriptions';
@@ -28,7 +28,7 @@ function markers(content: string): string[] {
  * makes them (runHook: validation, byte limit, R27 fitting): every batch within
  * maxBytes, nothing left out by the runner, no update lost, repeated or reordered.
  */
-async function drainThousand(stores: { batches: BatchStore; subscriptions: SubscriptionStore }, tickets: number) {
+async function drainThousand(stores: { feedStreams: FeedStreams; subscriptions: SubscriptionStore }, tickets: number) {
   const topic = `ticket-updates-${randomUUID()}`;
   const sessionId = `s-${randomUUID()}`;
   await stores.subscriptions.subscribe(DEFAULT_TENANT, sessionId, { source: 'generic', ticket: '*' });
@@ -44,20 +44,20 @@ async function drainThousand(stores: { batches: BatchStore; subscriptions: Subsc
     topic,
     updates.map((u) => ({ key: ticketKey(u), value: JSON.stringify(u) })),
   );
-  await eventually(async () => expect(await stores.batches.resumeFrom(topic, 0)).toBe('1000'), 20_000);
+  await eventually(async () => expect(await stores.feedStreams.resumeFrom(topic, 0)).toBe('1000'), 20_000);
   await service.stop();
 
   const feed = new FeedStepContext(stores);
   let cursor: Cursor | undefined;
   const seen: string[] = [];
   const perTicket = new Map<string, string[]>();
-  let batches = 0;
+  let feedStreams = 0;
   for (;;) {
     const outcome = await runHook(feed, { sessionId, cursor }, { maxBytes: MAX_BYTES, timeoutMs: 5_000 });
     if (outcome.type === 'none') break;
     expect(outcome.type).toBe('batch');
     if (outcome.type !== 'batch') break;
-    batches++;
+    feedStreams++;
     expect(outcome.leftOut).toBe(0);
     expect(byteLength({ items: outcome.items, cursor: outcome.cursor })).toBeLessThanOrEqual(MAX_BYTES);
     expect(outcome.cursor).not.toEqual(cursor);
@@ -71,7 +71,7 @@ async function drainThousand(stores: { batches: BatchStore; subscriptions: Subsc
     }
     cursor = outcome.cursor;
   }
-  return { seen, perTicket, batches, cursor };
+  return { seen, perTicket, feedStreams, cursor };
 }
 
 function expectDrained(result: Awaited<ReturnType<typeof drainThousand>>, tickets: number) {
@@ -85,7 +85,7 @@ function expectDrained(result: Awaited<ReturnType<typeof drainThousand>>, ticket
 
 function memoryStores() {
   const subscriptions = new MemorySubscriptionStore();
-  return { batches: new MemoryBatchStore({ subscriptions }), subscriptions };
+  return { feedStreams: new MemoryFeedStreams({ subscriptions }), subscriptions };
 }
 
 describe('1,000 queued updates drain within maxBytes (issue 3 batch test)', () => {
@@ -93,7 +93,7 @@ describe('1,000 queued updates drain within maxBytes (issue 3 batch test)', () =
     const result = await drainThousand(memoryStores(), 1000);
     expectDrained(result, 1000);
     expect(result.seen).toEqual([...result.seen].sort()); // global order kept: one ticket per update
-    expect(result.batches).toBeGreaterThan(30);
+    expect(result.feedStreams).toBeGreaterThan(30);
   });
 
   it('memory, 7 tickets (coalesced per batch): every update once, in order per ticket', async () => {
@@ -107,7 +107,7 @@ describe('1,000 queued updates drain within maxBytes (issue 3 batch test)', () =
     try {
       const result = await drainThousand(
         {
-          batches: new RedisBatchStore({ redis, prefix }),
+          feedStreams: new RedisFeedStreams({ redis, prefix }),
           subscriptions: new RedisSubscriptionStore({ redis, prefix }),
         },
         1000,

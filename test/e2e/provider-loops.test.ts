@@ -333,7 +333,7 @@ async function loop<F extends ProviderFormat>(format: F): Promise<void> {
     ...signed({ eventId: `loops-${format}`, ticket: 'T-7', summary: TICKET_NEWS, version: 1 }),
   });
   expect(delivery.statusCode, delivery.body).toBe(202);
-  await landed(embedded.batches);
+  await landed(embedded.feedStreams);
 
   // 5. Forced completion: the completion tool is forced, the model calls it.
   await json(h, 'POST', `${base}/messages`, { role: 'user', content: 'Close the ticket.' });
@@ -371,9 +371,9 @@ async function loop<F extends ProviderFormat>(format: F): Promise<void> {
 }
 
 /** Waits until step-context applied the first update published on the ticket-updates topic. */
-async function landed(batches: EmbeddedApp['batches']) {
+async function landed(feedStreams: EmbeddedApp['feedStreams']) {
   for (let i = 0; i < 400; i++) {
-    const at = await batches.resumeFrom(TOPICS.ticketUpdates, 0);
+    const at = await feedStreams.resumeFrom(TOPICS.ticketUpdates, 0);
     if (at !== undefined && BigInt(at) > 0n) return;
     await new Promise((r) => setTimeout(r, 5));
   }

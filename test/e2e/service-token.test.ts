@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { DEFAULT_TENANT } from '@ctxflow/contracts';
 import { type ConfigError, createAuthenticator, ServiceTokens } from '@ctxflow/service-kit';
 import { HttpStepContext, loadRunnerConfig } from '@ctxflow/session-runner';
-import { buildStepContextApp, FeedStepContext, loadStepContextConfig, MemoryBatchStore } from '@ctxflow/step-context';
+import { buildStepContextApp, FeedStepContext, loadStepContextConfig, MemoryFeedStreams } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { describe, expect, it } from 'vitest';
 import { makeUpdate } from '../../services/step-context/test/helpers.ts';
@@ -24,11 +24,11 @@ describe('CTXFLOW_SERVICE_TOKEN_FILE', () => {
   it('the runner reaches step-context with the token; no token, a wrong one or a tenant key is 401; rotation needs no restart', async () => {
     writeFileSync(file, `# the runner sends the first line; step-context takes any\n${OLD}\n`);
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
     const config = loadStepContextConfig({ CTXFLOW_SERVICE_TOKEN_FILE: file, CTXFLOW_API_KEYS: `t:${TENANT_KEY}` });
     const app = buildStepContextApp({
       subscriptions,
-      feed: new FeedStepContext({ batches, subscriptions }),
+      feed: new FeedStepContext({ feedStreams, subscriptions }),
       authenticate: createAuthenticator(config.apiKeys),
       ...(config.serviceTokens ? { serviceTokens: config.serviceTokens } : {}),
     });
@@ -36,7 +36,7 @@ describe('CTXFLOW_SERVICE_TOKEN_FILE', () => {
     try {
       const url = `http://127.0.0.1:${(app.server.address() as { port: number }).port}/step-context`;
       await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'INC-1' });
-      await batches.append(makeUpdate({ ticket: 'INC-1' }));
+      await feedStreams.append(makeUpdate({ ticket: 'INC-1' }));
       const request = { sessionId: 's1', cursor: undefined, maxBytes: 32 * 1024, signal: AbortSignal.timeout(5_000) };
 
       const runner = new ServiceTokens(file);

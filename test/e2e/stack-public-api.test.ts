@@ -124,7 +124,7 @@ describe('the stack serves the whole public contract on the session-runner port'
     return { status: response.status, body: await response.json() };
   };
 
-  /** Steps the session until a step commits rows (the update reached step-context and its batch stream). */
+  /** Steps the session until a step commits rows (the update reached step-context and its feed stream). */
   const stepUntilRows = (tenant: Tenant, sessionId: string) =>
     waitFor(
       `a notice row in ${sessionId}`,

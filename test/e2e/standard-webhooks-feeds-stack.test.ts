@@ -13,7 +13,7 @@ import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
 import { feedRoutes, RedisDeliveryLedger } from '@ctxflow/feeds';
 import { createServer } from '@ctxflow/service-kit';
-import { FeedStepContext, RedisBatchStore, StepContextService } from '@ctxflow/step-context';
+import { FeedStepContext, RedisFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
 import { Redis } from 'ioredis';
 import kafkajs from 'kafkajs';
@@ -79,17 +79,17 @@ describe('Standard Webhooks feeds on Kafka and Redis', () => {
     cleanups.push(() => feeds.close());
 
     const subscriptions = new RedisSubscriptionStore({ redis, prefix: keyPrefix });
-    const batches = new RedisBatchStore({ redis, prefix: keyPrefix });
+    const feedStreams = new RedisFeedStreams({ redis, prefix: keyPrefix });
     const service = new StepContextService({
       subscriber: bus.subscriber,
-      batches,
+      feedStreams,
       subscriptions,
       groupId: `ctxflow-test-desks-step-context-${tag}`,
     });
     await service.start();
     cleanups.push(() => service.stop());
     const harness = await createHarness({
-      engine: { stepContextFor: () => new FeedStepContext({ batches, subscriptions }) },
+      engine: { stepContextFor: () => new FeedStepContext({ feedStreams, subscriptions }) },
     });
     const session = (await harness.call('POST', '/sessions', {})).body.sessionId as string;
     for (const [source, ticket] of [
@@ -141,11 +141,11 @@ describe('Standard Webhooks feeds on Kafka and Redis', () => {
 
     // Five records on the topic (offsets 0 to 4); wait until step-context stored the last one's position.
     for (let i = 0; i < 600; i++) {
-      const at = await batches.resumeFrom(topic, 0);
+      const at = await feedStreams.resumeFrom(topic, 0);
       if (at !== undefined && BigInt(at) >= 5n) break;
       await new Promise((r) => setTimeout(r, 50));
     }
-    expect(await batches.resumeFrom(topic, 0)).toBe('5');
+    expect(await feedStreams.resumeFrom(topic, 0)).toBe('5');
 
     const step = (await harness.call('POST', `/sessions/${session}/steps`, {})).body;
     const notices: string[] = step.rows.map((r: { content: string }) => r.content);

@@ -1,7 +1,7 @@
 import { DEFAULT_TENANT } from '@ctxflow/contracts';
 import { createAuthenticator } from '@ctxflow/service-kit';
 import { HttpStepContext, RedisSessionStore } from '@ctxflow/session-runner';
-import { buildStepContextApp, FeedStepContext, loadStepContextConfig, MemoryBatchStore } from '@ctxflow/step-context';
+import { buildStepContextApp, FeedStepContext, loadStepContextConfig, MemoryFeedStreams } from '@ctxflow/step-context';
 import { MemorySubscriptionStore, RedisSessionDirectory, RedisSubscriptionStore } from '@ctxflow/subscriptions';
 import { Redis } from 'ioredis';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
@@ -14,10 +14,10 @@ import { requireRedis } from '../support/services.ts';
 describe('step-context as its own process', () => {
   it('POST /step-context serves the runner HttpStepContext: 200 batch within maxBytes, 204 when nothing is new', async () => {
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
     const app = buildStepContextApp({
       subscriptions,
-      feed: new FeedStepContext({ batches, subscriptions }),
+      feed: new FeedStepContext({ feedStreams, subscriptions }),
       directory: { tenantOf: async () => undefined },
       authenticate: createAuthenticator(new Map()),
     });
@@ -27,7 +27,7 @@ describe('step-context as its own process', () => {
       const hook = new HttpStepContext(`http://127.0.0.1:${port}/step-context`);
       const u = makeUpdate({ ticket: 'INC-1' });
       await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'INC-1' });
-      await batches.append(u);
+      await feedStreams.append(u);
       const limits = { maxBytes: 32 * 1024, timeoutMs: 5_000 };
       expect(await runHook(hook, { sessionId: 's1', cursor: undefined }, limits)).toEqual({
         type: 'batch',
@@ -88,7 +88,7 @@ describe('step-context as its own process', () => {
     const subscriptions = new RedisSubscriptionStore({ redis, prefix });
     const app = buildStepContextApp({
       subscriptions,
-      feed: new FeedStepContext({ batches: new MemoryBatchStore(), subscriptions }),
+      feed: new FeedStepContext({ feedStreams: new MemoryFeedStreams(), subscriptions }),
       directory,
       authenticate: createAuthenticator(apiKeys),
     });

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto';
 import { createMemoryBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
-import { RedisBatchStore, StepContextService } from '@ctxflow/step-context';
+import { RedisFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
 import { Cluster, Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -36,14 +36,14 @@ for (const [name, connect] of [
 
     it("tenant B's wildcard subscription never sees tenant A's update", async () => {
       const topic = `ticket-updates-${randomUUID()}`;
-      const batches = new RedisBatchStore({ redis, prefix });
+      const feedStreams = new RedisFeedStreams({ redis, prefix });
       const subscriptions = new RedisSubscriptionStore({ redis, prefix });
       const [ofA, ofB, ofDefault] = ['a', 'b', 'd'].map((t) => `s-${t}-${randomUUID()}`) as [string, string, string];
       await subscriptions.subscribe('ta', ofA, { source: 'generic', ticket: '*' });
       await subscriptions.subscribe('tb', ofB, { source: 'generic', ticket: '*' });
       await subscriptions.subscribe(DEFAULT_TENANT, ofDefault, { source: 'generic', ticket: '*' });
       const bus = createMemoryBus({ retryBackoffMs: 10 });
-      const service = new StepContextService({ subscriber: bus.subscriber, batches, subscriptions, topic });
+      const service = new StepContextService({ subscriber: bus.subscriber, feedStreams, subscriptions, topic });
       services.push(service);
       await service.start();
 
@@ -54,11 +54,11 @@ for (const [name, connect] of [
       await bus.publisher.publish(topic, [record(ofTa), record(ofTb), record(legacy)]);
 
       const summaries = async (sessionId: string) =>
-        (await entriesOf({ batches, subscriptions }, sessionId)).map((e) => e.update.summary);
+        (await entriesOf({ feedStreams, subscriptions }, sessionId)).map((e) => e.update.summary);
       await eventually(async () => expect(await summaries(ofDefault)).toEqual(['a record from before tenants']));
       expect(await summaries(ofA)).toEqual(['tenant A confidential']);
       expect(await summaries(ofB)).toEqual(['tenant B note']);
-      expect((await entriesOf({ batches, subscriptions }, ofA))[0]!.update.tenant).toBe('ta');
+      expect((await entriesOf({ feedStreams, subscriptions }, ofA))[0]!.update.tenant).toBe('ta');
     });
   });
 }

@@ -50,7 +50,7 @@ async function setup() {
     if (!duplicate) published++;
     const target = String(published - 1);
     for (let i = 0; i < 200; i++) {
-      const at = await embedded!.batches.resumeFrom(TOPICS.ticketUpdates, 0);
+      const at = await embedded!.feedStreams.resumeFrom(TOPICS.ticketUpdates, 0);
       if (published === 0 || (at !== undefined && BigInt(at) > BigInt(target))) return res;
       await new Promise((r) => setTimeout(r, 5));
     }

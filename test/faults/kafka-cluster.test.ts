@@ -6,7 +6,7 @@
  * 2: acks=all writes go on with two of the three in sync. Webhook senders
  * retry each delivery until 202 (a 503 while partitions move to new leaders).
  * Every delivery lands exactly once, in order per ticket, in its followers'
- * batch streams, and the restarted node rejoins every partition's in-sync set.
+ * feed streams, and the restarted node rejoins every partition's in-sync set.
  */
 import { randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';

@@ -14,7 +14,7 @@
  * commit again.
  * Every delivery answered 202 is on the topic, a second copy only of one the
  * feed-ingestor answered 503 for; every delivery lands once in each
- * follower's batch stream, in order per ticket; every step request is
+ * follower's feed stream, in order per ticket; every step request is
  * committed once, in order per session, and answered with its one step; every
  * app item once in its session's log. Each phase must bite: requests met its
  * mode, serve-then-drop took produces, the broker expired both services'
@@ -228,7 +228,7 @@ async function scenario(
   expect(notOnTopic(), 'deliveries answered 202 that never reached the topic').toEqual([]);
   const entries = senders.accepted * 2; // fan-out 2: one entry per delivery and follower
   await waitFor(
-    'every delivery in its followers’ batch streams',
+    'every delivery in its followers’ feed streams',
     async () => (await tickets.landedEntries()) >= entries,
     60_000,
     100,

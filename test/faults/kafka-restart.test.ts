@@ -4,7 +4,7 @@
  * shared one) carries the ticket updates from a feed-ingestor to step-context.
  * Webhook senders retry each delivery until 202: while the broker is down the
  * feed-ingestor answers 503 with Retry-After. Every delivery lands exactly
- * once, in order per ticket, in its followers' batch streams; a record the
+ * once, in order per ticket, in its followers' feed streams; a record the
  * broker took but whose acknowledgement was lost may be on the topic twice,
  * and step-context drops the repeat by its record id.
  */

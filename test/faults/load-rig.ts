@@ -5,7 +5,7 @@
  * (StepLoad) and ticket updates those sessions follow (TicketLoad), all
  * checked by one ExactlyOnce. startRunnerRig: a session-runner alone with its
  * StepLoad. startIngestRig: webhooks through a feed-ingestor and step-context
- * into batch streams. Everything started is registered in `cleanups`.
+ * into feed streams. Everything started is registered in `cleanups`.
  */
 import { randomUUID } from 'node:crypto';
 import { TOPICS } from '@ctxflow/contracts';
@@ -240,7 +240,7 @@ export interface IngestRig {
 }
 
 /**
- * Webhooks to batch streams on the Kafka of `brokers`: a feed-ingestor and a
+ * Webhooks to feed streams on the Kafka of `brokers`: a feed-ingestor and a
  * step-context process (fresh groups at the topic's end) on the shared Redis
  * under `fault:<run>` (deleted afterwards), four sessions following `tickets`
  * tickets two each, a watch of what reaches the topic, and `senders` webhook

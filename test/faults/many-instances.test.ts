@@ -24,7 +24,7 @@
  * is random) and is printed at the start and in any failure; it fixes the
  * victims and the kill times.
  *
- * Exactly once: every delivery once in each follower's batch stream and once
+ * Exactly once: every delivery once in each follower's feed stream and once
  * in each follower's log (a hook row), in order per ticket; every step
  * request, over Kafka or HTTP, committed once, in order per session, and
  * answered with its one step; every app item once in its session's log.
@@ -71,7 +71,7 @@ const SENDERS = 4;
 const KILLS = 4;
 /** Window of a kill after the previous one (or the start of the load), in ms. */
 const KILL_AFTER_MS = [1_000, 5_000] as const;
-/** Steps over HTTP per session after the load at most, to bring what is left in the batch streams into the logs. */
+/** Steps over HTTP per session after the load at most, to bring what is left in the feed streams into the logs. */
 const DRAIN_STEPS = 40;
 /**
  * The consumer groups' rebalance timeout: how long a rebalance may wait for a member to
@@ -383,7 +383,7 @@ async function scenario(cleanups: Cleanup[], evidence: Evidence): Promise<void> 
 
   const entries = senders.accepted * 2; // fan-out 2: one entry per delivery and follower
   await waitFor(
-    'every delivery in its followers’ batch streams',
+    'every delivery in its followers’ feed streams',
     async () => (await tickets.landedEntries()) >= entries,
     LAND_WITHIN_MS,
     100,
@@ -391,7 +391,7 @@ async function scenario(cleanups: Cleanup[], evidence: Evidence): Promise<void> 
   await steps.waitForResults(LAND_WITHIN_MS);
   lap('landed');
 
-  // Steps over HTTP until every session's log holds every update its batch stream holds.
+  // Steps over HTTP until every session's log holds every update its feed stream holds.
   const expectedPerSession = new Map(sessions.map((s) => [s, 0]));
   const batchStreams = await tickets.landed();
   for (const [stream, ids] of batchStreams) {

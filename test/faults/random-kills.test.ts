@@ -9,7 +9,7 @@
  * from it too, and restarted. The seed comes from CTXFLOW_FAULT_SEED (or is
  * random) and is printed at the start and in any failure.
  *
- * Exactly once: every delivery once in each follower's batch stream, in order
+ * Exactly once: every delivery once in each follower's feed stream, in order
  * per ticket; every step request committed once, in order per session, and
  * answered with its one step; every app item once in its session's log.
  */
@@ -117,7 +117,7 @@ async function scenario(cleanups: (() => Promise<unknown>)[]): Promise<void> {
 
   const entries = delivered * 2; // fan-out 2: one entry per delivery and follower
   await waitFor(
-    'every delivery in its followers’ batch streams',
+    'every delivery in its followers’ feed streams',
     async () => (await tickets.landedEntries()) >= entries,
     40_000,
     100,

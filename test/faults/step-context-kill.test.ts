@@ -1,7 +1,7 @@
 /**
  * Fault: kill -9 of the step-context consumer in the middle of a stream of
  * 2,000 ticket updates, twice, each time restarted. Every update must land
- * exactly once in every subscribed session's batch stream, in ticket order:
+ * exactly once in every subscribed session's feed stream, in ticket order:
  * the consumed offset is stored in the same Lua write as the entries, and a
  * restarted consumer resumes from Redis, not from Kafka's committed offsets.
  */

@@ -12,7 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { type TicketUpdate, TOPICS } from '@ctxflow/contracts';
-import { RedisBatchStore } from '@ctxflow/step-context';
+import { RedisFeedStreams } from '@ctxflow/step-context';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
 import { requireKafka } from '../support/services.ts';
@@ -58,7 +58,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     cleanups.push(async () => redis.disconnect());
 
     // Load the apply script once, so no service call starts with NOSCRIPT (which MONITOR would show twice).
-    await new RedisBatchStore({ redis, prefix: `${prefix}:warmup` }).append({
+    await new RedisFeedStreams({ redis, prefix: `${prefix}:warmup` }).append({
       id: 'generic:warmup',
       source: 'generic',
       ticket: 'warmup',
@@ -69,7 +69,8 @@ describe('fault: a step-context consumer paused past its session timeout, then r
       receivedAt: new Date().toISOString(),
     } satisfies TicketUpdate);
 
-    // Every apply attempt of every record: apply-batch.lua's ARGV[1] `<topic>:<partition>`, then (from ARGV[7]) each record's offset.
+    // Every apply attempt of every record: apply-updates.lua's packed argument names the partition's
+    // offsets field `<topic>:<partition>` and each record's offset.
     const attempts = new Map<string, number>();
     /** Position -> Redis time (ms) of its first apply attempt. */
     const firstAttempt = new Map<string, number>();
@@ -80,13 +81,14 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     monitor.on('monitor', (time: string, args: string[], source: string) => {
       const command = args[0]?.toLowerCase();
       if (source === 'lua' || (command !== 'evalsha' && command !== 'eval')) return;
-      const at = args.findIndex((a) => field.test(a));
-      // apply-batch.lua: <field>, the retention, now, the own-offsets and write-all flags, the
-      // dedupe window, then eight arguments per record starting with its offset; record-offset.lua
-      // ends at <offset> (not an apply).
-      if (at < 0 || at + 6 >= args.length) return;
-      for (let i = at + 6; i < args.length; i += 8) {
-        const position = `${args[at]}@${args[i]}`;
+      // apply-updates.lua's packed argument: `"field":"<topic>:<partition>"`, then `"records":[...]` with each
+      // record's `"offset":"<n>"` (record-offset.lua's has no records: not an apply). Read by pattern: MONITOR
+      // escapes the quotes of a JSON argument, which ioredis does not fully undo.
+      const text = args.slice(1).join('" "');
+      const named = /"field":"([^"\\]+)"/.exec(text)?.[1];
+      if (named === undefined || !field.test(named) || !text.includes('"records":[')) return;
+      for (const [, offset] of text.matchAll(/"offset":"(\d+)"/g)) {
+        const position = `${named}@${offset}`;
         attempts.set(position, (attempts.get(position) ?? 0) + 1);
         if (!firstAttempt.has(position)) firstAttempt.set(position, Number(time) * 1_000);
       }
@@ -172,7 +174,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     // Both instances did part of the first stream: a before its pause, b after taking over.
     expect(byA.some((x) => firstIds.has(x.updateId) && x.at < pausedAt)).toBe(true);
     expect(byB.some((x) => firstIds.has(x.updateId))).toBe(true);
-    // After SIGCONT, a applied nothing of the first stream: its stale batches were refused. (Lines
+    // After SIGCONT, a applied nothing of the first stream: its stale feedStreams were refused. (Lines
     // logged after SIGCONT may report the writes a had sent before SIGSTOP, one run of up to 200
     // records per partition it was handling, which Redis ran in turn, possibly after the pause
     // began: each of them reached Redis before any write of b for that partition.)
@@ -190,8 +192,8 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     // Whether a still holds a fetched run when it wakes (and so tries a late write) depends on
     // where SIGSTOP caught it; every such write is refused by the offset check, which the
     // duplicate checks above would catch otherwise. The refusal itself is proven
-    // deterministically by the batch-store contract ("applyBatch skips the records at or below
-    // the stored offset and applies the rest once").
+    // deterministically by the feed streams contract ("applyRun applies a run in record order,
+    // records the last offset, and skips what was consumed").
 
     await Promise.all([a.stop(), b.stop()]);
   }, 90_000);

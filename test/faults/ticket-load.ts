@@ -7,7 +7,7 @@
  */
 import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, type TicketUpdate, TOPICS, ticketKey } from '@ctxflow/contracts';
-import { RECORD_ID_HEADER, RedisBatchStore, stepContextKeys } from '@ctxflow/step-context';
+import { RECORD_ID_HEADER, RedisFeedStreams, stepContextKeys } from '@ctxflow/step-context';
 import { RedisSubscriptionStore, subscriptionId } from '@ctxflow/subscriptions';
 import type { Cluster, Redis } from 'ioredis';
 import type { ExactlyOnce } from './exactly-once.ts';
@@ -147,7 +147,7 @@ export class TicketLoad {
    * `<session>|<ticket>`, in the order read.
    */
   async landed(redis: Redis | Cluster = this.#o.redis): Promise<Map<string, string[]>> {
-    const store = new RedisBatchStore({ redis, prefix: this.#o.prefix });
+    const store = new RedisFeedStreams({ redis, prefix: this.#o.prefix });
     const subscriptions = new RedisSubscriptionStore({ redis, prefix: this.#o.prefix });
     const out = new Map<string, string[]>();
     for (const session of this.#o.sessions) {

@@ -12,7 +12,7 @@ import { Parser } from '@asyncapi/parser';
 import { createBus, type IncomingRecord, readTopic } from '@ctxflow/bus';
 import { DEFAULT_TENANT, DLQ_HEADERS, FEED_SOURCES, TOPICS } from '@ctxflow/contracts';
 import { createEngine, MemorySessionStore, startStepRequestConsumer } from '@ctxflow/session-runner';
-import { MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { MemoryFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { Ajv } from 'ajv';
 import kafkajs from 'kafkajs';
@@ -110,7 +110,7 @@ describe('AsyncAPI document (docs/asyncapi.yaml)', () => {
     const stepContext = new StepContextService({
       subscriber: bus.subscriber,
       deadLetters: bus.publisher,
-      batches: new MemoryBatchStore(),
+      feedStreams: new MemoryFeedStreams(),
       subscriptions: new MemorySubscriptionStore(),
     });
     await stepContext.start();

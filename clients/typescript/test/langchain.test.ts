@@ -46,7 +46,7 @@ async function deliver(update: object): Promise<void> {
   expect(answer.statusCode, answer.body).toBe(202);
   // A 202 is visible to a step once step-context applied the update.
   for (let i = 0; i < 400; i++) {
-    const at = await embedded.batches.resumeFrom(TOPICS.ticketUpdates, 0);
+    const at = await embedded.feedStreams.resumeFrom(TOPICS.ticketUpdates, 0);
     if (at !== undefined && BigInt(at) > 0n) return;
     await new Promise((r) => setTimeout(r, 5));
   }

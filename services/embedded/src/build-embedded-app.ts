@@ -23,10 +23,10 @@ import {
   systemClock,
 } from '@ctxflow/session-runner';
 import {
-  type BatchStore,
   type ConsumerTelemetry,
   FeedStepContext,
-  MemoryBatchStore,
+  type FeedStreams,
+  MemoryFeedStreams,
   StepContextService,
 } from '@ctxflow/step-context';
 import { MemorySubscriptionStore, type SubscriptionStore, subscriptionRoutes } from '@ctxflow/subscriptions';
@@ -57,9 +57,14 @@ export interface EmbeddedDeps {
   clock?: Clock;
   /**
    * Other stores in place of the in-memory ones (tests run the same app on Redis); the
-   * batch store must append only to subscribed sessions, as the memory default does.
+   * feed stream store must append only to subscribed sessions, as the memory default does.
    */
-  stores?: { sessions: SessionStore; batches: BatchStore; subscriptions: SubscriptionStore; usage?: StepUsageStore };
+  stores?: {
+    sessions: SessionStore;
+    feedStreams: FeedStreams;
+    subscriptions: SubscriptionStore;
+    usage?: StepUsageStore;
+  };
   /** More route plugins without credentials, after the feeds (the benchmark adds its baseline route). */
   openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
   /** Called with every route the app registers. */
@@ -69,7 +74,7 @@ export interface EmbeddedDeps {
 export interface EmbeddedApp {
   app: FastifyInstance;
   /** The step-context feed streams (tests wait on them for a published update to land). */
-  batches: BatchStore;
+  feedStreams: FeedStreams;
   /** The step-context subscriptions (with the feed position each started at). */
   subscriptions: SubscriptionStore;
   /** The in-memory bus the feeds publish on and step-context consumes (dead letters included). */
@@ -97,15 +102,15 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   const outbox = deps.config.contextRowEvents === true && !deps.stores ? new MemoryRowOutbox() : undefined;
   const {
     sessions: store,
-    batches,
+    feedStreams,
     subscriptions,
     usage = new MemoryStepUsageStore({ ttlMs, clock }),
   } = deps.stores ?? {
     sessions: new MemorySessionStore({ ttlMs, clock, ...(outbox ? { outbox } : {}) }),
     subscriptions: memorySubscriptions,
-    batches: new MemoryBatchStore({ ttlMs, clock, subscriptions: memorySubscriptions }),
+    feedStreams: new MemoryFeedStreams({ ttlMs, clock, subscriptions: memorySubscriptions }),
   };
-  const feed = new FeedStepContext({ batches, subscriptions });
+  const feed = new FeedStepContext({ feedStreams, subscriptions });
   const engine = createEngine({
     store,
     clock,
@@ -119,7 +124,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     subscriber: bus.subscriber,
     // Poison ticket updates go to TOPICS.ticketUpdatesDlq on the in-memory bus, as on Kafka.
     deadLetters: bus.publisher,
-    batches,
+    feedStreams,
     subscriptions,
     ...(deps.logger ? { log: deps.logger } : {}),
     ...(deps.consumerTelemetry ? { telemetry: deps.consumerTelemetry } : {}),
@@ -161,7 +166,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   await app.ready();
   return {
     app,
-    batches,
+    feedStreams,
     subscriptions,
     bus,
     async close(options = {}) {

@@ -1,7 +1,7 @@
-export { MemoryBatchStore } from './adapters/memory-batch-store.ts';
+export { MemoryFeedStreams } from './adapters/memory-feed-streams.ts';
 export type { StepContextKeys } from './adapters/redis/keys.ts';
 export { stepContextKeys } from './adapters/redis/keys.ts';
-export { RedisBatchStore } from './adapters/redis-batch-store.ts';
+export { RedisFeedStreams } from './adapters/redis-feed-streams.ts';
 export type { StepContextAppDeps } from './build-app.ts';
 export { buildStepContextApp } from './build-app.ts';
 export type { StepContextConfig } from './config.ts';
@@ -27,11 +27,10 @@ export { stepContextRoutes } from './http/step-context-routes.ts';
 export type {
   AppendOutcome,
   ApplyResult,
-  BatchEntry,
-  BatchRecord,
-  BatchStore,
   ConsumedPosition,
+  ConsumedRecord,
+  FeedEntry,
   FeedPosition,
+  FeedStreams,
   StoredPartition,
-  TicketMark,
-} from './ports/batch-store.ts';
+} from './ports/feed-streams.ts';

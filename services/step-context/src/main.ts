@@ -22,14 +22,14 @@ import {
   type SubscriptionStore,
 } from '@ctxflow/subscriptions';
 import { startTelemetry } from '@ctxflow/telemetry';
-import { MemoryBatchStore } from './adapters/memory-batch-store.ts';
-import { RedisBatchStore } from './adapters/redis-batch-store.ts';
+import { MemoryFeedStreams } from './adapters/memory-feed-streams.ts';
+import { RedisFeedStreams } from './adapters/redis-feed-streams.ts';
 import { buildStepContextApp } from './build-app.ts';
 import { loadStepContextConfig } from './config.ts';
 import { createConsumerTelemetry } from './consumer-telemetry.ts';
 import { FeedStepContext } from './domain/feed-step-context.ts';
 import { StepContextService } from './domain/step-context-service.ts';
-import type { BatchStore } from './ports/batch-store.ts';
+import type { FeedStreams } from './ports/feed-streams.ts';
 
 /**
  * step-context as its own process: Kafka ticket updates in, Redis feed streams,
@@ -51,10 +51,10 @@ async function main() {
   const memorySubscriptions = redis ? undefined : new MemorySubscriptionStore({ ttlMs });
   const subscriptions: SubscriptionStore =
     memorySubscriptions ?? new RedisSubscriptionStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
-  const batches: BatchStore = memorySubscriptions
-    ? new MemoryBatchStore({ ttlMs, subscriptions: memorySubscriptions })
-    : new RedisBatchStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
-  const feed = new FeedStepContext({ batches, subscriptions });
+  const feedStreams: FeedStreams = memorySubscriptions
+    ? new MemoryFeedStreams({ ttlMs, subscriptions: memorySubscriptions })
+    : new RedisFeedStreams({ redis: redis!, prefix: config.redisPrefix, ttlMs });
+  const feed = new FeedStepContext({ feedStreams, subscriptions });
   if (!redis) {
     logger.warn("no REDIS_URL: the subscription routes are not served (the runner's sessions are not readable here)");
   }
@@ -81,7 +81,7 @@ async function main() {
   const service = new StepContextService({
     subscriber: bus.subscriber,
     deadLetters: bus.publisher,
-    batches,
+    feedStreams,
     subscriptions,
     log: logger,
     telemetry: createConsumerTelemetry(),
@@ -95,7 +95,7 @@ async function main() {
     logger,
     () => [
       { name: 'http', run: () => closeHttp(app, config.shutdownGraceMs * HTTP_GRACE_SHARE) }, // new requests refused, in-flight hook reads finish
-      { name: 'consumer', run: () => service.stop() }, // the in-flight batch finishes; its offsets are already in Redis
+      { name: 'consumer', run: () => service.stop() }, // the in-flight run finishes; its offsets are already in Redis
       { name: 'publisher', run: () => bus.publisher.close() },
       { name: 'admin', run: () => bus.admin.close() },
       { name: 'redis', run: async () => redis?.disconnect() },

@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { TicketUpdate } from '@ctxflow/contracts';
-import type { BatchStore, FeedPosition } from '@ctxflow/step-context';
+import type { FeedPosition, FeedStreams } from '@ctxflow/step-context';
 import type { SubscriptionStore } from '@ctxflow/subscriptions';
 import type { Cluster, Redis } from 'ioredis';
 
@@ -76,10 +76,10 @@ export async function eventually(check: () => Promise<void>, timeoutMs = 5_000):
 
 /** The entries a session's streams hold after `after` (default: from where each subscription started). */
 export async function entriesOf(
-  stores: { batches: BatchStore; subscriptions: SubscriptionStore },
+  stores: { feedStreams: FeedStreams; subscriptions: SubscriptionStore },
   sessionId: string,
   after: FeedPosition = {},
 ) {
   const follows = await stores.subscriptions.follows(sessionId);
-  return stores.batches.readSince(follows, after, { maxEntries: 10_000, maxBytes: 1e9 });
+  return stores.feedStreams.readSince(follows, after, { maxEntries: 10_000, maxBytes: 1e9 });
 }

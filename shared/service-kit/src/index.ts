@@ -83,6 +83,7 @@ export {
 } from './lifecycle.ts';
 export type { Logger } from './logger.ts';
 export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
+export { loadLuaScript, packScriptArgument } from './lua-scripts.ts';
 export { registerTenantRateLimit, type TenantRateLimit } from './rate-limit.ts';
 export { connectRedis, consumerGroupOptions, verifyRedis } from './redis.ts';
 export type { ServerOptions } from './server.ts';

@@ -9,7 +9,7 @@ import {
   type UpdateTarget,
 } from './subscription-store.ts';
 
-/** Where a subscription starts: the memory batch store's current position of a source. */
+/** Where a subscription starts: the memory feed streams's current position of a source. */
 export interface SourcePositions {
   positionNow(tenant: string, source: FeedSource): number;
 }
@@ -20,7 +20,7 @@ export interface SourcePositions {
  * subscriptions (with tenant and start position), and per tenant and
  * subscription (a stream) the sessions following it.
  *
- * Start positions come from the MemoryBatchStore made with this store as its
+ * Start positions come from the MemoryFeedStreams made with this store as its
  * `subscriptions` (it links itself); unlinked, every subscription starts at 0.
  */
 export class MemorySubscriptionStore implements SubscriptionStore {
@@ -40,14 +40,14 @@ export class MemorySubscriptionStore implements SubscriptionStore {
     this.#clock = options.clock ?? { now: () => Date.now() };
   }
 
-  /** Start positions from now on come from `positions` (MemoryBatchStore links itself). */
+  /** Start positions from now on come from `positions` (MemoryFeedStreams links itself). */
   usePositions(positions: SourcePositions): void {
     this.#positions = positions;
   }
 
   /**
    * True when a session of `tenant` that has not expired follows `subscription`'s
-   * stream (the batch store's check before it stores an update there). Expired
+   * stream (the feed stream store's check before it stores an update there). Expired
    * followers found on the way leave.
    */
   watched(tenant: string, subscription: Subscription): boolean {

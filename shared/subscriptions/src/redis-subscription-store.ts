@@ -17,7 +17,7 @@ const REFRESHED = '~refreshed';
  * Subscriptions on Redis: the session's own hash (under its hash tag) of its
  * subscriptions with their tenant and start position, and per tenant's
  * subscription (a stream, under its source's hash tag) the sorted set of its
- * followers scored by expiry, which the batch store's write reads (ZCOUNT from
+ * followers scored by expiry, which the feed stream store's write reads (ZCOUNT from
  * now) to know whether the stream is watched.
  *
  * The two live in different hash slots, so no single script can write both on
@@ -46,7 +46,7 @@ export class RedisSubscriptionStore implements SubscriptionStore {
 
   /**
    * `cluster`: detected from the client unless given. `ttlMs`: retention (CTXFLOW_SESSION_TTL_MS; default 0, kept).
-   * `clock`: epoch ms of the followers' expiries (default Date.now; the batch store's must agree).
+   * `clock`: epoch ms of the followers' expiries (default Date.now; the feed stream store's must agree).
    */
   constructor(options: {
     redis: Redis | Cluster;

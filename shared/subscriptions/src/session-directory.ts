@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
+import { loadLuaScript } from '@ctxflow/service-kit';
 import type { Cluster, Redis } from 'ioredis';
 
 /**
@@ -24,7 +24,7 @@ export function sessionRecordKey(prefix: string, sessionId: string): string {
   return `${prefix}:{${sessionId}}:meta`;
 }
 
-const SESSION_OWNER = readFileSync(new URL('./session-owner.lua', import.meta.url), 'utf8');
+const SESSION_OWNER = loadLuaScript(new URL('./session-owner.lua', import.meta.url));
 
 type OwnerRedis = (Redis | Cluster) & { ctxSessionOwner(key: string): Promise<string | null> };
 

@@ -1,8 +1,9 @@
 --[[
   The owner of a session, read from the session-runner's record of it.
 
-  KEYS: 1 the session's record (session-directory.ts sessionRecordKey): a JSON object
-        whose `tenant` field is the session's owner.
+  KEYS[1]: the session's record (session-directory.ts sessionRecordKey): a JSON object
+           whose `tenant` field is the session's owner.
+  ARGV: none
   Returns: the tenant (a string), or false when the session does not exist.
   Only the tenant crosses the network, however large the record.
 ]]

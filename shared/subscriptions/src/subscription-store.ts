@@ -85,7 +85,7 @@ export { ticketKey };
 
 /**
  * Which sessions follow which streams, per tenant, and from which position
- * (the feed streams of step-context's batch store). Adapters:
+ * (the feed streams of step-context's feed stream store). Adapters:
  * memory-subscription-store.ts (embedded default), redis-subscription-store.ts;
  * both pass test/contract/subscription-store.contract.ts.
  *
@@ -117,7 +117,7 @@ export interface SubscriptionStore {
   list(sessionId: string): Promise<Subscription[]>;
   /**
    * The session's subscriptions with their tenant and the source position each
-   * started at (the batch store's `positionOf` when it was made; re-subscribing
+   * started at (the feed stream store's `positionOf` when it was made; re-subscribing
    * keeps it), sorted as `list`: the streams a step reads.
    */
   follows(sessionId: string): Promise<FeedFollow[]>;

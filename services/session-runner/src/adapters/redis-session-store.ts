@@ -1,5 +1,3 @@
-import { hash, randomFillSync } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
 import { LRUCache } from 'lru-cache';
@@ -28,83 +26,21 @@ import type {
   Written,
 } from '../ports/session-store.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
+import { DEFAULT_PROMPT_CACHE_BYTES, PromptTexts } from './redis/prompt-texts.ts';
 import type { RedisRowOutbox } from './redis-row-outbox.ts';
 
-function lua(file: string): string {
-  return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
-}
+export { DEFAULT_PROMPT_CACHE_BYTES, promptEntryBytes } from './redis/prompt-texts.ts';
 
-/**
- * Every session script takes the ten session keys (keys.ts SESSION_KEY_ORDER) and
- * writes the session's next version through nextVersion() (next-version.lua, prepended);
- * its first ARGV is the retention, and every key it leaves gets that TTL (session-ttl.lua).
- */
-const SESSION_SCRIPTS = {
-  ctxCreateSession: 'create-session.lua',
-  ctxEnqueue: 'enqueue.lua',
-  ctxAppendMessages: 'append-messages.lua',
-  ctxCommitStep: 'commit-step.lua',
-  ctxRewind: 'rewind.lua',
-  ctxPutMeta: 'put-meta.lua',
-  ctxPutCall: 'put-call.lua',
-} as const;
-const SESSION_KEY_COUNT = 10;
-const NEXT_VERSION = lua('next-version.lua');
-const SESSION_TTL = lua('session-ttl.lua');
-
-/** A session script: the preludes, then its own text run as script() (session-ttl.lua). */
-function sessionScript(file: string): string {
-  return `${NEXT_VERSION}\n${SESSION_TTL}\nlocal function script()\n${lua(file)}\nend\nreturn expireSession(script())\n`;
-}
-
-type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent' | 'ctxCommitStepOutbox';
-/** Read-only scripts (each header says its keys). */
-type ReadScripts = {
-  ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null>;
-  ctxLoadSession: (...args: string[]) => Promise<LoadReply | null>;
-};
-/** load-session.lua's reply: meta, from, log, queue, calls (flat), sites, seq fields, request ids. */
-type LoadReply = [string, number, string[], string[], string[], string[], (string | null)[], string[]];
-/** An integer, a string, or an array (see each script's header). */
-type ScriptReply = number | string | (number | string)[];
-type ScriptClient = Record<ScriptName, (...args: (string | number)[]) => Promise<ScriptReply>>;
-
-/** The refusals the scripts answer with (see each script's header). */
-export type StoreRefusal =
-  | 'session_not_found'
-  | 'session_exists'
-  | 'replayed'
-  | 'key_conflict'
-  | 'log_changed'
-  | 'item_not_queued'
-  | 'version_changed'
-  | 'bad_range'
-  | 'prompt_unknown';
-
-const REFUSALS: Record<number, StoreRefusal> = {
-  [-1]: 'session_not_found',
-  [-2]: 'session_exists',
-  [-3]: 'replayed',
-  [-4]: 'key_conflict',
-  [-5]: 'log_changed',
-  [-6]: 'item_not_queued',
-  [-7]: 'version_changed',
-  [-8]: 'bad_range',
-  [-9]: 'prompt_unknown',
-};
-
-/**
- * THE mapping of a script's reply: a negative integer is a refusal (nothing was
- * written); anything else is the script's answer. An unknown code is a bug.
- */
-export function scriptOutcome(reply: ScriptReply): { refusal: StoreRefusal } | { ok: ScriptReply } {
-  if (typeof reply === 'number' && reply < 0) {
-    const refusal = REFUSALS[reply];
-    if (!refusal) throw new Error(`session store script answered an unknown code ${reply}`);
-    return { refusal };
-  }
-  return { ok: reply };
-}
+import {
+  COUNTERS,
+  type CommitStepArgs,
+  parseCalls,
+  SessionScripts,
+  scriptOutcome,
+  storedMeta,
+  storedStep,
+  versionNonce,
+} from './redis/session-scripts.ts';
 
 /** Reply errors of a server that is up but cannot serve now; anything else from Redis is a bug. */
 const TRANSIENT_REPLY = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN|READONLY|NOREPLICAS|MOVED|ASK)\b/;
@@ -115,64 +51,8 @@ function unavailable(cause: unknown): boolean {
   return true;
 }
 
-/** JSON of a queued item with `itemId` as its LAST property: the scripts read it at the element's end. */
-function encodeQueued(item: QueuedItem): string {
-  const { itemId, ...rest } = item;
-  return JSON.stringify({ ...rest, itemId });
-}
-
 function parse<T>(json: string): T {
   return JSON.parse(json) as T;
-}
-
-/** Random bytes for version nonces, drawn 8 at a time (one random fill per 512 commits). */
-const noncePool = Buffer.alloc(4096);
-let nonceOffset = noncePool.length;
-
-/** 16 random hex digits: the second part of the version a step commit issues (commit-step.lua). */
-function versionNonce(): string {
-  if (nonceOffset + 8 > noncePool.length) {
-    randomFillSync(noncePool);
-    nonceOffset = 0;
-  }
-  nonceOffset += 8;
-  return noncePool.toString('hex', nonceOffset - 8, nonceOffset);
-}
-
-/** The `seq` fields of the meta's counters a step commit writes apart (commit-step.lua). */
-const COUNTERS = ['steps', 'stepAt', 'requestEnd'] as const;
-
-/** The meta as stored: its JSON, with the counters `seq` holds (values of COUNTERS) over it. */
-function storedMeta(json: string, counters: (string | null | undefined)[]): SessionMeta {
-  const meta = parse<SessionMeta>(json);
-  const [steps, stepAt, requestEnd] = counters;
-  if (steps !== null && steps !== undefined) meta.steps = Number(steps);
-  if (stepAt !== null && stepAt !== undefined) meta.lastStepAt = Number(stepAt);
-  if (requestEnd !== null && requestEnd !== undefined) meta.lastRequestEnd = Number(requestEnd);
-  return meta;
-}
-
-/** A step record as stored: its system prompt by id in the session's `prompts` hash (keys.ts). */
-type StoredStep = Omit<StepRecord, 'system'> & { system?: string; systemRef?: string };
-
-/** The stored JSON of a step record whose system prompt has id `promptId` ('' keeps the text in it). */
-function encodeStep(step: StepRecord, promptId: string): string {
-  if (promptId === '') return JSON.stringify(step);
-  const { system: _, ...rest } = step;
-  return JSON.stringify({ ...rest, systemRef: promptId });
-}
-
-/** The calls hash as HGETALL's flat field, value list; a value is `<order> <CallRecord JSON>` (put-call.lua). */
-function parseCalls(flat: readonly string[]): CallRecord[] {
-  const values: string[] = [];
-  for (let i = 1; i < flat.length; i += 2) values.push(flat[i]!);
-  return values
-    .map((value) => {
-      const space = value.indexOf(' ');
-      return { order: Number(value.slice(0, space)), call: parse<CallRecord>(value.slice(space + 1)) };
-    })
-    .sort((a, b) => a.order - b.order)
-    .map((entry) => entry.call);
 }
 
 export interface RedisSessionStoreOptions {
@@ -200,27 +80,6 @@ export interface RedisSessionStoreOptions {
 /** Session ids read from a tenant's index at once. */
 const INDEX_PAGE = 200;
 
-/** Default bound of each prompt cache: 16 MiB (the session-runner's heap budget in docs/operations.md). */
-export const DEFAULT_PROMPT_CACHE_BYTES = 16 * 1024 * 1024;
-/** Most prompts each prompt cache holds, whatever their size. */
-const PROMPT_CACHE_ENTRIES = 1_000;
-
-/**
- * Estimated heap bytes of a prompt cache entry: both strings at 2 bytes per
- * UTF-16 unit (V8's two-byte strings; one-byte ones take half) plus the
- * cache's own per-entry bookkeeping.
- */
-export function promptEntryBytes(key: string, value: string): number {
-  return 2 * (key.length + value.length) + 64;
-}
-
-const promptCache = (maxSize: number) =>
-  new LRUCache<string, string>({
-    max: PROMPT_CACHE_ENTRIES,
-    maxSize,
-    sizeCalculation: (value, key) => promptEntryBytes(key, value),
-  });
-
 /**
  * The session store on Redis or a Redis Cluster (see redis/keys.ts for the key
  * shapes). Every write of a session is ONE Lua script over keys sharing the
@@ -231,59 +90,32 @@ const promptCache = (maxSize: number) =>
  * sessionsOfAgent skip and remove from it.
  *
  * A Redis that does not answer surfaces as a retryable `store_unavailable`.
+ *
+ * Over ~400 lines because it is one method per SessionStore member (about twenty), each a thin
+ * call of its script: the scripts' builders and codecs are redis/session-scripts.ts, the
+ * system prompts redis/prompt-texts.ts.
  */
 export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
-  readonly #scripts: ScriptClient;
-  readonly #reads: ReadScripts;
+  readonly #commands: SessionScripts;
   readonly #outbox: RedisRowOutbox | undefined;
   readonly #keys: StoreKeys;
-  /** The retention every session script gets as its first argument (session-ttl.lua). */
-  readonly #ttl: string;
-  /** System prompt text -> its id (a hash of the text), and back: step records name prompts by id. */
-  readonly #promptIds: LRUCache<string, string>;
-  readonly #promptTexts: LRUCache<string, string>;
+  /** System prompt text -> its id, and back: step records name prompts by id. */
+  readonly #prompts: PromptTexts;
   /**
-   * sessionId -> the id of the prompt its `seq` names (the last commit stored or used it):
+   * sessionId -> the id of the prompt its `counters` hash names (the last commit stored or used it):
    * a commit of that prompt sends its id alone. Only a hint: the commit script checks it.
    */
   readonly #sessionPrompts = new LRUCache<string, string>({ max: 10_000 });
 
   constructor(client: Redis | Cluster, options: RedisSessionStoreOptions = {}) {
     this.#keys = storeKeys(options.prefix);
-    const promptBytes = options.promptCacheBytes ?? DEFAULT_PROMPT_CACHE_BYTES;
-    this.#promptIds = promptCache(promptBytes);
-    this.#promptTexts = promptCache(promptBytes);
+    this.#prompts = new PromptTexts(options.promptCacheBytes ?? DEFAULT_PROMPT_CACHE_BYTES);
     const ttlMs = options.ttlMs ?? 0;
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 0) throw new Error(`ttlMs ${ttlMs} is not a non-negative integer`);
-    this.#ttl = String(ttlMs);
-    // defineCommand sends EVALSHA and falls back to EVAL on NOSCRIPT (a restarted Redis).
-    const scripts = client as unknown as Partial<ScriptClient>;
-    for (const [name, file] of Object.entries(SESSION_SCRIPTS)) {
-      if (typeof scripts[name as ScriptName] !== 'function') {
-        client.defineCommand(name, { numberOfKeys: SESSION_KEY_COUNT, lua: sessionScript(file) });
-      }
-    }
-    if (typeof scripts.ctxReplaceAgent !== 'function') {
-      client.defineCommand('ctxReplaceAgent', { numberOfKeys: 1, lua: lua('replace-agent.lua') });
-    }
-    if (typeof (client as unknown as Partial<ReadScripts>).ctxKeyFingerprint !== 'function') {
-      client.defineCommand('ctxKeyFingerprint', { numberOfKeys: 2, lua: lua('key-fingerprint.lua') });
-    }
-    if (typeof scripts.ctxCommitStepOutbox !== 'function') {
-      // commit-step.lua with the outbox stream as KEYS[11].
-      client.defineCommand('ctxCommitStepOutbox', {
-        numberOfKeys: SESSION_KEY_COUNT + 1,
-        lua: sessionScript(SESSION_SCRIPTS.ctxCommitStep),
-      });
-    }
+    this.#commands = new SessionScripts(client, this.#keys, ttlMs);
     this.#outbox = options.outbox;
-    if (typeof (client as unknown as Partial<ReadScripts>).ctxLoadSession !== 'function') {
-      client.defineCommand('ctxLoadSession', { numberOfKeys: SESSION_KEY_COUNT, lua: lua('load-session.lua') });
-    }
     this.#client = client;
-    this.#scripts = client as unknown as ScriptClient;
-    this.#reads = client as unknown as ReadScripts;
   }
 
   // ---------------------------------------------------------------- agents
@@ -294,14 +126,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<boolean> {
-    const reply = await this.#guard(() =>
-      this.#scripts.ctxReplaceAgent(
-        this.#keys.agent(agent.agentId),
-        String(expectedVersion),
-        String(agent.version),
-        JSON.stringify(agent),
-      ),
-    );
+    const reply = await this.#guard(() => this.#commands.replaceAgent(agent, expectedVersion));
     return !('refusal' in scriptOutcome(reply));
   }
 
@@ -323,28 +148,23 @@ export class RedisSessionStore implements SessionStore {
     calls: CallRecord[],
     carry?: SessionCarry,
   ): Promise<string> {
-    const sites = carry?.sites ?? [];
     const prompts = new Map<string, string>();
     const stored = steps.map((step) => {
-      const promptId = this.#promptId(step.system);
+      const promptId = this.#prompts.idOf(step.system);
       if (promptId !== '') prompts.set(promptId, step.system);
-      return encodeStep(step, promptId);
+      return storedStep(step, promptId);
     });
-    const args: string[] = [
-      JSON.stringify(meta),
-      String(log.length),
-      String(steps.length),
-      String(calls.length),
-      String(sites.length),
-      String(carry?.itemSeq ?? 0),
-      String(prompts.size),
-    ];
-    for (const entry of log) args.push(JSON.stringify(entry));
-    for (const [i, step] of steps.entries()) args.push(step.stepId, step.requestId ?? '', stored[i]!);
-    for (const call of calls) args.push(call.callId, JSON.stringify(call));
-    args.push(...sites);
-    for (const [promptId, text] of prompts) args.push(promptId, text);
-    const reply = await this.#session('ctxCreateSession', meta.sessionId, args);
+    const reply = await this.#guard(() =>
+      this.#commands.createSession(meta.sessionId, {
+        meta,
+        log,
+        steps: stored,
+        calls,
+        sites: carry?.sites ?? [],
+        itemSeq: carry?.itemSeq ?? 0,
+        prompts,
+      }),
+    );
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) throw new Error(`session ${meta.sessionId} exists`);
     // Another slot: written after the session, so an index entry never names a session
@@ -360,14 +180,14 @@ export class RedisSessionStore implements SessionStore {
     return this.#readMeta(sessionId);
   }
 
-  /** The meta with its counters (one MULTI: the meta and `seq` are read together). */
+  /** The meta with its counters (one MULTI: the meta and `counters` are read together). */
   async #readMeta(sessionId: string): Promise<SessionMeta | undefined> {
     const keys = this.#keys.session(sessionId);
     const replies = await this.#guard(() =>
       this.#client
         .multi()
         .get(keys.meta)
-        .hmget(keys.seq, ...COUNTERS)
+        .hmget(keys.counters, ...COUNTERS)
         .exec(),
     );
     if (!replies) throw new CtxflowError('store_unavailable', 'the session store aborted a read; retry');
@@ -379,14 +199,10 @@ export class RedisSessionStore implements SessionStore {
   /** One read-only script (load-session.lua): a consistent snapshot, the log whole or from the fold on. */
   async load(sessionId: string, options: LoadOptions = {}): Promise<SessionState | undefined> {
     const reply = await this.#guard(() =>
-      this.#reads.ctxLoadSession(
-        ...this.#keys.sessionList(sessionId),
-        options.window ? 'window' : 'whole',
-        'item',
-        'version',
-        'prompt',
-        ...COUNTERS,
-      ),
+      this.#commands.loadSession(sessionId, {
+        window: options.window === true,
+        fields: ['item', 'version', 'prompt', ...COUNTERS],
+      }),
     );
     if (reply === null) return undefined;
     const [meta, from, log, queue, calls, sites, [itemSeq, version, prompt, ...counters], requestIds] = reply;
@@ -459,20 +275,24 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async putMeta(meta: SessionMeta): Promise<boolean> {
-    const reply = await this.#session('ctxPutMeta', meta.sessionId, [JSON.stringify(meta)]);
+    const reply = await this.#guard(() => this.#commands.putMeta(meta));
     return !('refusal' in scriptOutcome(reply));
   }
 
   // ---------------------------------------------------------------- writes of the engine
 
   async enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult> {
-    const head =
-      dedupe === undefined
-        ? ['none', '', '']
-        : dedupe.type === 'key'
-          ? ['key', dedupe.key, dedupe.fingerprint]
-          : ['site', `${dedupe.callId}|${dedupe.site}`, ''];
-    const reply = await this.#session('ctxEnqueue', sessionId, [...head, ...items.map((item) => JSON.stringify(item))]);
+    const reply = await this.#guard(() =>
+      this.#commands.enqueue(sessionId, {
+        dedupe:
+          dedupe === undefined
+            ? undefined
+            : dedupe.type === 'key'
+              ? { key: dedupe.key, fingerprint: dedupe.fingerprint }
+              : { site: `${dedupe.callId}|${dedupe.site}` },
+        items,
+      }),
+    );
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) {
       switch (outcome.refusal) {
@@ -494,8 +314,7 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async keyFingerprint(sessionId: string, key: string): Promise<string | undefined> {
-    const keys = this.#keys.session(sessionId);
-    const reply = await this.#guard(() => this.#reads.ctxKeyFingerprint(keys.meta, keys.keys, key));
+    const reply = await this.#guard(() => this.#commands.keyFingerprint(sessionId, key));
     return reply ?? undefined;
   }
 
@@ -512,11 +331,9 @@ export class RedisSessionStore implements SessionStore {
     meta?: SessionMeta,
     expectedVersion?: string,
   ): Promise<Appended | 'conflict'> {
-    const reply = await this.#session('ctxAppendMessages', sessionId, [
-      meta === undefined ? '' : JSON.stringify(meta),
-      expectedVersion ?? '-',
-      ...messages.map((message) => JSON.stringify(message)),
-    ]);
+    const reply = await this.#guard(() =>
+      this.#commands.appendMessages(sessionId, { meta, version: expectedVersion, messages }),
+    );
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) {
       if (outcome.refusal === 'version_changed') return 'conflict';
@@ -531,51 +348,36 @@ export class RedisSessionStore implements SessionStore {
 
   async commitStep(sessionId: string, commit: StepCommit): Promise<CommitResult> {
     const { step, meta } = commit;
-    const promptId = this.#promptId(step.system);
+    const promptId = this.#prompts.idOf(step.system);
     // Only the counters changed since the version the commit names: they alone are written.
-    const countersOnly =
+    const counters =
       commit.countersOnly === true &&
       commit.expectedVersion !== undefined &&
       commit.expectedVersion !== '' &&
       meta.lastStepAt !== undefined &&
-      meta.lastRequestEnd !== undefined;
-    const args = [
-      String(commit.expectedLogLength),
-      step.stepId,
-      encodeStep(step, promptId),
-      step.requestId ?? '',
-      countersOnly ? '' : JSON.stringify(meta),
-      commit.expectedVersion ?? '-',
-      String(commit.drain.length),
-      promptId,
-      // The prompt's text only when the session's last commit did not store or use it.
-      promptId !== '' && this.#sessionPrompts.get(sessionId) === promptId ? '' : step.system,
-      String(meta.steps),
-      String(meta.lastStepAt ?? ''),
-      String(meta.lastRequestEnd ?? ''),
-      commit.wholeQueue === true ? 'all' : '',
-      versionNonce(),
-      ...commit.drain,
-      ...commit.rows.map((row) => JSON.stringify(row)),
-    ];
+      meta.lastRequestEnd !== undefined
+        ? { steps: meta.steps, lastStepAt: meta.lastStepAt, lastRequestEnd: meta.lastRequestEnd }
+        : undefined;
+    const args = (withText: boolean): CommitStepArgs => ({
+      logLength: commit.expectedLogLength,
+      version: commit.expectedVersion,
+      step: storedStep(step, promptId),
+      meta: counters === undefined ? { whole: meta } : { counters },
+      prompt: promptId === '' ? undefined : { id: promptId, text: withText ? step.system : undefined },
+      wholeQueue: commit.wholeQueue === true,
+      nonce: versionNonce(),
+      drain: commit.drain,
+      rows: commit.rows,
+    });
+    // The prompt's text only when the session's last commit did not store or use it.
+    const known = promptId !== '' && this.#sessionPrompts.get(sessionId) === promptId;
     const outbox = commit.rows.length > 0 ? this.#outbox : undefined;
     const markedAt = outbox ? await outbox.mark(meta.tenant, sessionId) : 0;
-    const run = () =>
-      outbox
-        ? this.#guard(() =>
-            this.#scripts.ctxCommitStepOutbox(
-              ...this.#keys.sessionList(sessionId),
-              outbox.streamKey(sessionId),
-              this.#ttl,
-              ...args,
-            ),
-          )
-        : this.#session('ctxCommitStep', sessionId, args);
-    let outcome = scriptOutcome(await run());
-    if ('refusal' in outcome && outcome.refusal === 'prompt_unknown') {
-      args[8] = step.system;
-      outcome = scriptOutcome(await run());
-    }
+    const outboxKey = outbox?.streamKey(sessionId);
+    const run = (withText: boolean) =>
+      this.#guard(() => this.#commands.commitStep(sessionId, args(withText), outboxKey));
+    let outcome = scriptOutcome(await run(!known));
+    if ('refusal' in outcome && outcome.refusal === 'prompt_unknown') outcome = scriptOutcome(await run(true));
     if ('refusal' in outcome) return { outcome: 'conflict' };
     if (outbox && typeof outcome.ok !== 'string') await outbox.committed(meta.tenant, sessionId, markedAt);
     if (typeof outcome.ok === 'string') {
@@ -586,25 +388,23 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {
-    const reply = await this.#session('ctxRewind', sessionId, [
-      String(commit.expectedLogLength),
-      String(commit.toLength),
-      JSON.stringify(commit.meta),
-      String(commit.requeue.length),
-      String(commit.dropItems.length),
-      String(commit.dropCalls.length),
-      String(commit.dropSteps.length),
-      ...commit.requeue.map(encodeQueued),
-      ...commit.dropItems,
-      ...commit.dropCalls,
-      ...commit.dropSteps,
-    ]);
+    const reply = await this.#guard(() =>
+      this.#commands.rewind(sessionId, {
+        logLength: commit.expectedLogLength,
+        toLength: commit.toLength,
+        meta: commit.meta,
+        requeue: commit.requeue,
+        dropItems: commit.dropItems,
+        dropCalls: commit.dropCalls,
+        dropSteps: commit.dropSteps,
+      }),
+    );
     return !('refusal' in scriptOutcome(reply));
   }
 
   async putCall(sessionId: string, call: CallRecord): Promise<Written | undefined> {
     // An absent session records nothing (as the in-memory store).
-    const outcome = scriptOutcome(await this.#session('ctxPutCall', sessionId, [call.callId, JSON.stringify(call)]));
+    const outcome = scriptOutcome(await this.#guard(() => this.#commands.putCall(sessionId, call)));
     if ('refusal' in outcome) return undefined;
     const [version, previous] = outcome.ok as [string, string];
     return { version, previous };
@@ -634,61 +434,17 @@ export class RedisSessionStore implements SessionStore {
 
   /** Estimated bytes the prompt caches hold now: text -> id and id -> text. */
   get promptCacheBytes(): { ids: number; texts: number } {
-    return { ids: this.#promptIds.calculatedSize, texts: this.#promptTexts.calculatedSize };
+    return this.#prompts.bytes;
   }
 
-  /** The id of a system prompt: a hash of its text ('' for none, kept in the record). */
-  #promptId(text: string): string {
-    if (text === '') return '';
-    let id = this.#promptIds.get(text);
-    if (id === undefined) {
-      id = hash('sha256', text, 'base64url').slice(0, 22);
-      this.#promptIds.set(text, id);
-      this.#promptTexts.set(id, text);
-    }
-    return id;
-  }
-
-  /**
-   * Step records from their stored JSON, each with its system prompt's text: a record
-   * written before prompts were stored apart has it in itself; the texts this process
-   * does not know are read from the session's `prompts` in one call.
-   */
-  async #stepRecords(sessionId: string, jsons: string[]): Promise<StepRecord[]> {
-    const stored = jsons.map((json) => parse<StoredStep>(json));
-    const texts = new Map<string, string>();
-    const missing: string[] = [];
-    for (const step of stored) {
-      const ref = step.systemRef;
-      if (ref === undefined || texts.has(ref) || missing.includes(ref)) continue;
-      const known = this.#promptTexts.get(ref);
-      if (known === undefined) missing.push(ref);
-      else texts.set(ref, known);
-    }
-    if (missing.length > 0) {
-      const read = await this.#guard(() => this.#client.hmget(this.#keys.session(sessionId).prompts, ...missing));
-      missing.forEach((ref, i) => {
-        const text = read[i];
-        if (text === null || text === undefined) {
-          throw new Error(`session ${sessionId}: a step record names prompt ${ref}, which is not stored`);
-        }
-        texts.set(ref, text);
-        this.#promptTexts.set(ref, text);
-      });
-    }
-    return stored.map((step) => {
-      if (step.systemRef === undefined) return step as StepRecord;
-      const { systemRef, ...rest } = step;
-      return { ...rest, system: texts.get(systemRef)! };
-    });
+  /** Step records from their stored JSON, with their prompts' texts (redis/prompt-texts.ts). */
+  #stepRecords(sessionId: string, jsons: string[]): Promise<StepRecord[]> {
+    return this.#prompts.stepRecords(sessionId, jsons, (ids) =>
+      this.#guard(() => this.#client.hmget(this.#keys.session(sessionId).prompts, ...ids)),
+    );
   }
 
   // ---------------------------------------------------------------- plumbing
-
-  #session(name: keyof typeof SESSION_SCRIPTS, sessionId: string, args: string[]): Promise<ScriptReply> {
-    const keys = this.#keys.sessionList(sessionId);
-    return this.#guard(() => this.#scripts[name](...keys, this.#ttl, ...args));
-  }
 
   async #guard<T>(run: () => Promise<T>): Promise<T> {
     try {

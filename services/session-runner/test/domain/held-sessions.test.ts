@@ -233,14 +233,14 @@ describe('a held step on Redis', () => {
       const base = `${prefix}:{${sessionId}}`;
       expect(seen).toEqual([
         { source: 'client', command: 'evalsha', key: `${base}:meta` },
-        { source: 'lua', command: 'hmget', key: `${base}:seq` },
+        { source: 'lua', command: 'hmget', key: `${base}:counters` },
         { source: 'lua', command: 'rpush', key: `${base}:log` },
         { source: 'lua', command: 'ltrim', key: `${base}:queue` },
         { source: 'lua', command: 'hset', key: `${base}:steps` },
-        { source: 'lua', command: 'hset', key: `${base}:seq` },
+        { source: 'lua', command: 'hset', key: `${base}:counters` },
       ]);
       // The version this commit issued: the write count, then the client's random nonce.
-      expect(await client.hget(`${base}:seq`, 'version')).toMatch(/^\d+\.[0-9a-f]{16}$/);
+      expect(await client.hget(`${base}:counters`, 'version')).toMatch(/^\d+\.[0-9a-f]{16}$/);
     } finally {
       monitor.disconnect();
       let cursor = '0';

@@ -1,6 +1,6 @@
 import { byteLength, type Cursor, MAX_ITEM_BYTES, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 import type { SubscriptionStore } from '@ctxflow/subscriptions';
-import type { BatchEntry, BatchStore, FeedPosition } from '../ports/batch-store.ts';
+import type { FeedEntry, FeedPosition, FeedStreams } from '../ports/feed-streams.ts';
 import { renderNotice } from './render-notice.ts';
 
 /** The request of the session-runner's stepContext port (its StepContextRequest). */
@@ -41,7 +41,7 @@ export const MAX_ENTRIES_PER_FETCH = 1000;
  * The session-runner's stepContext source backed by the ticket feed.
  *
  * `fetch` answers "what is new since cursor C within maxBytes": the entries of
- * the streams the session follows after C (batch-store.ts), coalesced per
+ * the streams the session follows after C (feed-streams.ts), coalesced per
  * ticket (one notice per ticket, in order of each ticket's first entry), as
  * many entries as fit whole, and the cursor after the last entry covered.
  * Nothing is left out: what did not fit comes in the next fetch, from that
@@ -56,11 +56,11 @@ export const MAX_ENTRIES_PER_FETCH = 1000;
  * subscriptions and start positions, so its cursor reads the same.
  */
 export class FeedStepContext {
-  readonly #batches: BatchStore;
+  readonly #feedStreams: FeedStreams;
   readonly #subscriptions: SubscriptionStore;
 
-  constructor(deps: { batches: BatchStore; subscriptions: SubscriptionStore }) {
-    this.#batches = deps.batches;
+  constructor(deps: { feedStreams: FeedStreams; subscriptions: SubscriptionStore }) {
+    this.#feedStreams = deps.feedStreams;
     this.#subscriptions = deps.subscriptions;
   }
 
@@ -72,7 +72,7 @@ export class FeedStepContext {
       this.#subscriptions.touch(request.sessionId),
     ]);
     if (follows.length === 0) return undefined;
-    const entries = await this.#batches.readSince(follows, after, {
+    const entries = await this.#feedStreams.readSince(follows, after, {
       maxEntries: MAX_ENTRIES_PER_FETCH,
       maxBytes: 4 * request.maxBytes,
     });
@@ -151,12 +151,12 @@ function batchBytes(itemBytes: Iterable<number>, cursor: Cursor): number {
  * shortened; its cursor is `after` moved past the entries covered. Throws when
  * `maxBytes` cannot hold even a shortened notice.
  */
-export function fitEntries(entries: readonly BatchEntry[], maxBytes: number, after: FeedPosition = {}): FeedBatch {
+export function fitEntries(entries: readonly FeedEntry[], maxBytes: number, after: FeedPosition = {}): FeedBatch {
   return fitCovered(entries, maxBytes, after).batch;
 }
 
 function fitCovered(
-  entries: readonly BatchEntry[],
+  entries: readonly FeedEntry[],
   maxBytes: number,
   after: FeedPosition,
 ): { batch: FeedBatch; covered: number } {
@@ -190,7 +190,7 @@ function fitCovered(
 const CUT_MARKER = '\n[shortened by ctxflow: the notice was cut to fit the batch limit]';
 
 /** One update too large for the batch on its own: its summary cut, else the whole notice cut. */
-function shortened(entry: BatchEntry, cursor: Cursor, maxBytes: number): FeedBatch {
+function shortened(entry: FeedEntry, cursor: Cursor, maxBytes: number): FeedBatch {
   const fits = (content: string) => {
     const item = notice(content);
     return byteLength(item) <= MAX_ITEM_BYTES && byteLength({ items: [item], cursor }) <= maxBytes;

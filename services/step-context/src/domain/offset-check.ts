@@ -1,13 +1,13 @@
 import type { PartitionLog } from '@ctxflow/bus';
-import type { BatchStore, StoredPartition } from '../ports/batch-store.ts';
+import type { FeedStreams, StoredPartition } from '../ports/feed-streams.ts';
 
 /*
- * The consumed offsets step-context keeps beside its output (ports/batch-store.ts)
+ * The consumed offsets step-context keeps beside its output (ports/feed-streams.ts)
  * are positions in one log: a topic, as Kafka identifies it by its topic id. A
  * topic deleted and created again under the same name is another log whose
  * offsets start over at 0, and a Redis restored from another copy can hold
  * offsets of a log that is no more. Resuming from such an offset skips every
- * record below it (the batch store refuses them as consumed) without a trace.
+ * record below it (the feed stream store refuses them as consumed) without a trace.
  * So at every assignment the stored offset is checked against the partition's
  * log as the broker describes it, and what does not fit is reset by a policy.
  */
@@ -82,7 +82,7 @@ export function resetTarget(
 }
 
 export interface OffsetGuardDeps {
-  batches: Pick<BatchStore, 'storedPartition' | 'rebindPartition'>;
+  feedStreams: Pick<FeedStreams, 'storedPartition' | 'rebindPartition'>;
   policy: OffsetResetPolicy;
   group: string;
   log: { error(fields: object, message: string): void };
@@ -109,13 +109,13 @@ export class OffsetGuard {
   }
 
   async resumeFrom(topic: string, partition: number, log: PartitionLog): Promise<string | undefined> {
-    const { batches, policy } = this.#deps;
+    const { feedStreams, policy } = this.#deps;
     for (let tries = 0; tries < MAX_TRIES; tries++) {
-      const stored = await batches.storedPartition(topic, partition);
+      const stored = await feedStreams.storedPartition(topic, partition);
       const check = checkStoredOffset(stored, log);
       if (check.verdict === 'resume') {
         if (check.bind !== undefined) {
-          const bound = await batches.rebindPartition(topic, partition, stored, { ...stored, topicId: check.bind });
+          const bound = await feedStreams.rebindPartition(topic, partition, stored, { ...stored, topicId: check.bind });
           if (!bound) continue;
         }
         this.#reported.delete(`${topic}:${partition}`);
@@ -128,7 +128,7 @@ export class OffsetGuard {
           `the stored offset of ${topic}:${partition} does not fit its log (${check.mismatch}); CTXFLOW_OFFSET_RESET=fail holds the partition`,
         );
       }
-      if (await batches.rebindPartition(topic, partition, stored, target.stored)) return target.next;
+      if (await feedStreams.rebindPartition(topic, partition, stored, target.stored)) return target.next;
     }
     throw new Error(`the stored offset of ${topic}:${partition} kept changing while it was checked`);
   }

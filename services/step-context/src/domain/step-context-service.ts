@@ -19,7 +19,7 @@ import {
   type StartedSpan,
 } from '@ctxflow/telemetry';
 import type { ConsumerTelemetry } from '../consumer-telemetry.ts';
-import type { BatchRecord, BatchStore } from '../ports/batch-store.ts';
+import type { ConsumedRecord, FeedStreams } from '../ports/feed-streams.ts';
 import { DEFAULT_OFFSET_RESET, OffsetGuard, type OffsetResetPolicy } from './offset-check.ts';
 import { parseTicketUpdateRecord } from './ticket-update-record.ts';
 
@@ -46,11 +46,11 @@ export interface ServiceLog {
 export interface StepContextServiceDeps {
   subscriber: Subscriber;
   /**
-   * Not read when applying (the batch store checks each stream's followers in
+   * Not read when applying (the feed stream store checks each stream's followers in
    * its write); accepted so one set of stores wires every part of step-context.
    */
   subscriptions?: SubscriptionStore;
-  batches: BatchStore;
+  feedStreams: FeedStreams;
   log?: ServiceLog;
   /** Default TOPICS.ticketUpdates. */
   topic?: string;
@@ -74,7 +74,7 @@ export interface StepContextServiceDeps {
    */
   telemetry?: ConsumerTelemetry;
   /**
-   * Most records applied by one atomic batch-store write (default
+   * Most records applied by one atomic feed-streams write (default
    * MAX_RECORDS_PER_WRITE). A bigger delivery is applied in runs of this size,
    * one after the other: it bounds how long one script holds Redis.
    */
@@ -103,7 +103,7 @@ interface Parsed {
 /**
  * Consumes ticket updates and stores each once in every feed stream it belongs
  * to that has a follower (its ticket's, its scope's, its source's: see
- * ports/batch-store.ts), exactly once: the batch store records the consumed
+ * ports/feed-streams.ts), exactly once: the feed stream store records the consumed
  * offset in the same atomic write as the entries, and the bus resumes each
  * partition from there (`resumeFrom`), once that offset is checked against
  * the partition's log (offset-check.ts: a topic created again, or a Redis
@@ -113,7 +113,7 @@ interface Parsed {
  *
  * A delivery (records of one partition, in offset order) is applied in runs of
  * at most `maxRecordsPerWrite` records, each run with one store call: one
- * atomic write of all of them with the run's last offset (`applyBatch`).
+ * atomic write of all of them with the run's last offset (`applyRun`).
  * Records at or below the stored offset are skipped by that write (a
  * redelivery, or late writes of a consumer that lost the partition).
  *
@@ -149,7 +149,7 @@ export class StepContextService {
     const group = this.#deps.groupId ?? STEP_CONTEXT_GROUP;
     const telemetry = this.#deps.telemetry;
     const guard = new OffsetGuard({
-      batches: this.#deps.batches,
+      feedStreams: this.#deps.feedStreams,
       policy: this.#deps.offsetReset ?? DEFAULT_OFFSET_RESET,
       group,
       log: this.#log,
@@ -218,7 +218,7 @@ export class StepContextService {
     if (first === undefined) return;
     const publisher = this.#deps.deadLetters;
     if (!publisher) return;
-    const next = await this.#deps.batches.resumeFrom(first.record.topic, first.record.partition);
+    const next = await this.#deps.feedStreams.resumeFrom(first.record.topic, first.record.partition);
     const fresh = poison.filter((p) => next === undefined || BigInt(p.record.offset) >= BigInt(next));
     if (fresh.length === 0) return;
     await publisher.publish(
@@ -239,15 +239,15 @@ export class StepContextService {
     const spans = this.#startSpans(parsed);
     let failure: unknown;
     try {
-      const batch = parsed.map(({ record, update }, i): BatchRecord => {
+      const run = parsed.map(({ record, update }, i): ConsumedRecord => {
         const position = { topic: record.topic, partition: record.partition, offset: record.offset };
         if (!update) return { position };
-        const entry: BatchRecord = { position, update };
+        const entry: ConsumedRecord = { position, update };
         const traceparent = spans?.[i]?.traceparent;
         if (traceparent) entry.traceparent = traceparent;
         return entry;
       });
-      const results = await this.#deps.batches.applyBatch(batch);
+      const results = await this.#deps.feedStreams.applyRun(run);
       if (this.#logsApplied()) {
         results.forEach((result, i) => {
           const { record, update } = parsed[i]!;

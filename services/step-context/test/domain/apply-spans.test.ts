@@ -9,7 +9,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createMemoryBus, type IncomingRecord } from '@ctxflow/bus';
 import { DEFAULT_TENANT } from '@ctxflow/contracts';
-import { type BatchStore, MemoryBatchStore, RECORD_ID_HEADER, StepContextService } from '@ctxflow/step-context';
+import { type FeedStreams, MemoryFeedStreams, RECORD_ID_HEADER, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { TRACEPARENT_HEADER } from '@ctxflow/telemetry';
 import { context, trace } from '@opentelemetry/api';
@@ -31,14 +31,14 @@ class RecordingLog {
   error() {}
 }
 
-/** A memory batch store whose applyBatch is `applyBatch` (given the store to pass the call on to). */
+/** A memory batch store whose applyRun is `applyRun` (given the store to pass the call on to). */
 function wrapBatches(
-  applyBatch: (
-    records: Parameters<BatchStore['applyBatch']>[0],
-    inner: BatchStore,
-  ) => ReturnType<BatchStore['applyBatch']>,
-): BatchStore {
-  const inner = new MemoryBatchStore();
+  applyRun: (
+    records: Parameters<FeedStreams['applyRun']>[0],
+    inner: FeedStreams,
+  ) => ReturnType<FeedStreams['applyRun']>,
+): FeedStreams {
+  const inner = new MemoryFeedStreams();
   return {
     append: (u) => inner.append(u),
     readSince: (f, a, l) => inner.readSince(f, a, l),
@@ -46,9 +46,9 @@ function wrapBatches(
     recordOffset: (p) => inner.recordOffset(p),
     resumeFrom: (topic, p) => inner.resumeFrom(topic, p),
     storedPartition: (t: string, p: number) => inner.storedPartition(t, p),
-    rebindPartition: (...args: Parameters<BatchStore['rebindPartition']>) => inner.rebindPartition(...args),
+    rebindPartition: (...args: Parameters<FeedStreams['rebindPartition']>) => inner.rebindPartition(...args),
     applyUpdate: (u, p) => inner.applyUpdate(u, p),
-    applyBatch: (records) => applyBatch(records, inner),
+    applyRun: (records) => applyRun(records, inner),
   };
 }
 
@@ -75,14 +75,14 @@ describe('StepContextService apply spans', () => {
     await t.shutdown();
   });
 
-  function setup(options: { batches?: BatchStore; log?: RecordingLog } = {}) {
+  function setup(options: { feedStreams?: FeedStreams; log?: RecordingLog } = {}) {
     const topic = `ticket-updates-${randomUUID()}`;
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
     const log = options.log ?? new RecordingLog();
     const service = new StepContextService({
       subscriber: createMemoryBus().subscriber,
-      batches: options.batches ?? batches,
+      feedStreams: options.feedStreams ?? feedStreams,
       subscriptions,
       log,
       topic,
@@ -97,11 +97,11 @@ describe('StepContextService apply spans', () => {
       value,
       headers,
     });
-    return { topic, batches, subscriptions, log, service, record };
+    return { topic, feedStreams, subscriptions, log, service, record };
   }
 
   it('one CONSUMER span per record, child of its traceparent; its traceparent stored with the entries and named in the log line', async () => {
-    const { topic, batches, subscriptions, log, service, record } = setup();
+    const { topic, feedStreams, subscriptions, log, service, record } = setup();
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     await subscriptions.subscribe(DEFAULT_TENANT, 's2', { source: 'generic', ticket: 'T-1' });
     const u1 = makeUpdate();
@@ -141,8 +141,8 @@ describe('StepContextService apply spans', () => {
       { source: 'generic', seq: 2, update: u2, traceparent: own(s2) },
       { source: 'generic', seq: 3, update: u3, traceparent: own(s3) },
     ];
-    expect(await entriesOf({ batches, subscriptions }, 's1')).toEqual(expected);
-    expect(await entriesOf({ batches, subscriptions }, 's2')).toEqual(expected);
+    expect(await entriesOf({ feedStreams, subscriptions }, 's1')).toEqual(expected);
+    expect(await entriesOf({ feedStreams, subscriptions }, 's2')).toEqual(expected);
 
     expect(log.infos.map((l) => [l.message, l.fields.updateId, l.fields.trace_id, l.fields.span_id])).toEqual([
       ['ticket update applied', u1.id, s1!.traceId, s1!.spanId],
@@ -155,9 +155,9 @@ describe('StepContextService apply spans', () => {
     const seen: { ended: number; active: boolean }[] = [];
     const watching = wrapBatches(async (records, inner) => {
       seen.push({ ended: (await t.spans()).length, active: trace.getActiveSpan() !== undefined });
-      return inner.applyBatch(records);
+      return inner.applyRun(records);
     });
-    const { subscriptions, record, service } = setup({ batches: watching });
+    const { subscriptions, record, service } = setup({ feedStreams: watching });
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const updates = [makeUpdate(), makeUpdate(), makeUpdate()];
     await service.handle(
@@ -173,7 +173,7 @@ describe('StepContextService apply spans', () => {
     const broken = wrapBatches(async () => {
       throw new Error('store down');
     });
-    const { subscriptions, record, service } = setup({ batches: broken });
+    const { subscriptions, record, service } = setup({ feedStreams: broken });
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const updates = [makeUpdate(), makeUpdate()];
     await expect(
@@ -189,12 +189,12 @@ describe('StepContextService apply spans', () => {
   });
 
   it('an unsampled parent yields an unrecorded span: no traceparent stored, nothing exported', async () => {
-    const { batches, subscriptions, record, service } = setup();
+    const { feedStreams, subscriptions, record, service } = setup();
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const u = makeUpdate();
     const parent = remoteParent('00');
     await service.handle([record(JSON.stringify(u), { [TRACEPARENT_HEADER]: parent.traceparent })]);
-    expect(await entriesOf({ batches, subscriptions }, 's1')).toEqual([{ source: 'generic', seq: 1, update: u }]);
+    expect(await entriesOf({ feedStreams, subscriptions }, 's1')).toEqual([{ source: 'generic', seq: 1, update: u }]);
     expect(await t.spans()).toEqual([]);
   });
 

@@ -1,5 +1,5 @@
 import { byteLength, type Cursor, DEFAULT_TENANT, MAX_ITEM_BYTES } from '@ctxflow/contracts';
-import { type BatchEntry, FeedStepContext, MemoryBatchStore } from '@ctxflow/step-context';
+import { type FeedEntry, FeedStepContext, MemoryFeedStreams } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { describe, expect, it } from 'vitest';
 import { fitEntries, parseCursor } from '../../src/domain/feed-step-context.ts';
@@ -8,7 +8,7 @@ import { makeUpdate } from '../helpers.ts';
 
 const signal = new AbortController().signal;
 
-function entries(...updates: ReturnType<typeof makeUpdate>[]): BatchEntry[] {
+function entries(...updates: ReturnType<typeof makeUpdate>[]): FeedEntry[] {
   return updates.map((update, i) => ({ source: update.source, seq: i + 1, update }));
 }
 
@@ -78,7 +78,7 @@ describe('fitEntries positions', () => {
   it('moves each source of the position past its entries covered, keeping the others', () => {
     const g = makeUpdate({ ticket: 'G' });
     const j = makeUpdate({ source: 'jira', ticket: 'PROJ-1' });
-    const list: BatchEntry[] = [
+    const list: FeedEntry[] = [
       { source: 'generic', seq: 7, update: g },
       { source: 'jira', seq: 4, update: j },
     ];
@@ -101,8 +101,8 @@ describe('parseCursor', () => {
 describe('FeedStepContext', () => {
   function setup() {
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
-    return { batches, subscriptions, feed: new FeedStepContext({ batches, subscriptions }) };
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
+    return { feedStreams, subscriptions, feed: new FeedStepContext({ feedStreams, subscriptions }) };
   }
   const fetch = (feed: FeedStepContext, sessionId: string, cursor: Cursor | undefined) =>
     feed.fetch({ sessionId, cursor, maxBytes: 32 * 1024, signal });
@@ -110,41 +110,41 @@ describe('FeedStepContext', () => {
     groups.map((g) => ({ kind: 'notice', source: 'hook', content: renderNotice(g) }));
 
   it('returns nothing when nothing is new, then what came after the cursor; a rewind reads it again', async () => {
-    const { batches, subscriptions, feed } = setup();
+    const { feedStreams, subscriptions, feed } = setup();
     await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'generic', ticket: 'A' });
     expect(await fetch(feed, 's', undefined)).toBeUndefined();
     const u1 = makeUpdate({ ticket: 'A' });
     const u2 = makeUpdate({ ticket: 'A' });
-    await batches.append(u1);
+    await feedStreams.append(u1);
     const first = await fetch(feed, 's', undefined);
     expect(first).toEqual({ items: notices([u1]), cursor: at({ generic: 1 }) });
     expect(await fetch(feed, 's', first!.cursor)).toBeUndefined();
-    await batches.append(u2);
+    await feedStreams.append(u2);
     expect(await fetch(feed, 's', first!.cursor)).toEqual({ items: notices([u2]), cursor: at({ generic: 2 }) });
     // a rewind to an older cursor reads the same entries again, the same way
     expect(await fetch(feed, 's', undefined)).toEqual({ items: notices([u1, u2]), cursor: at({ generic: 2 }) });
   });
 
   it('only updates stored after a subscription started reach it', async () => {
-    const { batches, subscriptions, feed } = setup();
+    const { feedStreams, subscriptions, feed } = setup();
     await subscriptions.subscribe(DEFAULT_TENANT, 'early', { source: 'generic', ticket: 'A' });
     const u1 = makeUpdate({ ticket: 'A' });
-    await batches.append(u1);
+    await feedStreams.append(u1);
     await subscriptions.subscribe(DEFAULT_TENANT, 'late', { source: 'generic', ticket: 'A' });
     const u2 = makeUpdate({ ticket: 'A' });
-    await batches.append(u2);
+    await feedStreams.append(u2);
     expect((await fetch(feed, 'early', undefined))?.items).toEqual(notices([u1, u2]));
     expect(await fetch(feed, 'late', undefined)).toEqual({ items: notices([u2]), cursor: at({ generic: 2 }) });
   });
 
   it('a session following a ticket and a wildcard covering it gets each update once', async () => {
-    const { batches, subscriptions, feed } = setup();
+    const { feedStreams, subscriptions, feed } = setup();
     await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'github', ticket: 'octo/app#1' });
     await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'github', ticket: '*', scope: 'octo/app' });
     const u1 = makeUpdate({ source: 'github', ticket: 'octo/app#1', scope: 'octo/app' });
     const u2 = makeUpdate({ source: 'github', ticket: 'octo/app#2', scope: 'octo/app' });
     const u3 = makeUpdate({ source: 'github', ticket: 'octo/app#1', scope: 'octo/app' });
-    for (const u of [u1, u2, u3]) await batches.append(u);
+    for (const u of [u1, u2, u3]) await feedStreams.append(u);
     expect(await fetch(feed, 's', undefined)).toEqual({ items: notices([u1, u3], [u2]), cursor: at({ github: 3 }) });
     expect(await fetch(feed, 's', at({ github: 1 }))).toEqual({
       items: notices([u2], [u3]),
@@ -153,26 +153,26 @@ describe('FeedStepContext', () => {
   });
 
   it('a cursor holds a position per source; sources no longer followed leave it', async () => {
-    const { batches, subscriptions, feed } = setup();
+    const { feedStreams, subscriptions, feed } = setup();
     await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'generic', ticket: 'A' });
     await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'jira', ticket: 'PROJ-1' });
     const g = makeUpdate({ ticket: 'A' });
     const j = makeUpdate({ source: 'jira', ticket: 'PROJ-1' });
-    await batches.append(j);
-    await batches.append(g);
+    await feedStreams.append(j);
+    await feedStreams.append(g);
     // Sources interleave in the order their updates were stored.
     const first = await fetch(feed, 's', at({ github: 5 }));
     expect(first).toEqual({ items: notices([j], [g]), cursor: at({ generic: 1, jira: 1 }) });
     await subscriptions.unsubscribe(DEFAULT_TENANT, 's', { source: 'jira', ticket: 'PROJ-1' });
     const g2 = makeUpdate({ ticket: 'A' });
-    await batches.append(g2);
+    await feedStreams.append(g2);
     expect(await fetch(feed, 's', first!.cursor)).toEqual({ items: notices([g2]), cursor: at({ generic: 2 }) });
   });
 
   it('rejects when the runner aborted the call', async () => {
-    const { batches, subscriptions, feed } = setup();
+    const { feedStreams, subscriptions, feed } = setup();
     await subscriptions.subscribe(DEFAULT_TENANT, 's', { source: 'generic', ticket: 'T-1' });
-    await batches.append(makeUpdate());
+    await feedStreams.append(makeUpdate());
     const controller = new AbortController();
     controller.abort(new Error('stepContext hook timed out after 5000 ms'));
     await expect(
@@ -181,10 +181,10 @@ describe('FeedStepContext', () => {
   });
 
   it('copySession gives the branch its source position and subscriptions', async () => {
-    const { batches, subscriptions, feed } = setup();
+    const { feedStreams, subscriptions, feed } = setup();
     await subscriptions.subscribe(DEFAULT_TENANT, 'src', { source: 'jira', ticket: 'PROJ-1' });
     const u1 = makeUpdate({ source: 'jira', ticket: 'PROJ-1' });
-    await batches.append(u1);
+    await feedStreams.append(u1);
     await feed.copySession('src', 'branch', DEFAULT_TENANT);
     expect(await subscriptions.list('branch')).toEqual([{ source: 'jira', ticket: 'PROJ-1' }]);
     expect(await subscriptions.follows('branch')).toEqual(await subscriptions.follows('src'));

@@ -10,7 +10,7 @@ import { createMemoryBus, type MemoryBus, type PartitionLog } from '@ctxflow/bus
 import { DEFAULT_TENANT, ticketKey } from '@ctxflow/contracts';
 import {
   checkStoredOffset,
-  MemoryBatchStore,
+  MemoryFeedStreams,
   type OffsetResetPolicy,
   resetTarget,
   StepContextService,
@@ -117,14 +117,14 @@ describe('StepContextService: a stored offset that does not fit the log', () => 
     const groupId = `group-${randomUUID().slice(0, 8)}`;
     const bus: MemoryBus = createMemoryBus({ retryBackoffMs: 10 });
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
     const logs = new RecordingLog();
     const telemetry = createTestTelemetry();
     running.push(telemetry);
     const start = async () => {
       const service = new StepContextService({
         subscriber: bus.subscriber,
-        batches,
+        feedStreams,
         subscriptions,
         topic,
         groupId,
@@ -141,23 +141,23 @@ describe('StepContextService: a stored offset that does not fit the log', () => 
         topic,
         updates.map((u) => ({ key: ticketKey(u), value: JSON.stringify(u) })),
       );
-    const landed = async () => (await entriesOf({ batches, subscriptions }, 's1')).map((e) => e.update.id);
+    const landed = async () => (await entriesOf({ feedStreams, subscriptions }, 's1')).map((e) => e.update.id);
     const mismatches = (attributes: Record<string, string | number>) =>
       telemetry.metric(METRIC_OFFSET_MISMATCHES, { 'ctxflow.topic': topic, 'ctxflow.partition': 0, ...attributes });
-    return { topic, bus, batches, subscriptions, logs, start, publish, landed, mismatches };
+    return { topic, bus, feedStreams, subscriptions, logs, start, publish, landed, mismatches };
   }
 
   const updates = (n: number) => Array.from({ length: n }, () => makeUpdate({ ticket: 'T-1' }));
 
   it('the topic created again between two runs: the next update lands, an error line and the metric say so', async () => {
-    const { topic, bus, batches, subscriptions, logs, start, publish, landed, mismatches } = rig();
+    const { topic, bus, feedStreams, subscriptions, logs, start, publish, landed, mismatches } = rig();
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const before = updates(3);
     const first = await start();
     await publish(...before);
     await eventually(async () => expect(await landed()).toEqual(before.map((u) => u.id)));
     const oldId = bus.topicId(topic)!;
-    expect(await batches.storedPartition(topic, 0)).toEqual({ offset: '2', topicId: oldId });
+    expect(await feedStreams.storedPartition(topic, 0)).toEqual({ offset: '2', topicId: oldId });
     await first.stop();
 
     bus.recreateTopic(topic);
@@ -188,7 +188,7 @@ describe('StepContextService: a stored offset that does not fit the log', () => 
       },
     ]);
     expect(await mismatches({ 'ctxflow.offset.mismatch': 'topic_id', 'ctxflow.offset.reset': 'earliest' })).toBe(1);
-    expect(await batches.storedPartition(topic, 0)).toEqual({ offset: '0', topicId: newId });
+    expect(await feedStreams.storedPartition(topic, 0)).toEqual({ offset: '0', topicId: newId });
   });
 
   it('the topic created again while the service runs: asked again, reset, the next update lands', async () => {
@@ -207,7 +207,7 @@ describe('StepContextService: a stored offset that does not fit the log', () => 
   });
 
   it('an offset past the end (a Redis from another copy), earliest: the partition is read again and nothing lands twice', async () => {
-    const { topic, bus, batches, subscriptions, logs, start, publish, landed, mismatches } = rig();
+    const { topic, bus, feedStreams, subscriptions, logs, start, publish, landed, mismatches } = rig();
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const before = updates(3);
     const first = await start();
@@ -215,16 +215,18 @@ describe('StepContextService: a stored offset that does not fit the log', () => 
     await eventually(async () => expect(await landed()).toEqual(before.map((u) => u.id)));
     await first.stop();
     const id = bus.topicId(topic)!;
-    expect(await batches.rebindPartition(topic, 0, { offset: '2', topicId: id }, { offset: '41', topicId: id })).toBe(
-      true,
-    );
+    expect(
+      await feedStreams.rebindPartition(topic, 0, { offset: '2', topicId: id }, { offset: '41', topicId: id }),
+    ).toBe(true);
 
     await start();
     await eventually(async () => expect(logs.errors).toHaveLength(1));
     const after = makeUpdate({ ticket: 'T-1' });
     await publish(after);
     await eventually(async () => expect(await landed()).toEqual([...before, after].map((u) => u.id)));
-    await eventually(async () => expect(await batches.storedPartition(topic, 0)).toEqual({ offset: '3', topicId: id }));
+    await eventually(async () =>
+      expect(await feedStreams.storedPartition(topic, 0)).toEqual({ offset: '3', topicId: id }),
+    );
     expect(await landed()).toEqual([...before, after].map((u) => u.id));
     expect(logs.errors.map((e) => [e.fields.mismatch, e.fields.storedOffset, e.fields.logEnd])).toEqual([
       ['beyond_end', '41', '3'],
@@ -255,7 +257,7 @@ describe('StepContextService: a stored offset that does not fit the log', () => 
   });
 
   it('fail: the partition is held, one error line, until the stored offset is repaired', async () => {
-    const { topic, bus, batches, subscriptions, logs, start, publish, landed, mismatches } = rig('fail');
+    const { topic, bus, feedStreams, subscriptions, logs, start, publish, landed, mismatches } = rig('fail');
     await subscriptions.subscribe(DEFAULT_TENANT, 's1', { source: 'generic', ticket: 'T-1' });
     const before = updates(2);
     const first = await start();
@@ -277,9 +279,9 @@ describe('StepContextService: a stored offset that does not fit the log', () => 
     expect(await mismatches({ 'ctxflow.offset.reset': 'fail' })).toBe(1);
 
     // The operator's repair: what is stored of the partition removed.
-    const stored = await batches.storedPartition(topic, 0);
-    expect(await batches.rebindPartition(topic, 0, stored, {})).toBe(true);
+    const stored = await feedStreams.storedPartition(topic, 0);
+    expect(await feedStreams.rebindPartition(topic, 0, stored, {})).toBe(true);
     await eventually(async () => expect(await landed()).toEqual([...before, held].map((u) => u.id)));
-    expect(await batches.storedPartition(topic, 0)).toEqual({ offset: '0', topicId: bus.topicId(topic) });
+    expect(await feedStreams.storedPartition(topic, 0)).toEqual({ offset: '0', topicId: bus.topicId(topic) });
   });
 });

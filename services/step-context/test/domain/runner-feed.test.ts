@@ -1,5 +1,5 @@
 import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
-import { FeedStepContext, MemoryBatchStore, StepContextService } from '@ctxflow/step-context';
+import { FeedStepContext, MemoryFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { describe, expect, it } from 'vitest';
 import { createHarness } from '../../../../test/support/harness.ts';
@@ -13,15 +13,15 @@ import { makeUpdate } from '../helpers.ts';
  */
 async function setup() {
   const subscriptions = new MemorySubscriptionStore();
-  const batches = new MemoryBatchStore({ subscriptions });
-  const feed = new FeedStepContext({ batches, subscriptions });
+  const feedStreams = new MemoryFeedStreams({ subscriptions });
+  const feed = new FeedStepContext({ feedStreams, subscriptions });
   const service = new StepContextService({
     subscriber: {
       subscribe: async () => {
         throw new Error('unused');
       },
     },
-    batches,
+    feedStreams,
     subscriptions,
   });
   const harness = await createHarness({ engine: { stepContextFor: () => feed } });

@@ -1,6 +1,6 @@
 import type { IncomingRecord } from '@ctxflow/bus';
 import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
-import { MemoryBatchStore, parseTicketUpdateRecord, StepContextService } from '@ctxflow/step-context';
+import { MemoryFeedStreams, parseTicketUpdateRecord, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { CloudEvent, Kafka } from 'cloudevents';
 import { describe, expect, it } from 'vitest';
@@ -112,13 +112,13 @@ describe('records of the ticket-updates topic', () => {
 
   it('the consumer applies a record with an extra field and CloudEvents records; a repeated event id once', async () => {
     const subscriptions = new MemorySubscriptionStore();
-    const batches = new MemoryBatchStore({ subscriptions });
+    const feedStreams = new MemoryFeedStreams({ subscriptions });
     const unused = {
       subscribe: async () => {
         throw new Error('unused');
       },
     };
-    const service = new StepContextService({ subscriber: unused, batches, subscriptions });
+    const service = new StepContextService({ subscriber: unused, feedStreams, subscriptions });
     await subscriptions.subscribe(DEFAULT_TENANT, 's-1', { source: 'cloudevents', ticket: '*', scope: SOURCE });
     await subscriptions.subscribe(DEFAULT_TENANT, 's-1', { source: 'generic', ticket: 'T-1' });
     const extra = { ...makeUpdate({ ticket: 'T-1' }), priorityScore: 7 };
@@ -128,7 +128,7 @@ describe('records of the ticket-updates topic', () => {
       binaryRecord(ATTRIBUTES, DATA, 2), // the same event again
       binaryRecord({ ...ATTRIBUTES, id: 'evt-2', subject: 'PROJ-8' }, { title: 'New ticket' }, 3),
     ]);
-    const entries = await entriesOf({ batches, subscriptions }, 's-1');
+    const entries = await entriesOf({ feedStreams, subscriptions }, 's-1');
     expect(entries.map((e) => e.update.id)).toEqual([extra.id, MAPPED.id, `cloudevents:${SOURCE}:evt-2`]);
     expect(entries[0]!.update).toEqual(extra);
     expect(entries[2]!.update).toMatchObject({ ticket: 'PROJ-8', summary: 'New ticket', title: 'New ticket' });

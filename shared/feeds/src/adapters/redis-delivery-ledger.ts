@@ -1,10 +1,10 @@
-import { readFileSync } from 'node:fs';
 import { CtxflowError } from '@ctxflow/contracts';
+import { loadLuaScript } from '@ctxflow/service-kit';
 import type { Cluster, Redis } from 'ioredis';
 import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
 import { ledgerKeys } from './redis/keys.ts';
 
-const RELEASE_DELIVERY = readFileSync(new URL('./redis/release-delivery.lua', import.meta.url), 'utf8');
+const RELEASE_DELIVERY = loadLuaScript(new URL('./redis/release-delivery.lua', import.meta.url));
 
 type LedgerRedis = (Redis | Cluster) & { releaseDelivery(key: string): Promise<number> };
 

@@ -3,12 +3,12 @@
   Item ids are `itm_<n>`, n from the session's `item` counter: unique and increasing.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
-  ARGV:
-    1 dedupe: 'none' | 'key' | 'site'
-    2 the app key ('key') or `<callId>|<site>` ('site'); '' for 'none'
-    3 the items' fingerprint ('key'); '' otherwise
-    4.. NewQueuedItem JSON objects (without itemId), in queue order
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
+  ARGV[1]: JSON object (session-scripts.ts enqueueArgs):
+    ttlMs   number: the retention (expire-session.lua)
+    dedupe  {key, fingerprint}: an app request key and the items' fingerprint (R13); or
+            {site}: `<callId>|<site>` of the call site that records them (R10, R15); absent: none
+    items   string[]: NewQueuedItem JSON objects (without itemId), in queue order
   Returns:
     {n, v, p}  recorded: the items got ids itm_(n-k+1) .. itm_n, k = number of items;
                v is the session's version after this write, p the one before ('' for none)
@@ -16,44 +16,47 @@
     -3      replayed: the same key with the same fingerprint, or a site that recorded (nothing written)
     -4      key conflict: the key was used with another fingerprint (nothing written)
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return -1
-end
+--- @include "includes/session-version"
+--- @include "includes/expire-session"
+--- @include "includes/queue-element"
 
-local mode = ARGV[1]
-if mode == 'key' then
-  local known = redis.call('HGET', KEYS[4], ARGV[2])
-  if known then
-    if known == ARGV[3] then
+local args = cjson.decode(ARGV[1])
+
+local function enqueue()
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    return -1
+  end
+
+  local dedupe = args.dedupe
+  if dedupe and dedupe.key then
+    local known = redis.call('HGET', KEYS[4], dedupe.key)
+    if known then
+      if known == dedupe.fingerprint then
+        return -3
+      end
+      return -4
+    end
+  elseif dedupe and dedupe.site then
+    if redis.call('SISMEMBER', KEYS[5], dedupe.site) == 1 then
       return -3
     end
-    return -4
   end
-elseif mode == 'site' then
-  if redis.call('SISMEMBER', KEYS[5], ARGV[2]) == 1 then
-    return -3
+
+  -- Validated: write from here on.
+  if dedupe and dedupe.key then
+    redis.call('HSET', KEYS[4], dedupe.key, dedupe.fingerprint)
+  elseif dedupe and dedupe.site then
+    redis.call('SADD', KEYS[5], dedupe.site)
   end
+
+  local items = args.items
+  local k = #items
+  local last = redis.call('HINCRBY', KEYS[9], 'item', k)
+  for j = 1, k do
+    redis.call('RPUSH', KEYS[3], withItemId(items[j], 'itm_' .. (last - k + j)))
+  end
+  local version, prev = nextVersion()
+  return { last, version, prev }
 end
 
--- Validated: write from here on.
-if mode == 'key' then
-  redis.call('HSET', KEYS[4], ARGV[2], ARGV[3])
-elseif mode == 'site' then
-  redis.call('SADD', KEYS[5], ARGV[2])
-end
-
-local k = #ARGV - 3
-local last = redis.call('HINCRBY', KEYS[9], 'item', k)
-for j = 1, k do
-  local item = ARGV[3 + j]
-  local field = '"itemId":"itm_' .. (last - k + j) .. '"'
-  -- itemId is spliced in as the LAST property: the scripts find it at the end of the element.
-  if item == '{}' then
-    item = '{' .. field .. '}'
-  else
-    item = string.sub(item, 1, -2) .. ',' .. field .. '}'
-  end
-  redis.call('RPUSH', KEYS[3], item)
-end
-local version, prev = nextVersion()
-return { last, version, prev }
+return expireSession(args.ttlMs, enqueue())

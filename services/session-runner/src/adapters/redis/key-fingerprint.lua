@@ -4,13 +4,14 @@
 
   KEYS:
     1 the session's meta  2 the session's keys hash (keys.ts)
-  ARGV:
-    1 the app key
+  ARGV[1]: JSON object (session-scripts.ts keyFingerprint):
+    key  string: the app key
   Returns:
     <string>  the fingerprint
     nil       the session or the key is unknown
 ]]
+local args = cjson.decode(ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
-return redis.call('HGET', KEYS[2], ARGV[1])
+return redis.call('HGET', KEYS[2], args.key)

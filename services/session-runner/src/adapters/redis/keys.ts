@@ -11,7 +11,7 @@ import { sessionRecordKey } from '@ctxflow/subscriptions';
  */
 export interface SessionKeys {
   /**
-   * String: the SessionMeta as JSON (its counters may be older than `seq`'s). Its presence
+   * String: the SessionMeta as JSON (its counters may be older than `counters`'s). Its presence
    * is the session's existence; its `tenant` is the session's owner, which step-context
    * reads (sessionRecordKey).
    */
@@ -31,13 +31,13 @@ export interface SessionKeys {
   /** Hash: requestId -> stepId. */
   requests: string;
   /**
-   * Hash of counters: `item` (last queue item number), `call` (last call order),
+   * Hash: the session's version and counters: `item` (last queue item number), `call` (last call order),
    * `version` (the session's write count: every session script that writes adds one),
    * `prompt` (the id of the system prompt the last step commit stored or used), and
    * `steps`, `stepAt`, `requestEnd`: the meta's steps, lastStepAt and lastRequestEnd when
    * the last write was a step commit that changed nothing else (read over the meta's).
    */
-  seq: string;
+  counters: string;
   /** Hash: prompt id -> system prompt text, once per session for all its step records. */
   prompts: string;
   /**
@@ -59,7 +59,7 @@ export const SESSION_KEY_ORDER = [
   'calls',
   'steps',
   'requests',
-  'seq',
+  'counters',
   'prompts',
 ] as const satisfies readonly (keyof SessionKeys)[];
 
@@ -98,7 +98,7 @@ export function storeKeys(prefix = 'ctx'): StoreKeys {
       calls: `${base}:calls`,
       steps: `${base}:steps`,
       requests: `${base}:requests`,
-      seq: `${base}:seq`,
+      counters: `${base}:counters`,
       prompts: `${base}:prompts`,
       outbox: `${base}:outbox`,
       outboxLease: `${base}:outbox-lease`,

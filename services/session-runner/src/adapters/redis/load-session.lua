@@ -4,22 +4,24 @@
   consistent snapshot of the session. Writes nothing.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
-  ARGV:
-    1 'window' for the log window, 'whole' for the whole log
-    2.. the fields of seq to read
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
+  ARGV[1]: JSON object (session-scripts.ts loadSession):
+    window  true for the log window; absent for the whole log
+    fields  string[]: the fields of `counters` to read
   Returns:
-    {meta, from, log, queue, calls, sites, seq, requests}: the meta JSON, the seq of the first
-    log element returned, the log from it, the queue, the calls hash as a flat list of fields and
-    values, the sites, the values of the seq fields asked for (nil when absent), the request ids
+    {meta, from, log, queue, calls, sites, counters, requests}: the meta JSON, the seq of the
+    first log element returned, the log from it, the queue, the calls hash as a flat list of
+    fields and values, the sites, the values of the `counters` fields asked for (nil when
+    absent), the request ids
     nil  the session does not exist
 ]]
+local args = cjson.decode(ARGV[1])
 local meta = redis.call('GET', KEYS[1])
 if not meta then
   return false
 end
 local from = 0
-if ARGV[1] == 'window' then
+if args.window then
   local ok, decoded = pcall(cjson.decode, meta)
   if ok and type(decoded) == 'table' and type(decoded.logFold) == 'table' then
     local at = tonumber(decoded.logFold.at)
@@ -35,6 +37,6 @@ return {
   redis.call('LRANGE', KEYS[3], 0, -1),
   redis.call('HGETALL', KEYS[6]),
   redis.call('SMEMBERS', KEYS[5]),
-  redis.call('HMGET', KEYS[9], unpack(ARGV, 2)),
+  redis.call('HMGET', KEYS[9], unpack(args.fields)),
   redis.call('HKEYS', KEYS[8]),
 }

@@ -3,25 +3,35 @@
   a new one goes last.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
-    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 seq  10 prompts
-  ARGV:
-    1 callId
-    2 CallRecord JSON
+    1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
+  ARGV[1]: JSON object (session-scripts.ts putCallArgs):
+    ttlMs   number: the retention (expire-session.lua)
+    callId  string
+    call    string: the CallRecord JSON
   Returns:
     {v, p}  stored: the session's version after this write, p the one before ('' for none)
     -1  session not found (nothing written)
 ]]
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  return -1
+--- @include "includes/session-version"
+--- @include "includes/expire-session"
+
+local args = cjson.decode(ARGV[1])
+
+local function put()
+  if redis.call('EXISTS', KEYS[1]) == 0 then
+    return -1
+  end
+  local current = redis.call('HGET', KEYS[6], args.callId)
+  local order
+  if current then
+    order = string.match(current, '^(%d+) ')
+  end
+  if not order then
+    order = redis.call('HINCRBY', KEYS[9], 'call', 1)
+  end
+  redis.call('HSET', KEYS[6], args.callId, order .. ' ' .. args.call)
+  local version, prev = nextVersion()
+  return { version, prev }
 end
-local current = redis.call('HGET', KEYS[6], ARGV[1])
-local order
-if current then
-  order = string.match(current, '^(%d+) ')
-end
-if not order then
-  order = redis.call('HINCRBY', KEYS[9], 'call', 1)
-end
-redis.call('HSET', KEYS[6], ARGV[1], order .. ' ' .. ARGV[2])
-local version, prev = nextVersion()
-return { version, prev }
+
+return expireSession(args.ttlMs, put())

@@ -78,7 +78,7 @@ describe('session inspector in headless Chromium', () => {
       body: raw,
     });
     expect(hook.status, await hook.text()).toBe(202);
-    // The bus delivers to step-context asynchronously: wait until the update is in the session's batch stream.
+    // The bus delivers to step-context asynchronously: wait until the update is in the session's feed stream.
     await expect.poll(async () => (await entriesOf(embedded, sessionId)).length).toBe(1);
 
     await call('POST', `/sessions/${sessionId}/messages`, { role: 'assistant', content: 'Checking.' }, 201);

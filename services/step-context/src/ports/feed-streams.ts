@@ -1,4 +1,4 @@
-import { byteLength, type FeedSource, type TicketUpdate } from '@ctxflow/contracts';
+import type { FeedSource, TicketUpdate } from '@ctxflow/contracts';
 import type { FeedFollow } from '@ctxflow/subscriptions';
 
 /*
@@ -17,7 +17,7 @@ import type { FeedFollow } from '@ctxflow/subscriptions';
  */
 
 /** One entry of a feed stream: an update as stored, with its place in its source's sequence. */
-export interface BatchEntry {
+export interface FeedEntry {
   /** The update's source (its sequence: see above). */
   source: FeedSource;
   /** Position in the source's sequence (1, 2, ...; shared by every stream of the source). */
@@ -37,9 +37,9 @@ export type FeedPosition = Readonly<Record<FeedSource, number>>;
 /**
  * What applying one update did:
  * - `appended`: stored with `seq` in `streams` streams (those with a live subscriber);
- * - `duplicate`: its source already stored an update with this id (see BatchStore);
- * - `stale`: its source already stored a newer update of the same ticket (by
- *   `version` when both have one, else by `occurredAt`): older news is dropped;
+ * - `duplicate`: its source already stored an update with this id (see FeedStreams);
+ * - `stale`: its source already stored a newer update of the same ticket (see
+ *   FeedStreams): older news is dropped;
  * - `unwatched`: none of its streams has a live subscriber: nothing is stored.
  */
 export type AppendOutcome =
@@ -73,26 +73,26 @@ export interface StoredPartition {
  */
 export type ApplyResult = { applied: true; outcome?: AppendOutcome } | { applied: false };
 
-/** One consumed record of `applyBatch`. */
-export interface BatchRecord {
+/** One consumed record of `applyRun`. */
+export interface ConsumedRecord {
   position: ConsumedPosition;
   /**
    * The update the record carries; absent for a record with nothing to apply
    * (a poison record), of which only the position is consumed.
    */
   update?: TicketUpdate;
-  /** Stored with the update's entries (see BatchEntry). */
+  /** Stored with the update's entries (see FeedEntry). */
   traceparent?: string;
 }
 
 /**
  * Feed streams of ticket updates (above), plus the consumed offsets that make
- * consumption from the bus exactly-once. Adapters: memory-batch-store.ts
- * (embedded default), redis-batch-store.ts; both pass
- * test/contract/batch-store.contract.ts.
+ * consumption from the bus exactly-once. Adapters: memory-feed-streams.ts
+ * (embedded default), redis-feed-streams.ts; both pass
+ * test/contract/feed-streams.contract.ts.
  *
  * Whether a stream has a live subscriber is the subscription store's record
- * (a session subscribed and not expired); the batch store reads it in the same
+ * (a session subscribed and not expired); the feed stream store reads it in the same
  * atomic step as it writes.
  *
  * Dedupe and staleness are judged per tenant's source, among the updates it
@@ -100,9 +100,11 @@ export interface BatchRecord {
  * `DEDUPE_WINDOW` stored updates is a duplicate; an update is stale when both
  * it and the newest stored update of its ticket carry a `version` and its
  * version is lower, or otherwise when its `occurredAt` is earlier. Equal
- * versions or times are not stale (distinct events of one moment).
+ * versions or times are not stale (distinct events of one moment). Both
+ * adapters apply this rule through adapters/ticket-marks.ts (the Redis script
+ * mirrors it, tested to agree).
  */
-export interface BatchStore {
+export interface FeedStreams {
   /**
    * Stores `update` in every stream it belongs to, whether or not followed
    * (a direct write, without offset): idempotent by id, stale updates dropped.
@@ -121,7 +123,7 @@ export interface BatchStore {
     follows: readonly FeedFollow[],
     after: FeedPosition,
     limits: { maxEntries: number; maxBytes: number },
-  ): Promise<BatchEntry[]>;
+  ): Promise<FeedEntry[]>;
   /** The last seq of `tenant`'s `source` (0 before the first): where a new subscription starts. */
   positionOf(tenant: string, source: FeedSource): Promise<number>;
   /**
@@ -147,9 +149,9 @@ export interface BatchStore {
    *
    * Resolves to one result per record, in order; an empty run writes nothing.
    * On Redis Cluster the atomic unit is one tenant's source (see
-   * redis-batch-store.ts); the outcome is the same exactly-once per stream.
+   * redis-feed-streams.ts); the outcome is the same exactly-once per stream.
    */
-  applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]>;
+  applyRun(records: readonly ConsumedRecord[]): Promise<ApplyResult[]>;
   /** Records a consumed position that carried nothing to apply (a poison record); never moves backwards. */
   recordOffset(position: ConsumedPosition): Promise<void>;
   /** The next offset to read for a partition (the stored one plus 1), or undefined when none is stored. */
@@ -169,148 +171,5 @@ export interface BatchStore {
   close?(): Promise<void>;
 }
 
-/** How many of a source's last stored update ids dedupe a repeat (see BatchStore). */
+/** How many of a source's last stored update ids dedupe a repeat (see FeedStreams). */
 export const DEDUPE_WINDOW = 10_000;
-
-/** Staleness mark of one ticket in its source: the newest stored version and time. */
-export interface TicketMark {
-  version?: number;
-  /** Epoch ms of `occurredAt`; undefined when it does not parse. */
-  occurredAtMs?: number;
-}
-
-/** The rule above, shared by the adapters (the Redis script restates it in Lua). */
-export function isStale(mark: TicketMark | undefined, update: Pick<TicketUpdate, 'version' | 'occurredAt'>): boolean {
-  if (!mark) return false;
-  if (mark.version !== undefined && update.version !== undefined) return update.version < mark.version;
-  const at = occurredAtMs(update.occurredAt);
-  return at !== undefined && mark.occurredAtMs !== undefined && at < mark.occurredAtMs;
-}
-
-/** The mark after appending `update`. */
-export function nextMark(
-  mark: TicketMark | undefined,
-  update: Pick<TicketUpdate, 'version' | 'occurredAt'>,
-): TicketMark {
-  const at = occurredAtMs(update.occurredAt);
-  const version = update.version ?? mark?.version;
-  const times = [mark?.occurredAtMs, at].filter((t): t is number => t !== undefined);
-  const next: TicketMark = {};
-  if (version !== undefined) next.version = version;
-  if (times.length > 0) next.occurredAtMs = Math.max(...times);
-  return next;
-}
-
-export function occurredAtMs(occurredAt: string): number | undefined {
-  const ms = Date.parse(occurredAt);
-  return Number.isFinite(ms) ? ms : undefined;
-}
-
-/** A StoredPartition of the fields that are there (null and undefined: absent). */
-export function storedPartitionOf(offset?: string | null, topicId?: string | null): StoredPartition {
-  const stored: StoredPartition = {};
-  if (offset !== undefined && offset !== null) stored.offset = offset;
-  if (topicId !== undefined && topicId !== null) stored.topicId = topicId;
-  return stored;
-}
-
-/** Offsets as canonical decimal strings; compares without losing precision. */
-export function compareOffsets(a: string, b: string): number {
-  const x = BigInt(a);
-  const y = BigInt(b);
-  return x < y ? -1 : x > y ? 1 : 0;
-}
-
-/**
- * The canonical offsets of a run for `applyBatch`: one topic and partition,
- * strictly increasing; throws otherwise.
- */
-export function checkRun(records: readonly BatchRecord[]): string[] {
-  const offsets = records.map((r) => canonicalOffset(r.position.offset));
-  const first = records[0]?.position;
-  for (let i = 1; i < records.length; i++) {
-    const { topic, partition } = records[i]!.position;
-    if (topic !== first!.topic || partition !== first!.partition) {
-      throw new Error(`a batch spans ${first!.topic}:${first!.partition} and ${topic}:${partition}`);
-    }
-    if (compareOffsets(offsets[i]!, offsets[i - 1]!) <= 0) {
-      throw new Error(`batch offsets do not increase: ${offsets[i - 1]} then ${offsets[i]}`);
-    }
-  }
-  return offsets;
-}
-
-export function canonicalOffset(offset: string): string {
-  if (!/^\d+$/.test(offset)) throw new Error(`offset ${JSON.stringify(offset)} is not a decimal integer`);
-  return BigInt(offset).toString();
-}
-
-/** `applyUpdate` as every adapter implements it: a run of one record. */
-export async function applyOne(
-  store: Pick<BatchStore, 'applyBatch'>,
-  update: TicketUpdate,
-  position: ConsumedPosition,
-  trace: { traceparent?: string },
-): Promise<ApplyResult> {
-  const record: BatchRecord = { position, update };
-  if (trace.traceparent) record.traceparent = trace.traceparent;
-  return (await store.applyBatch([record]))[0]!;
-}
-
-/** An entry as an adapter read it, with its write order across sources (arrival order; ties: either). */
-export interface StoredEntry {
-  entry: BatchEntry;
-  order: number;
-}
-
-/**
- * One source's entries from the reads of its streams (each in seq order):
- * merged by seq, each seq once, and cut after the smallest last seq of a read
- * that may have stopped early (`full`: it returned as many entries as it
- * asked), so the result is a prefix of everything new in the source.
- */
-export function mergeStreams(reads: readonly { entries: readonly StoredEntry[]; full: boolean }[]): StoredEntry[] {
-  let cut = Number.POSITIVE_INFINITY;
-  for (const read of reads) {
-    const last = read.entries[read.entries.length - 1];
-    if (read.full && last) cut = Math.min(cut, last.entry.seq);
-  }
-  const bySeq = new Map<number, StoredEntry>();
-  for (const read of reads) {
-    for (const e of read.entries) if (e.entry.seq <= cut && !bySeq.has(e.entry.seq)) bySeq.set(e.entry.seq, e);
-  }
-  return [...bySeq.values()].sort((a, b) => a.entry.seq - b.entry.seq);
-}
-
-/**
- * Sources' entries (each as mergeStreams made them) in one list within the
- * limits of `readSince`: by seq within a source, sources interleaved by write
- * order (ties: the order of `sources`).
- */
-export function mergeSources(
-  sources: readonly (readonly StoredEntry[])[],
-  limits: { maxEntries: number; maxBytes: number },
-): BatchEntry[] {
-  const heads = sources.map(() => 0);
-  const out: BatchEntry[] = [];
-  let bytes = 0;
-  while (out.length < limits.maxEntries && bytes <= limits.maxBytes) {
-    let best = -1;
-    for (let i = 0; i < sources.length; i++) {
-      const head = sources[i]![heads[i]!];
-      if (!head) continue;
-      if (best < 0 || head.order < sources[best]![heads[best]!]!.order) best = i;
-    }
-    if (best < 0) break;
-    const { entry } = sources[best]![heads[best]!]!;
-    heads[best] = heads[best]! + 1;
-    out.push(entry);
-    bytes += byteLength(entry.update);
-  }
-  return out;
-}
-
-/** Where a follow reads from: after its start and after the reader's position in its source. */
-export function readFrom(follow: FeedFollow, after: FeedPosition): number {
-  return Math.max(follow.start, after[follow.subscription.source] ?? 0);
-}

@@ -9,26 +9,17 @@ import {
 import {
   type AppendOutcome,
   type ApplyResult,
-  applyOne,
-  type BatchEntry,
-  type BatchRecord,
-  type BatchStore,
   type ConsumedPosition,
-  canonicalOffset,
-  checkRun,
-  compareOffsets,
+  type ConsumedRecord,
   DEDUPE_WINDOW,
+  type FeedEntry,
   type FeedPosition,
-  isStale,
-  mergeSources,
-  mergeStreams,
-  nextMark,
-  readFrom,
-  type StoredEntry,
+  type FeedStreams,
   type StoredPartition,
-  storedPartitionOf,
-  type TicketMark,
-} from '../ports/batch-store.ts';
+} from '../ports/feed-streams.ts';
+import { applyOne, canonicalOffset, checkRun, compareOffsets, storedPartitionOf } from './consumed-offsets.ts';
+import { mergeSources, mergeStreams, readFrom, type StoredEntry } from './feed-stream-merge.ts';
+import { isStale, nextMark, type TicketMark } from './ticket-marks.ts';
 
 /** One tenant's source: its sequence, streams, dedupe ids and staleness marks. */
 interface SourceState {
@@ -44,7 +35,7 @@ interface SourceState {
   touched: number;
 }
 
-export interface MemoryBatchStoreOptions {
+export interface MemoryFeedStreamsOptions {
   /** Retention in ms (CTXFLOW_SESSION_TTL_MS): a source's streams no write touched for this long are gone. 0 (default): kept. */
   ttlMs?: number;
   /** Milliseconds since the epoch (default Date.now). */
@@ -59,11 +50,11 @@ export interface MemoryBatchStoreOptions {
 
 /**
  * Feed streams in process memory: the embedded default (see
- * ports/batch-store.ts for the model). Every method runs without awaiting
+ * ports/feed-streams.ts for the model). Every method runs without awaiting
  * between its reads and writes, so each is atomic in the one process, as the
  * Redis scripts are. Nothing survives a restart.
  */
-export class MemoryBatchStore implements BatchStore {
+export class MemoryFeedStreams implements FeedStreams {
   /** `${tenant}\u0000${source}` -> its state. */
   readonly #sources = new Map<string, SourceState>();
   /** `${topic}\u0000${partition}` -> last consumed offset. */
@@ -76,7 +67,7 @@ export class MemoryBatchStore implements BatchStore {
   /** Write order across sources. */
   #order = 0;
 
-  constructor(options: MemoryBatchStoreOptions = {}) {
+  constructor(options: MemoryFeedStreamsOptions = {}) {
     this.#ttlMs = options.ttlMs ?? 0;
     this.#clock = options.clock ?? { now: () => Date.now() };
     this.#subscriptions = options.subscriptions;
@@ -113,7 +104,7 @@ export class MemoryBatchStore implements BatchStore {
     follows: readonly FeedFollow[],
     after: FeedPosition,
     limits: { maxEntries: number; maxBytes: number },
-  ): Promise<BatchEntry[]> {
+  ): Promise<FeedEntry[]> {
     const bySource = new Map<string, StoredEntry[][]>();
     for (const follow of follows) {
       const state = this.#source(follow.tenant, follow.subscription.source, false);
@@ -146,7 +137,7 @@ export class MemoryBatchStore implements BatchStore {
     return applyOne(this, update, position, trace);
   }
 
-  async applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]> {
+  async applyRun(records: readonly ConsumedRecord[]): Promise<ApplyResult[]> {
     const offsets = checkRun(records);
     if (records.length === 0) return [];
     const { topic, partition } = records[0]!.position;

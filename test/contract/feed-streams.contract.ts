@@ -1,25 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import { byteLength, type TicketUpdate } from '@ctxflow/contracts';
-import type { BatchEntry, BatchStore, FeedPosition } from '@ctxflow/step-context';
+import type { FeedEntry, FeedPosition, FeedStreams } from '@ctxflow/step-context';
 import type { SubscriptionStore } from '@ctxflow/subscriptions';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeUpdate } from '../../services/step-context/test/helpers.ts';
 
 /** Retention (ms) and clock of the stores. */
-export interface BatchStoreOptions {
+export interface FeedStreamsOptions {
   ttlMs?: number;
   clock?: { now(): number };
 }
 
-export interface BatchStoreFixture {
+export interface FeedStreamsFixture {
   name: string;
   /**
-   * A batch store and the subscription store whose followers it reads, on a fresh key
+   * A feed stream store and the subscription store whose followers it reads, on a fresh key
    * space; `cleanup` removes it. `keysOf`: a store with keys lists a session's keys;
    * `keysOfSource`: the keys of a tenant's source (streams, followers, ids, marks, seq).
    */
-  create(options?: BatchStoreOptions): Promise<{
-    store: BatchStore;
+  create(options?: FeedStreamsOptions): Promise<{
+    store: FeedStreams;
     subscriptions: SubscriptionStore;
     cleanup(): Promise<void>;
     keysOf?(sessionId: string): Promise<{ key: string; pttl: number }[]>;
@@ -29,10 +29,10 @@ export interface BatchStoreFixture {
 
 const all = { maxEntries: 10_000, maxBytes: 100 * 1024 * 1024 };
 
-/** The contract of the BatchStore port (ports/batch-store.ts), for every adapter. */
-export function batchStoreContract(fixture: BatchStoreFixture): void {
-  describe(`BatchStore contract: ${fixture.name}`, () => {
-    let store: BatchStore;
+/** The contract of the FeedStreams port (ports/feed-streams.ts), for every adapter. */
+export function feedStreamsContract(fixture: FeedStreamsFixture): void {
+  describe(`FeedStreams contract: ${fixture.name}`, () => {
+    let store: FeedStreams;
     let subscriptions: SubscriptionStore;
     let cleanup: () => Promise<void>;
     let keysOf: ((sessionId: string) => Promise<{ key: string; pttl: number }[]>) | undefined;
@@ -42,7 +42,7 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
     const tenant = () => `t-${randomUUID().slice(0, 8)}`;
     const read = async (sessionId: string, after: FeedPosition = {}, limits = all) =>
       store.readSince(await subscriptions.follows(sessionId), after, limits);
-    const seqs = (entries: BatchEntry[]) => entries.map((e) => e.seq);
+    const seqs = (entries: FeedEntry[]) => entries.map((e) => e.seq);
 
     beforeAll(async () => {
       ({ store, subscriptions, cleanup, keysOf } = await fixture.create());
@@ -238,14 +238,14 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       expect(await store.resumeFrom(t, 0)).toBe('9007199254741000');
     });
 
-    it('applyBatch applies a run in record order, records the last offset, and skips what was consumed', async () => {
+    it('applyRun applies a run in record order, records the last offset, and skips what was consumed', async () => {
       const [a, b, t, tn] = [session(), session(), topic(), tenant()];
       await subscriptions.subscribe(tn, a, { source: 'generic', ticket: 'P1' });
       await subscriptions.subscribe(tn, b, { source: 'generic', ticket: '*' });
       const at = (offset: string) => ({ topic: t, partition: 0, offset });
       const u = Array.from({ length: 5 }, (_, i) => makeUpdate({ tenant: tn, ticket: `P${i}` }));
       expect(
-        await store.applyBatch([
+        await store.applyRun([
           { position: at('0'), update: u[0]! },
           { position: at('1'), update: u[1]! },
           { position: at('2'), update: u[1]! },
@@ -257,7 +257,7 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       ]);
       // A redelivery that overlaps what was applied: the prefix is skipped, the rest applied.
       expect(
-        await store.applyBatch([
+        await store.applyRun([
           { position: at('1'), update: u[1]! },
           { position: at('2'), update: u[1]! },
           { position: at('3') },
@@ -272,7 +272,7 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       expect(await store.resumeFrom(t, 0)).toBe('5');
       // A run wholly at or below the stored offset (a consumer that lost the partition): nothing written.
       expect(
-        await store.applyBatch([
+        await store.applyRun([
           { position: at('3'), update: u[3]! },
           { position: at('4'), update: u[4]! },
         ]),
@@ -284,20 +284,20 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
         [2, 'P1'],
         [3, 'P2'],
       ]);
-      // applyUpdate and applyBatch share the offset: one at a time after a run.
+      // applyUpdate and applyRun share the offset: one at a time after a run.
       expect(await store.applyUpdate(u[4]!, at('4'))).toEqual({ applied: false });
       expect((await store.applyUpdate(u[4]!, at('5'))).applied).toBe(true);
       expect(await store.resumeFrom(t, 0)).toBe('6');
-      expect(await store.applyBatch([])).toEqual([]);
+      expect(await store.applyRun([])).toEqual([]);
     });
 
-    it('applyBatch stores each record trace context with its entries; offsets beyond 2^53 compare exactly', async () => {
+    it('applyRun stores each record trace context with its entries; offsets beyond 2^53 compare exactly', async () => {
       const [a, t, tn] = [session(), topic(), tenant()];
       await subscriptions.subscribe(tn, a, { source: 'generic', ticket: '*' });
       const traceparent = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
       const traced = makeUpdate({ tenant: tn, ticket: 'T1' });
       const plain = makeUpdate({ tenant: tn, ticket: 'T2' });
-      await store.applyBatch([
+      await store.applyRun([
         { position: { topic: t, partition: 1, offset: '9007199254740992' }, update: traced, traceparent },
         { position: { topic: t, partition: 1, offset: '9007199254740993' }, update: plain },
       ]);
@@ -307,7 +307,7 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       ]);
       expect(await store.resumeFrom(t, 1)).toBe('9007199254740994');
       expect(
-        await store.applyBatch([
+        await store.applyRun([
           { position: { topic: t, partition: 1, offset: '9007199254740993' }, update: makeUpdate({ tenant: tn }) },
           { position: { topic: t, partition: 1, offset: '9007199254740994' } },
         ]),
@@ -321,7 +321,7 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       const at = (offset: string) => ({ topic: t, partition: 0, offset });
       const u = Array.from({ length: 4 }, (_, i) => makeUpdate({ tenant: tn, ticket: `O${i}` }));
       expect(await store.storedPartition(t, 0)).toEqual({});
-      await store.applyBatch([
+      await store.applyRun([
         { position: at('5'), update: u[0]! },
         { position: at('6'), update: u[1]! },
       ]);
@@ -339,7 +339,7 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       expect(await store.storedPartition(t, 0)).toEqual({ topicId: 'log-b' });
       expect(await store.resumeFrom(t, 0)).toBeUndefined();
       expect(
-        await store.applyBatch([
+        await store.applyRun([
           { position: at('0'), update: u[2]! },
           { position: at('1'), update: u[0]! },
         ]),
@@ -352,8 +352,8 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       expect(
         await store.rebindPartition(t, 0, { offset: '1', topicId: 'log-b' }, { offset: '9', topicId: 'log-b' }),
       ).toBe(true);
-      expect(await store.applyBatch([{ position: at('9'), update: u[3]! }])).toEqual([{ applied: false }]);
-      expect(await store.applyBatch([{ position: at('10'), update: u[3]! }])).toEqual([
+      expect(await store.applyRun([{ position: at('9'), update: u[3]! }])).toEqual([{ applied: false }]);
+      expect(await store.applyRun([{ position: at('10'), update: u[3]! }])).toEqual([
         { applied: true, outcome: { outcome: 'appended', seq: 4, streams: 1 } },
       ]);
       expect(await store.resumeFrom(t, 0)).toBe('11');
@@ -362,24 +362,24 @@ export function batchStoreContract(fixture: BatchStoreFixture): void {
       expect(await store.storedPartition(t, 1)).toEqual({});
     });
 
-    it('applyBatch refuses a run that spans partitions or whose offsets do not increase, writing nothing', async () => {
+    it('applyRun refuses a run that spans partitions or whose offsets do not increase, writing nothing', async () => {
       const [a, t, tn] = [session(), topic(), tenant()];
       await subscriptions.subscribe(tn, a, { source: 'generic', ticket: 'T-1' });
       const u = makeUpdate({ tenant: tn });
       await expect(
-        store.applyBatch([
+        store.applyRun([
           { position: { topic: t, partition: 0, offset: '1' }, update: u },
           { position: { topic: t, partition: 1, offset: '2' } },
         ]),
       ).rejects.toThrow();
       await expect(
-        store.applyBatch([
+        store.applyRun([
           { position: { topic: t, partition: 0, offset: '2' }, update: u },
           { position: { topic: t, partition: 0, offset: '2' } },
         ]),
       ).rejects.toThrow();
       await expect(
-        store.applyBatch([{ position: { topic: t, partition: 0, offset: 'x' }, update: u }]),
+        store.applyRun([{ position: { topic: t, partition: 0, offset: 'x' }, update: u }]),
       ).rejects.toThrow();
       expect(await read(a)).toEqual([]);
       expect(await store.resumeFrom(t, 0)).toBeUndefined();

@@ -1,27 +1,20 @@
-import { readFileSync } from 'node:fs';
 import { CtxflowError, type FeedSource, type TicketUpdate, ticketKey, updateTenant } from '@ctxflow/contracts';
 import { candidateSubscriptions, type FeedFollow, subscriptionId } from '@ctxflow/subscriptions';
 import type { Cluster, Redis } from 'ioredis';
 import {
   type AppendOutcome,
   type ApplyResult,
-  applyOne,
-  type BatchEntry,
-  type BatchRecord,
-  type BatchStore,
   type ConsumedPosition,
-  canonicalOffset,
-  checkRun,
+  type ConsumedRecord,
   DEDUPE_WINDOW,
+  type FeedEntry,
   type FeedPosition,
-  mergeSources,
-  mergeStreams,
-  occurredAtMs,
-  readFrom,
-  type StoredEntry,
+  type FeedStreams,
   type StoredPartition,
-  storedPartitionOf,
-} from '../ports/batch-store.ts';
+} from '../ports/feed-streams.ts';
+import { applyOne, canonicalOffset, checkRun, storedPartitionOf } from './consumed-offsets.ts';
+import { mergeSources, mergeStreams, readFrom, type StoredEntry } from './feed-stream-merge.ts';
+import { type ApplyUpdatesArgs, type ApplyUpdatesRecord, FeedScripts } from './redis/feed-scripts.ts';
 import {
   offsetEpochField,
   offsetField,
@@ -30,14 +23,9 @@ import {
   sourceOffsetField,
   stepContextKeys,
 } from './redis/keys.ts';
+import { occurredAtMs } from './ticket-marks.ts';
 
-const lua = (name: string) => readFileSync(new URL(`./redis/${name}`, import.meta.url), 'utf8');
-const APPLY_BATCH = lua('apply-batch.lua');
-const READ_STREAMS = lua('read-streams.lua');
-const RECORD_OFFSET = lua('record-offset.lua');
-const REBIND_PARTITION = lua('rebind-partition.lua');
-
-/** Codes of apply-batch.lua (see its header). */
+/** Codes of apply-updates.lua (see its header). */
 const SKIPPED = -1;
 const APPLIED = 1;
 const DUPLICATE = 0;
@@ -47,24 +35,15 @@ const UNWATCHED = -3;
 /** Most entries read from one stream by one readSince. */
 const READ_PAGE = 100;
 
-interface BatchCommands {
-  ctxApplyBatch(numberOfKeys: number, ...args: string[]): Promise<number[]>;
-  ctxReadStreams(numberOfKeys: number, ...args: string[]): Promise<(number | [string, string[]][])[]>;
-  ctxRecordOffset(...args: string[]): Promise<number>;
-  ctxRebindPartition(...args: string[]): Promise<number>;
-}
-
-type Client = (Redis | Cluster) & BatchCommands;
-
 function outcomeOf(code: number, streams: number): AppendOutcome {
   if (code > 0) return { outcome: 'appended', seq: code, streams };
   if (code === DUPLICATE) return { outcome: 'duplicate' };
   if (code === STALE) return { outcome: 'stale' };
   if (code === UNWATCHED) return { outcome: 'unwatched' };
-  throw new Error(`apply-batch.lua returned an unknown code ${code}`);
+  throw new Error(`apply-updates.lua returned an unknown code ${code}`);
 }
 
-/** The keys of apply-batch.lua for a run, and each record's layout into them. */
+/** The keys of apply-updates.lua for a run, and each record's layout into them. */
 class KeyLayout {
   readonly keys: string[];
   readonly #index = new Map<string, number>();
@@ -85,8 +64,8 @@ class KeyLayout {
     return i;
   }
 
-  /** 'k j1 j2 ...' of apply-batch.lua for `update`: its source, then every stream it belongs to. */
-  layout(update: TicketUpdate): string {
+  /** The layout of apply-updates.lua for `update`: its source, then every stream it belongs to. */
+  layout(update: TicketUpdate): number[] {
     const tenant = updateTenant(update);
     const s = this.#keys.source(tenant, update.source);
     const indexes = [this.#at(s.seq, s.ids, s.marks, s.last)];
@@ -94,12 +73,12 @@ class KeyLayout {
       const id = subscriptionId(c);
       indexes.push(this.#at(s.stream(id), s.followers(id)));
     }
-    return indexes.join(' ');
+    return indexes;
   }
 }
 
 /**
- * Feed streams on Redis (the model: ports/batch-store.ts). Every key of one
+ * Feed streams on Redis (the model: ports/feed-streams.ts). Every key of one
  * tenant's source (sequence, streams, followers, dedupe ids, marks) sits under
  * that source's hash tag, so each atomic write is one Lua script on one slot
  * (adapters/redis/*.lua).
@@ -112,7 +91,7 @@ class KeyLayout {
  * step reads its streams since its position (one read script per source: a
  * consistent cut of its streams).
  *
- * Redis Cluster: on a single Redis, `applyBatch` is ONE script over every
+ * Redis Cluster: on a single Redis, `applyRun` is ONE script over every
  * source of the run plus the global offsets hash. On Redis Cluster (detected
  * from the client, or `cluster: true`) no script may span slots, so it runs one
  * script per source with that source's share of the run, all sent at once,
@@ -130,12 +109,13 @@ class KeyLayout {
  *
  * A Redis failure surfaces as a retryable `store_unavailable` refusal.
  */
-export class RedisBatchStore implements BatchStore {
-  readonly #redis: Client;
+export class RedisFeedStreams implements FeedStreams {
+  readonly #redis: Redis | Cluster;
+  readonly #scripts: FeedScripts;
   readonly #keys: StepContextKeys;
   readonly #cluster: boolean;
   readonly #ownsClient: boolean;
-  readonly #ttl: string;
+  readonly #ttlMs: number;
   readonly #clock: { now(): number };
 
   /**
@@ -151,18 +131,12 @@ export class RedisBatchStore implements BatchStore {
     ttlMs?: number;
     clock?: { now(): number };
   }) {
-    const redis = options.redis as Client;
-    if (typeof redis.ctxApplyBatch !== 'function') {
-      redis.defineCommand('ctxApplyBatch', { lua: APPLY_BATCH });
-      redis.defineCommand('ctxReadStreams', { lua: READ_STREAMS });
-      redis.defineCommand('ctxRecordOffset', { numberOfKeys: 1, lua: RECORD_OFFSET });
-      redis.defineCommand('ctxRebindPartition', { numberOfKeys: 1, lua: REBIND_PARTITION });
-    }
-    this.#redis = redis;
+    this.#redis = options.redis;
+    this.#scripts = new FeedScripts(options.redis);
     this.#keys = stepContextKeys(options.prefix ?? 'ctxflow');
     this.#cluster = options.cluster ?? (options.redis as { isCluster?: boolean }).isCluster === true;
     this.#ownsClient = options.ownsClient ?? false;
-    this.#ttl = String(options.ttlMs ?? 0);
+    this.#ttlMs = options.ttlMs ?? 0;
     this.#clock = options.clock ?? { now: () => Date.now() };
   }
 
@@ -173,9 +147,9 @@ export class RedisBatchStore implements BatchStore {
 
   async append(update: TicketUpdate): Promise<AppendOutcome> {
     const layout = new KeyLayout(this.#keys, this.#keys.source(updateTenant(update), update.source).offsets);
-    const args = recordArgs('', update, '', layout.layout(update));
+    const record = recordOf(undefined, update, undefined, layout.layout(update));
     const codes = await this.#guard(() =>
-      this.#redis.ctxApplyBatch(layout.keys.length, ...layout.keys, ...this.#head('', '', '1'), ...args),
+      this.#scripts.applyUpdates(layout.keys, this.#args(undefined, false, true, [record])),
     );
     // [1, code, streams]: a plain append is never skipped.
     return outcomeOf(codeAt(codes, 1), codeAt(codes, 2));
@@ -185,7 +159,7 @@ export class RedisBatchStore implements BatchStore {
     follows: readonly FeedFollow[],
     after: FeedPosition,
     limits: { maxEntries: number; maxBytes: number },
-  ): Promise<BatchEntry[]> {
+  ): Promise<FeedEntry[]> {
     const bySource = new Map<string, { tenant: string; source: string; follows: FeedFollow[] }>();
     for (const follow of follows) {
       const key = `${follow.tenant}\u0000${follow.subscription.source}`;
@@ -198,9 +172,11 @@ export class RedisBatchStore implements BatchStore {
       Promise.all(
         [...bySource.values()].map(async (group) => {
           const s = this.#keys.source(group.tenant, group.source);
-          const digests = group.follows.map((f) => s.streamDigest(subscriptionId(f.subscription))).join(' ');
-          const froms = group.follows.map((f) => readFrom(f, after)).join(' ');
-          const reply = await this.#redis.ctxReadStreams(1, s.last, String(count), digests, froms);
+          const streams = group.follows.map((f) => ({
+            digest: s.streamDigest(subscriptionId(f.subscription)),
+            after: readFrom(f, after),
+          }));
+          const reply = await this.#scripts.readStreams(s.last, { count, streams });
           // [place, rows, place, rows, ...]: only the streams with something new.
           const reads: { entries: StoredEntry[]; full: boolean }[] = [];
           for (let i = 1; i < reply.length; i += 2) {
@@ -225,7 +201,7 @@ export class RedisBatchStore implements BatchStore {
     return applyOne(this, update, position, trace);
   }
 
-  async applyBatch(records: readonly BatchRecord[]): Promise<ApplyResult[]> {
+  async applyRun(records: readonly ConsumedRecord[]): Promise<ApplyResult[]> {
     const offsets = checkRun(records);
     if (records.length === 0) return [];
     const { topic, partition } = records[0]!.position;
@@ -235,20 +211,23 @@ export class RedisBatchStore implements BatchStore {
     );
   }
 
-  /** ARGV[1..6] of apply-batch.lua. */
-  #head(field: string, ownOffsets: '' | '1', all: '' | '1'): string[] {
-    return [field, this.#ttl, String(this.#clock.now()), ownOffsets, all, String(DEDUPE_WINDOW)];
+  /** apply-updates.lua's argument for `records`. */
+  #args(
+    field: string | undefined,
+    ownOffsets: boolean,
+    all: boolean,
+    records: readonly ApplyUpdatesRecord[],
+  ): ApplyUpdatesArgs {
+    return { field, ttlMs: this.#ttlMs, now: this.#clock.now(), ownOffsets, all, window: DEDUPE_WINDOW, records };
   }
 
   /** A single Redis: one script over every source of the run plus the global offsets hash. */
-  async #applyAtOnce(records: readonly BatchRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
+  async #applyAtOnce(records: readonly ConsumedRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
     const layout = new KeyLayout(this.#keys, this.#keys.offsets);
-    const args = this.#head(field, '', '');
-    records.forEach((record, r) => {
-      const place = record.update ? layout.layout(record.update) : '';
-      args.push(...recordArgs(offsets[r]!, record.update, record.traceparent ?? '', place));
-    });
-    const codes = await this.#redis.ctxApplyBatch(layout.keys.length, ...layout.keys, ...args);
+    const packed = records.map((record, r) =>
+      recordOf(offsets[r]!, record.update, record.traceparent, record.update ? layout.layout(record.update) : []),
+    );
+    const codes = await this.#scripts.applyUpdates(layout.keys, this.#args(field, false, false, packed));
     return readResults(records, codes);
   }
 
@@ -260,7 +239,7 @@ export class RedisBatchStore implements BatchStore {
    * at once (each is atomic for its source, in record order), and the global
    * offset is recorded after all of them succeeded.
    */
-  async #applyPerSource(records: readonly BatchRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
+  async #applyPerSource(records: readonly ConsumedRecord[], offsets: string[], field: string): Promise<ApplyResult[]> {
     const [stored = null, epoch] = await this.#redis.hmget(this.#keys.offsets, field, offsetEpochField(field));
     const ownField = sourceOffsetField(field, epoch);
     const fresh = (r: number) => stored === null || BigInt(offsets[r]!) > BigInt(stored);
@@ -277,12 +256,11 @@ export class RedisBatchStore implements BatchStore {
       [...bySource.values()].map(async (rs) => {
         const first = records[rs[0]!]!.update!;
         const layout = new KeyLayout(this.#keys, this.#keys.source(updateTenant(first), first.source).offsets);
-        const args = this.#head(ownField, '1', '');
-        for (const r of rs) {
+        const packed = rs.map((r) => {
           const record = records[r]!;
-          args.push(...recordArgs(offsets[r]!, record.update, record.traceparent ?? '', layout.layout(record.update!)));
-        }
-        const codes = await this.#redis.ctxApplyBatch(layout.keys.length, ...layout.keys, ...args);
+          return recordOf(offsets[r]!, record.update, record.traceparent, layout.layout(record.update!));
+        });
+        const codes = await this.#scripts.applyUpdates(layout.keys, this.#args(ownField, true, false, packed));
         // Per record: [1, code, streams], or [-1] when this source stored it before: a duplicate for it.
         let at = 0;
         for (const r of rs) {
@@ -302,14 +280,14 @@ export class RedisBatchStore implements BatchStore {
       return record.update ? { applied: true, outcome: outcomes.get(r)! } : { applied: true };
     });
     const last = offsets.findLastIndex((_, r) => fresh(r));
-    if (last >= 0) await this.#redis.ctxRecordOffset(this.#keys.offsets, field, offsets[last]!);
+    if (last >= 0) await this.#scripts.recordOffset(this.#keys.offsets, field, offsets[last]!);
     return results;
   }
 
   async recordOffset(position: ConsumedPosition): Promise<void> {
     const field = offsetField(position.topic, position.partition);
     const offset = canonicalOffset(position.offset);
-    await this.#guard(() => this.#redis.ctxRecordOffset(this.#keys.offsets, field, offset));
+    await this.#guard(() => this.#scripts.recordOffset(this.#keys.offsets, field, offset));
   }
 
   async resumeFrom(topic: string, partition: number): Promise<string | undefined> {
@@ -332,14 +310,13 @@ export class RedisBatchStore implements BatchStore {
     next: StoredPartition,
   ): Promise<boolean> {
     const field = offsetField(topic, partition);
-    const args = [
-      field,
-      expected.offset ?? '',
-      expected.topicId ?? '',
-      next.offset === undefined ? '' : canonicalOffset(next.offset),
-      next.topicId ?? '',
-    ];
-    const written = await this.#guard(() => this.#redis.ctxRebindPartition(this.#keys.offsets, ...args));
+    const nextFields = {
+      offset: next.offset === undefined ? undefined : canonicalOffset(next.offset),
+      topicId: next.topicId,
+    };
+    const written = await this.#guard(() =>
+      this.#scripts.rebindPartition(this.#keys.offsets, field, expected, nextFields),
+    );
     return written === 1;
   }
 
@@ -351,34 +328,38 @@ export class RedisBatchStore implements BatchStore {
     try {
       return await run();
     } catch (cause) {
-      throw new CtxflowError('store_unavailable', 'the batch store did not answer', { cause });
+      throw new CtxflowError('store_unavailable', 'the feed stream store did not answer', { cause });
     }
   }
 }
 
-/** The eight ARGV of one record of apply-batch.lua; no update: a record with nothing to apply. */
-function recordArgs(offset: string, update: TicketUpdate | undefined, traceparent: string, layout: string): string[] {
-  if (!update) return [offset, '', '', '', '', '', '', ''];
-  const at = occurredAtMs(update.occurredAt);
-  return [
+/** One record of apply-updates.lua; no update: a record with nothing to apply (its offset alone). */
+function recordOf(
+  offset: string | undefined,
+  update: TicketUpdate | undefined,
+  traceparent: string | undefined,
+  layout: number[],
+): ApplyUpdatesRecord {
+  if (!update) return { offset };
+  return {
     offset,
-    update.id,
-    ticketKey(update),
-    update.version === undefined ? '' : String(update.version),
-    at === undefined ? '' : String(at),
-    JSON.stringify(update),
+    id: update.id,
+    key: ticketKey(update),
+    version: update.version,
+    at: occurredAtMs(update.occurredAt),
+    update: JSON.stringify(update),
     traceparent,
     layout,
-  ];
+  };
 }
 
-/** apply-batch.lua's flat answer, per record: -1 (skipped), or 1 and, with an update, its code and stream count. */
-function readResults(records: readonly BatchRecord[], codes: number[]): ApplyResult[] {
+/** apply-updates.lua's flat answer, per record: -1 (skipped), or 1 and, with an update, its code and stream count. */
+function readResults(records: readonly ConsumedRecord[], codes: number[]): ApplyResult[] {
   let at = 0;
   return records.map((record) => {
     const status = codeAt(codes, at++);
     if (status === SKIPPED) return { applied: false };
-    if (status !== APPLIED) throw new Error(`apply-batch.lua returned an unknown status ${status}`);
+    if (status !== APPLIED) throw new Error(`apply-updates.lua returned an unknown status ${status}`);
     if (!record.update) return { applied: true };
     const outcome = outcomeOf(codeAt(codes, at), codeAt(codes, at + 1));
     at += 2;
@@ -388,7 +369,7 @@ function readResults(records: readonly BatchRecord[], codes: number[]): ApplyRes
 
 function codeAt(codes: number[], at: number): number {
   const code = codes[at];
-  if (code === undefined) throw new Error('apply-batch.lua returned too few codes');
+  if (code === undefined) throw new Error('apply-updates.lua returned too few codes');
   return code;
 }
 
@@ -396,7 +377,7 @@ function entryOf(source: FeedSource, id: string, fields: string[]): StoredEntry 
   const traceparent = optionalField(fields, 'trace');
   const json = optionalField(fields, 'update');
   if (json === undefined) throw new Error('feed stream entry without field update');
-  const entry: BatchEntry = {
+  const entry: FeedEntry = {
     source,
     seq: Number.parseInt(id, 10),
     update: JSON.parse(json) as TicketUpdate,
