@@ -17,6 +17,7 @@ describe('@ctxflow/client as published', () => {
     // The SDKs and runtimes are peers for their types only, each optional.
     expect(Object.keys(manifest.peerDependencies).sort()).toEqual([
       '@anthropic-ai/sdk',
+      '@mastra/core',
       '@openai/agents',
       'ai',
       'openai',
