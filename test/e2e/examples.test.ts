@@ -52,6 +52,15 @@ describe('examples/', () => {
     expect(out).toEqual({ last: 'Finished.', requests: 2, roles: ['user', 'assistant', 'tool', 'assistant'] });
   });
 
+  it('mastra.ts: an Agent with the ctxflow processor records the call, its result and the answer', async () => {
+    const out = await example('mastra.ts');
+    expect(out).toEqual({
+      output: 'Order 7 shipped on Monday.',
+      requests: 2,
+      roles: ['user', 'assistant', 'tool', 'assistant'],
+    });
+  });
+
   it('loop.ts: runLoop with openai.responses.create runs the tool and ends at __finish__', async () => {
     const out = await example('loop.ts');
     expect(out).toEqual({

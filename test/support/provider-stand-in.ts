@@ -343,6 +343,20 @@ const RESPONSES_PARAMS = [
   'background',
 ] as const;
 
+/** A message's content: a string, or a non-empty list of text parts (`output_text` for the assistant, else `input_text`). */
+function checkResponsesContent(content: unknown, role: string, at: string): void {
+  if (typeof content === 'string') return;
+  if (!Array.isArray(content) || content.length === 0)
+    throw new Invalid(`${at}: expected a string or a list of parts`, at);
+  const kind = role === 'assistant' ? 'output_text' : 'input_text';
+  content.forEach((part, j) => {
+    const p = expectObject(part, `${at}[${j}]`);
+    onlyKeys(p, kind === 'output_text' ? ['type', 'text', 'annotations'] : ['type', 'text'], `${at}[${j}]`);
+    if (p.type !== kind) throw new Invalid(`${at}[${j}].type: expected '${kind}'`, `${at}[${j}].type`);
+    expectString(p.text, `${at}[${j}].text`);
+  });
+}
+
 function checkResponses(body: Json): void {
   onlyKeys(body, RESPONSES_PARAMS, '');
   expectString(body.model, 'model');
@@ -408,7 +422,7 @@ function checkResponses(body: Json): void {
           `${at}.role`,
         );
       }
-      expectString(it.content, `${at}.content`);
+      checkResponsesContent(it.content, String(it.role), `${at}.content`);
     } else if (type === 'function_call') {
       onlyKeys(it, ['type', 'call_id', 'name', 'arguments', 'id', 'status'], at);
       const id = expectString(it.call_id, `${at}.call_id`);

@@ -18,6 +18,7 @@ describe('@ctxflow/client as published', () => {
     expect(Object.keys(manifest.peerDependencies).sort()).toEqual([
       '@anthropic-ai/sdk',
       '@langchain/core',
+      '@mastra/core',
       '@openai/agents',
       'ai',
       'langchain',

@@ -596,12 +596,79 @@ async function loadSession(sessionId) {
   }
 }
 
+/**
+ * The selected session followed live: its stream (`GET /sessions/:id/stream`, SSE) read with fetch
+ * (the API key goes in a header, which EventSource cannot send); every event reloads the view, a
+ * dropped connection reconnects with `Last-Event-ID` so the server replays only what came after.
+ * `document.body.dataset.live` says whether the stream is open.
+ */
+let follower;
+
+function follow(sessionId) {
+  if (follower?.sessionId === sessionId) return;
+  follower?.controller.abort();
+  follower = undefined;
+  if (sessionId === undefined) return;
+  const controller = new AbortController();
+  follower = { sessionId, controller };
+  readStream(sessionId, controller.signal);
+}
+
+let refreshTimer;
+
+function refreshSoon(sessionId) {
+  clearTimeout(refreshTimer);
+  refreshTimer = setTimeout(() => {
+    if (selectedSessionId() === sessionId) loadSession(sessionId);
+  }, 50);
+}
+
+async function readStream(sessionId, signal) {
+  let lastEventId;
+  let delay = 200;
+  while (!signal.aborted) {
+    try {
+      const headers = { accept: 'text/event-stream' };
+      const key = apiKey();
+      if (key) headers.authorization = `Bearer ${key}`;
+      if (lastEventId !== undefined) headers['last-event-id'] = lastEventId;
+      const response = await fetch(`/sessions/${encodeURIComponent(sessionId)}/stream`, {
+        headers,
+        signal,
+        cache: 'no-store',
+      });
+      if (!response.ok || response.body === null) throw new Error(`stream answered ${response.status}`);
+      document.body.dataset.live = 'live';
+      const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+      let buffer = '';
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        buffer += value.replace(/\r\n?/g, '\n');
+        for (let end = buffer.indexOf('\n\n'); end >= 0; end = buffer.indexOf('\n\n')) {
+          const block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          for (const line of block.split('\n')) if (line.startsWith('id:')) lastEventId = line.slice(3).trim();
+          if (block.split('\n').some((line) => line.startsWith('data:'))) refreshSoon(sessionId);
+        }
+      }
+      delay = 200;
+    } catch {
+      if (signal.aborted) return;
+    }
+    document.body.dataset.live = 'reconnecting';
+    await new Promise((resolve) => setTimeout(resolve, delay));
+    delay = Math.min(5000, delay * 2);
+  }
+}
+
 function route() {
   const sessionId = selectedSessionId();
   for (const link of document.querySelectorAll('#session-list a')) {
     if (link.dataset.sessionId === sessionId) link.setAttribute('aria-current', 'true');
     else link.removeAttribute('aria-current');
   }
+  follow(sessionId);
   if (sessionId === undefined) {
     document.getElementById('detail-body').hidden = true;
     document.getElementById('detail-status').textContent = 'Select a session.';
@@ -623,12 +690,14 @@ function start() {
     if (key) sessionStorage.setItem(KEY_STORAGE, key);
     else sessionStorage.removeItem(KEY_STORAGE);
     input.value = '';
+    follow(undefined);
     showKeyState();
     loadSessions();
     route();
   });
   document.getElementById('forget-key').addEventListener('click', () => {
     sessionStorage.removeItem(KEY_STORAGE);
+    follow(undefined);
     showKeyState();
     loadSessions();
     route();

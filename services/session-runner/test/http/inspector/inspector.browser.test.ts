@@ -1,6 +1,7 @@
 /**
  * The session inspector end to end: a real server on 127.0.0.1 (the embedded
  * app with the inspector mounted), Debian's chromium driven by playwright-core.
+ * The selected session is followed live on its stream.
  * Writes `test-results/inspector.png`; with `UPDATE_DOCS_SCREENSHOT=1` also
  * refreshes the copy at `docs/inspector.png` that docs/operations.md shows.
  */
@@ -191,6 +192,15 @@ describe('session inspector in headless Chromium', () => {
     expect(await page.locator('#cursor').textContent()).toBe('none');
     await page.locator(`#session-list a[data-session-id="${sessionId}"]`).click();
     await page.locator('#log-table tr[data-kind="notice"][data-source="hook"]').waitFor();
+
+    // Followed live: a row committed now shows without a reload (the session's stream drives the view).
+    await expect.poll(() => page.locator('body').getAttribute('data-live')).toBe('live');
+    const live = `Live notice ${randomUUID()}`;
+    await call('POST', '/context', { sessionId, items: [{ kind: 'notice', content: live }] }, 200);
+    await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
+    const liveRow = page.locator('#log-table tr[data-kind="notice"][data-source="app"]');
+    await liveRow.waitFor();
+    expect(await liveRow.locator('pre').textContent()).toBe(live);
 
     mkdirSync('test-results', { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
