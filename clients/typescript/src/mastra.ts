@@ -7,7 +7,7 @@ import type {
 } from '@mastra/core/processors';
 import { type FinishedStep, stepMessages } from './ai-sdk.ts';
 import type { CtxflowClient } from './client.ts';
-import { callsOf, isPairedResult, orphanText } from './messages.ts';
+import { conversation } from './messages.ts';
 import type { ModelRequest, NeutralStepAnswer } from './types.ts';
 
 /** The prompt Mastra forwards to the model (the AI SDK provider prompt it converted its messages to). */
@@ -57,10 +57,9 @@ function fromChunks(step: ResultStep): FinishedStep {
  * paired, a result without its call as a user turn (`orphanText`).
  */
 export function toMastraPrompt(request: ModelRequest): MastraPrompt {
-  const out: MastraPrompt = [];
-  let open = new Set<string>();
-  for (const m of request.messages) {
-    if (m.role !== 'tool') open = callsOf(m);
+  const { system, messages } = conversation(request);
+  const out: MastraPrompt = system === '' ? [] : [{ role: 'system', content: system }];
+  for (const m of messages) {
     switch (m.role) {
       case 'system':
         out.push({ role: 'system', content: m.content });
@@ -73,7 +72,7 @@ export function toMastraPrompt(request: ModelRequest): MastraPrompt {
           role: 'assistant',
           content: [
             ...(m.content ? [{ type: 'text' as const, text: m.content }] : []),
-            ...(m.toolCalls ?? []).map((c) => ({
+            ...m.toolCalls.map((c) => ({
               type: 'tool-call' as const,
               toolCallId: c.callId,
               toolName: c.name,
@@ -83,19 +82,10 @@ export function toMastraPrompt(request: ModelRequest): MastraPrompt {
         });
         break;
       case 'tool':
-        if (!isPairedResult(m, open)) {
-          out.push({ role: 'user', content: [{ type: 'text', text: orphanText(m) }] });
-          break;
-        }
         out.push({
           role: 'tool',
           content: [
-            {
-              type: 'tool-result',
-              toolCallId: m.callId,
-              toolName: m.name,
-              output: { type: 'text', value: m.content },
-            },
+            { type: 'tool-result', toolCallId: m.callId, toolName: m.name, output: { type: 'text', value: m.content } },
           ],
         });
         break;

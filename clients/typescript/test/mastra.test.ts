@@ -50,7 +50,7 @@ async function deliver(update: object): Promise<number> {
 /** Polls until step-context applied the first ticket update. */
 async function landed(): Promise<void> {
   for (let i = 0; i < 400; i++) {
-    const at = await embedded.batches.resumeFrom(TOPICS.ticketUpdates, 0);
+    const at = await embedded.feedStreams.resumeFrom(TOPICS.ticketUpdates, 0);
     if (at !== undefined && BigInt(at) > 0n) return;
     await new Promise((r) => setTimeout(r, 5));
   }
