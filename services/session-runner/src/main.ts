@@ -65,10 +65,11 @@ async function main() {
   const redis = connectRedis(config);
   if (redis) await connectOrExit('session-runner', 'Redis', config.redisSecurity, () => verifyRedis(redis));
   const ttlMs = config.sessionTtlMs;
-  let store: SessionStore = new MemorySessionStore({ ttlMs });
+  const requestIdsKept = config.requestIdsKept;
+  let store: SessionStore = new MemorySessionStore({ ttlMs, requestIdsKept });
   let memory: MemoryRecall | undefined;
   if (redis) {
-    store = new RedisSessionStore(redis, { prefix: config.redisPrefix, ttlMs });
+    store = new RedisSessionStore(redis, { prefix: config.redisPrefix, ttlMs, requestIdsKept });
     memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });
   }
   const subscriptions: SubscriptionStore = redis

@@ -24,6 +24,7 @@ import type {
   StepCommit,
   Written,
 } from '../ports/session-store.ts';
+import { requestIdsKeptOf } from './request-retention.ts';
 
 interface SessionSlot {
   meta: SessionMeta;
@@ -45,6 +46,8 @@ export interface MemorySessionStoreOptions {
   /** Retention in ms (CTXFLOW_SESSION_TTL_MS): a session no write touched for this long is gone. 0 (default): kept. */
   ttlMs?: number;
   clock?: Clock;
+  /** Request-id records a session keeps (request-retention.ts); default DEFAULT_REQUEST_IDS_KEPT. */
+  requestIdsKept?: number;
 }
 
 /** Sweeps for idle sessions at most this often (ms), and at least once per retention. */
@@ -73,11 +76,13 @@ export class MemorySessionStore implements SessionStore {
   readonly #agents = new Map<string, AgentRecord>();
   readonly #sessions = new Map<string, SessionSlot>();
   readonly #ttlMs: number;
+  readonly #requestIdsKept: number;
   readonly #clock: Clock;
   #sweptAt: number;
 
   constructor(options: MemorySessionStoreOptions = {}) {
     this.#ttlMs = options.ttlMs ?? 0;
+    this.#requestIdsKept = requestIdsKeptOf(options.requestIdsKept);
     this.#clock = options.clock ?? systemClock;
     this.#sweptAt = this.#clock.now();
   }
@@ -265,7 +270,14 @@ export class MemorySessionStore implements SessionStore {
     slot.log.push(...copy(commit.rows));
     slot.queue = slot.queue.filter((q) => !drained.has(q.itemId));
     slot.steps.set(commit.step.stepId, copy(commit.step));
-    if (requestId !== undefined) slot.requests.set(requestId, commit.step.stepId);
+    if (requestId !== undefined) {
+      slot.requests.set(requestId, commit.step.stepId);
+      // Insertion order is commit order: the oldest record leaves first.
+      for (const old of slot.requests.keys()) {
+        if (slot.requests.size <= this.#requestIdsKept) break;
+        slot.requests.delete(old);
+      }
+    }
     slot.meta = copy(commit.meta);
     return { outcome: 'committed', version: written(slot).version };
   }

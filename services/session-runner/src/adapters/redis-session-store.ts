@@ -28,6 +28,7 @@ import type {
   Written,
 } from '../ports/session-store.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
+import { REQUEST_TRIM_EVERY, requestIdsKeptOf } from './request-retention.ts';
 
 function lua(file: string): string {
   return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
@@ -61,6 +62,7 @@ type ScriptName = keyof typeof SESSION_SCRIPTS | 'ctxReplaceAgent';
 type ReadScripts = {
   ctxKeyFingerprint: (meta: string, keys: string, key: string) => Promise<string | null>;
   ctxLoadSession: (...args: string[]) => Promise<LoadReply | null>;
+  ctxTrimRequests: (requests: string, steps: string, keep: string) => Promise<number>;
 };
 /** load-session.lua's reply: meta, from, log, queue, calls (flat), sites, seq fields, request ids. */
 type LoadReply = [string, number, string[], string[], string[], string[], (string | null)[], string[]];
@@ -183,6 +185,8 @@ export interface RedisSessionStoreOptions {
    * this is not cached (its id is computed, its text read from Redis).
    */
   promptCacheBytes?: number;
+  /** Request-id records a session keeps (request-retention.ts); default DEFAULT_REQUEST_IDS_KEPT. */
+  requestIdsKept?: number;
   /**
    * Retention in ms (CTXFLOW_SESSION_TTL_MS): every write gives all of the session's keys
    * this TTL, so an idle session expires whole. 0 (default): kept until deleted.
@@ -229,6 +233,8 @@ export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
   readonly #scripts: ScriptClient;
   readonly #reads: ReadScripts;
+  /** Request-id records a session keeps (trim-requests.lua). */
+  readonly #requestIdsKept: string;
   readonly #keys: StoreKeys;
   /** The retention every session script gets as its first argument (session-ttl.lua). */
   readonly #ttl: string;
@@ -246,6 +252,7 @@ export class RedisSessionStore implements SessionStore {
     const promptBytes = options.promptCacheBytes ?? DEFAULT_PROMPT_CACHE_BYTES;
     this.#promptIds = promptCache(promptBytes);
     this.#promptTexts = promptCache(promptBytes);
+    this.#requestIdsKept = String(requestIdsKeptOf(options.requestIdsKept));
     const ttlMs = options.ttlMs ?? 0;
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 0) throw new Error(`ttlMs ${ttlMs} is not a non-negative integer`);
     this.#ttl = String(ttlMs);
@@ -261,6 +268,9 @@ export class RedisSessionStore implements SessionStore {
     }
     if (typeof (client as unknown as Partial<ReadScripts>).ctxKeyFingerprint !== 'function') {
       client.defineCommand('ctxKeyFingerprint', { numberOfKeys: 2, lua: lua('key-fingerprint.lua') });
+    }
+    if (typeof (client as unknown as Partial<ReadScripts>).ctxTrimRequests !== 'function') {
+      client.defineCommand('ctxTrimRequests', { numberOfKeys: 2, lua: lua('trim-requests.lua') });
     }
     if (typeof (client as unknown as Partial<ReadScripts>).ctxLoadSession !== 'function') {
       client.defineCommand('ctxLoadSession', { numberOfKeys: SESSION_KEY_COUNT, lua: lua('load-session.lua') });
@@ -552,7 +562,14 @@ export class RedisSessionStore implements SessionStore {
       return { outcome: 'duplicate', step: (await this.#stepRecords(sessionId, [outcome.ok]))[0]! };
     }
     if (promptId !== '') this.#sessionPrompts.set(sessionId, promptId);
+    if (step.requestId !== undefined && meta.steps % REQUEST_TRIM_EVERY === 0) await this.#trimRequests(sessionId);
     return { outcome: 'committed', version: String((outcome.ok as string[])[0]) };
+  }
+
+  /** Deletes the session's request-id records past the retention; a failure waits for the next trim. */
+  async #trimRequests(sessionId: string): Promise<void> {
+    const keys = this.#keys.session(sessionId);
+    await this.#reads.ctxTrimRequests(keys.requests, keys.steps, this.#requestIdsKept).catch(() => {});
   }
 
   async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {
