@@ -29,11 +29,12 @@ import { SessionCache } from './session-cache.ts';
 export const DEFAULT_HELD_SESSIONS = 1_000;
 
 /**
- * The share of V8's heap limit that held session states take by default: a ninth of
- * `heap_size_limit` (old and young generations), 64 MiB under `--max-old-space-size=384`
- * (a 576 MiB limit), so the budget follows the heap cap a deployment sets.
+ * The share of V8's heap limit that held session states take by default: a seventh of
+ * `heap_size_limit` (old and young generations), 61.7 MiB under the manifests'
+ * `--max-old-space-size=384 --max-semi-space-size=16` (a 432 MiB limit), so the budget
+ * follows the heap cap a deployment sets.
  */
-export const HELD_HEAP_SHARE = 1 / 9;
+export const HELD_HEAP_SHARE = 1 / 7;
 
 /** The default budget of held session states: HELD_HEAP_SHARE of `heapLimit` (default: this process's). */
 export function defaultHeldBytes(heapLimit = getHeapStatistics().heap_size_limit): number {
