@@ -22,6 +22,7 @@
  *   npm run bench -- --heap-prof    with the soak: a sampling heap profile of the session-runner (what is
  *                                   live when it stops) into bench/results/profiles; --heap-snapshot: a heap
  *                                   snapshot of it after the last minute, under load, there too
+ *   npm run bench -- --only=S8 --s8-steps=10000   S8 after another number of steps (one trial)
  *   npm run bench -- --only=soak    the soak (soak.ts): the three stack services as deployed at steady load
  *                                   for 10 minutes (--soak-minutes=2 for a shorter run; --quick: 2); only run
  *                                   when named in --only, never in the default run; --soak-preset=NAME
@@ -148,7 +149,20 @@ if (wants('S7')) {
     ...(await runFanOut(quick ? { trials: 1, updates: 10, reads: 50 } : { trials: 3, updates: 30, reads: 200 })),
   );
 }
-if (wants('S8')) scenarios.push(...(await runSessionMemory({ redisUrl: redisUrl!, trials: quick ? 1 : 3 })));
+const s8StepsArg = args.find((a) => a.startsWith('--s8-steps='))?.slice('--s8-steps='.length);
+if (wants('S8')) {
+  const steps = s8StepsArg === undefined ? undefined : Number(s8StepsArg);
+  if (steps !== undefined && (!Number.isInteger(steps) || steps < 1)) {
+    throw new Error(`--s8-steps: a whole number of steps, at least 1 (got ${s8StepsArg})`);
+  }
+  scenarios.push(
+    ...(await runSessionMemory({
+      redisUrl: redisUrl!,
+      trials: quick || steps !== undefined ? 1 : 3,
+      ...(steps === undefined ? {} : { steps }),
+    })),
+  );
+}
 if (wants('S10')) {
   scenarios.push(...(await runTenantIsolation({ redisUrl: redisUrl!, trials: quick ? 1 : 3, seconds: quick ? 2 : 4 })));
 }
