@@ -21,7 +21,7 @@ WORKDIR /app
 ENV NODE_ENV=production \
     NPM_CONFIG_UPDATE_NOTIFIER=false \
     NPM_CONFIG_FUND=false \
-    NODE_OPTIONS=--max-old-space-size=384
+    NODE_OPTIONS="--max-old-space-size=384 --max-semi-space-size=16"
 
 # --- deps: production dependencies of the workspaces, from the lockfile only ---------------
 # Only the manifests are copied (every workspace's: test/deploy/dockerfile.test.ts checks the

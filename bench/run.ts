@@ -23,9 +23,14 @@
  *   npm run bench -- --heap-prof    with the soak: a sampling heap profile of the session-runner (what is
  *                                   live when it stops) into bench/results/profiles; --heap-snapshot: a heap
  *                                   snapshot of it after the last minute, under load, there too
+ *   npm run bench -- --only=S8 --s8-steps=10000   S8 after another number of steps (one trial)
  *   npm run bench -- --only=soak    the soak (soak.ts): the three stack services as deployed at steady load
  *                                   for 10 minutes (--soak-minutes=2 for a shorter run; --quick: 2); only run
- *                                   when named in --only, never in the default run
+ *                                   when named in --only, never in the default run; --soak-preset=NAME
+ *                                   its load's shape (soak.ts PRESETS: turns, the default; thirds: webhooks,
+ *                                   app items and delta steps in equal shares, sampled every 15 s;
+ *                                   thirds-full: the same with full steps); --heap-snapshot-every=N with
+ *                                   --heap-snapshot: a session-runner heap snapshot every N minutes too
  *
  * S1, S2, S6 and the soak need Kafka and Redis: KAFKA_BROKERS and REDIS_URL when set, otherwise
  * the local ones are started as `npm run stack` does (scripts/infra.ts).
@@ -47,7 +52,7 @@ import { runPipeline } from './pipeline-kafka.ts';
 import { runPrefixStability } from './prefix-stability.ts';
 import { runProviderPrefix, runProviderSteps } from './provider-formats.ts';
 import { runSessionMemory } from './session-memory.ts';
-import { runSoak } from './soak.ts';
+import { PRESETS, runSoak, type SoakPreset } from './soak.ts';
 import { runTenantIsolation } from './tenant-isolation.ts';
 
 const args = process.argv.slice(2);
@@ -66,6 +71,18 @@ const wants = (...ids: string[]) => only === undefined || ids.some((id) => only.
 const wantsS6S1 = wants('S6') || only?.includes('S6-S1') === true;
 /** The soak runs only when asked for by name: it takes 10 minutes. */
 const wantsSoak = only?.includes('SOAK') === true;
+const soakPreset = (args.find((a) => a.startsWith('--soak-preset='))?.slice('--soak-preset='.length) ??
+  'turns') as SoakPreset;
+if (!(soakPreset in PRESETS)) {
+  throw new Error(`--soak-preset: one of ${Object.keys(PRESETS).join(', ')} (got ${soakPreset})`);
+}
+const snapshotEveryArg = args
+  .find((a) => a.startsWith('--heap-snapshot-every='))
+  ?.slice('--heap-snapshot-every='.length);
+const snapshotEvery = snapshotEveryArg === undefined ? 0 : Number(snapshotEveryArg);
+if (!Number.isInteger(snapshotEvery) || snapshotEvery < 0) {
+  throw new Error(`--heap-snapshot-every: a whole number of minutes (got ${snapshotEveryArg})`);
+}
 const soakMinutesArg = args.find((a) => a.startsWith('--soak-minutes='))?.slice('--soak-minutes='.length);
 const soakMinutes = soakMinutesArg === undefined ? (quick ? 2 : 10) : Number(soakMinutesArg);
 if (!Number.isInteger(soakMinutes) || soakMinutes < 1) {
@@ -135,7 +152,20 @@ if (wants('S7')) {
     ...(await runFanOut(quick ? { trials: 1, updates: 10, reads: 50 } : { trials: 3, updates: 30, reads: 200 })),
   );
 }
-if (wants('S8')) scenarios.push(...(await runSessionMemory({ redisUrl: redisUrl!, trials: quick ? 1 : 3 })));
+const s8StepsArg = args.find((a) => a.startsWith('--s8-steps='))?.slice('--s8-steps='.length);
+if (wants('S8')) {
+  const steps = s8StepsArg === undefined ? undefined : Number(s8StepsArg);
+  if (steps !== undefined && (!Number.isInteger(steps) || steps < 1)) {
+    throw new Error(`--s8-steps: a whole number of steps, at least 1 (got ${s8StepsArg})`);
+  }
+  scenarios.push(
+    ...(await runSessionMemory({
+      redisUrl: redisUrl!,
+      trials: quick || steps !== undefined ? 1 : 3,
+      ...(steps === undefined ? {} : { steps }),
+    })),
+  );
+}
 if (wants('S10')) {
   scenarios.push(...(await runTenantIsolation({ redisUrl: redisUrl!, trials: quick ? 1 : 3, seconds: quick ? 2 : 4 })));
 }
@@ -169,11 +199,14 @@ if (wantsSoak) {
       brokers: brokers.split(','),
       redisUrl: redisUrl!,
       minutes: soakMinutes,
+      preset: soakPreset,
       runnerNodeOptions: [
         ...(cpuProf ? ['--cpu-prof', '--cpu-prof-dir=bench/results/profiles'] : []),
         ...(heapProf ? ['--heap-prof', '--heap-prof-dir=bench/results/profiles'] : []),
       ].join(' '),
-      ...(heapSnapshot ? { heapSnapshotDir: join(ROOT, 'bench/results/profiles') } : {}),
+      ...(heapSnapshot
+        ? { heapSnapshotDir: join(ROOT, 'bench/results/profiles'), heapSnapshotEveryMinutes: snapshotEvery }
+        : {}),
     })),
   );
 }

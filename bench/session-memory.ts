@@ -1,6 +1,7 @@
 /**
  * S8 session memory on Redis: the Redis `MEMORY USAGE` of every key of one session
- * (its hash tag `{<sessionId>}`) after 100 steps, over the bytes of its rows and
+ * (its hash tag `{<sessionId>}`) after 100 steps (`--s8-steps=N` for another length; the
+ * figures then name each key's share, the step records' and the request-id records' among them), over the bytes of its rows and
  * messages (the JSON of its log entries as the store keeps them). Each step: a user
  * message, an app notice queued with an idempotency key, the step (its rows and step
  * record, with an agent's system prompt), an assistant message with a tool call, the
@@ -14,7 +15,7 @@ import { meets, type ScenarioResult } from './lib/report.ts';
 import { round, summarize } from './lib/stats.ts';
 
 const TENANT = 'bench';
-const STEPS = 100;
+const DEFAULT_STEPS = 100;
 const NOTICE =
   'Ticket PROJ-4312 moved to In Progress by alice@example.com: "Checkout fails for carts over 50 items" (priority P2).';
 
@@ -38,7 +39,12 @@ async function deleteByPrefix(redis: Redis, prefix: string): Promise<void> {
   } while (cursor !== '0');
 }
 
-export async function runSessionMemory(options: { redisUrl: string; trials: number }): Promise<ScenarioResult[]> {
+export async function runSessionMemory(options: {
+  redisUrl: string;
+  trials: number;
+  steps?: number;
+}): Promise<ScenarioResult[]> {
+  const STEPS = options.steps ?? DEFAULT_STEPS;
   const redis = new Redis(options.redisUrl, { maxRetriesPerRequest: 3 });
   const ratios: number[] = [];
   const figures: Record<string, number | string> = {};
@@ -63,7 +69,7 @@ export async function runSessionMemory(options: { redisUrl: string; trials: numb
             key: `notice-${step}`,
             items: [{ kind: 'notice', content: `${NOTICE} (update ${step})` }],
           });
-          await engine.step(TENANT, sessionId, {});
+          await engine.step(TENANT, sessionId, { requestId: `req-${step}` });
           const callId = `call_${step}`;
           await engine.appendMessage(TENANT, sessionId, {
             role: 'assistant',
@@ -75,7 +81,12 @@ export async function runSessionMemory(options: { redisUrl: string; trials: numb
         }
         const keys = await keysOf(redis, prefix, sessionId);
         let usage = 0;
-        for (const key of keys) usage += Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+        const perKey: Record<string, number> = {};
+        for (const key of keys) {
+          const bytes = Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+          usage += bytes;
+          perKey[`MEMORY USAGE bytes of ${key.slice(key.lastIndexOf('}') + 2) || 'meta'}`] = bytes;
+        }
         const log = await redis.lrange(`${prefix}:{${sessionId}}:log`, 0, -1);
         const logBytes = log.reduce((sum, entry) => sum + Buffer.byteLength(entry, 'utf8'), 0);
         ratios.push(usage / logBytes);
@@ -84,6 +95,8 @@ export async function runSessionMemory(options: { redisUrl: string; trials: numb
           'log entries': log.length,
           'MEMORY USAGE bytes': usage,
           'log entry JSON bytes': logBytes,
+          'request-id records': await redis.hlen(`${prefix}:{${sessionId}}:requests`),
+          ...perKey,
         });
         progress(`S8 trial ${trial + 1}: ${usage} bytes in ${keys.length} keys for ${logBytes} bytes of log`);
       } finally {
@@ -98,7 +111,7 @@ export async function runSessionMemory(options: { redisUrl: string; trials: numb
   return [
     {
       id: 'S8',
-      title: 'Redis memory of a session after 100 steps',
+      title: `Redis memory of a session after ${STEPS} steps`,
       ratioOf: "MEMORY USAGE of every key of the session's hash tag / JSON bytes of its rows and messages",
       goal,
       ratio: { ...ratio, median: round(ratio.median), min: round(ratio.min), max: round(ratio.max) },

@@ -56,7 +56,26 @@ export interface SoakOptions {
   runnerNodeOptions?: string;
   /** A heap snapshot of the session-runner after the last minute, under load, into this folder. */
   heapSnapshotDir?: string;
+  /** With heapSnapshotDir: a snapshot also after every this many minutes, under load (compare them by retainer). */
+  heapSnapshotEveryMinutes?: number;
+  /** The load's shape (PRESETS); default `turns`. */
+  preset?: SoakPreset;
 }
+
+/**
+ * The load shapes. `turns`: each client in a fixed mix of a step turn, a webhook, a step
+ * turn, an app item, sampled once a minute. `thirds` (a runtime holding its messages,
+ * in equal shares with feeds and the app): each client in turn a webhook, an app item and a
+ * step with `since` and a fresh `requestId` (nothing else: what the step returns is the
+ * session's rows and messages), a user message after every 30 operations, sampled every
+ * 15 s. `thirds-full`: the same with full steps (no `since`).
+ */
+export const PRESETS = {
+  turns: { mix: ['turn', 'webhook', 'turn', 'context'], periodMs: 60_000, since: true, userEvery: 0 },
+  thirds: { mix: ['webhook', 'context', 'step'], periodMs: 15_000, since: true, userEvery: 30 },
+  'thirds-full': { mix: ['webhook', 'context', 'step'], periodMs: 15_000, since: false, userEvery: 30 },
+} as const satisfies Record<string, { mix: readonly Kind[]; periodMs: number; since: boolean; userEvery: number }>;
+export type SoakPreset = keyof typeof PRESETS;
 
 const SESSIONS = 200;
 const SESSIONS_PER_TICKET = 4;
@@ -66,11 +85,12 @@ const MINUTE_MS = 60_000;
 const RSS_EVERY_MS = 5_000;
 const REQUEST_TIMEOUT_MS = 30_000;
 const THROUGHPUT_GOAL = { op: '>=' as const, value: 0.8 };
-const RSS_GOAL = { op: '<=' as const, value: 1 };
+/** VmHWM at most 450 MiB of a 512Mi limit (0.88): room for a spike before the kernel's OOM kill. */
+const RSS_GOAL = { op: '<=' as const, value: 0.88 };
 const ERRORS_GOAL = { op: '==' as const, value: 0 };
-/** The order of operations of every client, repeated. */
-const MIX = ['turn', 'webhook', 'turn', 'context'] as const;
-type Kind = (typeof MIX)[number];
+/** The goal of a full-steps run: session-runner CPU per returned kilobyte, last minute over the second. */
+const CPU_PER_KB_GOAL = { op: '<=' as const, value: 1.2 };
+type Kind = 'turn' | 'webhook' | 'context' | 'step' | 'user';
 
 const SERVICES = [
   { name: 'feed-ingestor', entry: 'services/feed-ingestor/src/main.ts', portVar: 'CTXFLOW_FEED_PORT' },
@@ -223,6 +243,8 @@ function signed(secret: string, body: string): Record<string, string> {
 
 interface Counters {
   ops: Record<Kind, number>;
+  /** Bytes of the step answers' bodies (what the runtime gets back). */
+  stepBytes: number;
   requests: number;
   errors: number;
   /** Feed and app rows the steps delivered. */
@@ -233,7 +255,8 @@ interface Counters {
 }
 
 const newCounters = (): Counters => ({
-  ops: { turn: 0, webhook: 0, context: 0 },
+  ops: { turn: 0, webhook: 0, context: 0, step: 0, user: 0 },
+  stepBytes: 0,
   requests: 0,
   errors: 0,
   rows: 0,
@@ -242,6 +265,9 @@ const newCounters = (): Counters => ({
 });
 
 export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
+  const presetName = options.preset ?? 'turns';
+  const preset = PRESETS[presetName];
+  const perMinute = MINUTE_MS / preset.periodMs;
   const deployed = deployedSettings();
   if (options.heapSnapshotDir) mkdirSync(options.heapSnapshotDir, { recursive: true });
   const run = randomUUID().slice(0, 8);
@@ -376,6 +402,7 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
       const text = await post(`${base}/steps`, JSON.stringify({ since }), json, c);
       if (text === undefined) return;
       c.stepMs.push(performance.now() - start);
+      c.stepBytes += Buffer.byteLength(text);
       const answer = JSON.parse(text) as {
         rows: unknown[];
         request: { messages: unknown[]; since?: number };
@@ -396,6 +423,37 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
       };
       if ((await post(`${base}/messages`, JSON.stringify(assistant), json, c)) === undefined) return;
       c.ops.turn += 1;
+    };
+    // A step alone (`thirds`): with `since` the messages held from the previous answer, or full.
+    const step = async (sessionId: string) => {
+      const c = counters;
+      const since = preset.since ? held.get(sessionId)! : undefined;
+      const start = performance.now();
+      const body = JSON.stringify({ requestId: randomUUID(), ...(since === undefined ? {} : { since }) });
+      const text = await post(`${runner.url}/sessions/${sessionId}/steps`, body, json, c);
+      if (text === undefined) return;
+      c.stepMs.push(performance.now() - start);
+      c.stepBytes += Buffer.byteLength(text);
+      const answer = JSON.parse(text) as {
+        rows: unknown[];
+        request: { messages: unknown[]; since?: number };
+        skipped: { reason: string; message: string }[];
+      };
+      for (const skip of answer.skipped) {
+        c.errors += 1;
+        noteError(`step ${sessionId}: context skipped: ${skip.reason} ${skip.message}`);
+      }
+      const appended = answer.request.since ?? 0;
+      if (since !== undefined && since > 0 && appended === 0) c.replaced += 1;
+      held.set(sessionId, appended + answer.request.messages.length);
+      c.rows += answer.rows.length;
+      c.ops.step += 1;
+    };
+    const userMessage = async (sessionId: string, n: number) => {
+      const c = counters;
+      const user = { role: 'user', content: `Question ${n}: is the checkout for carts over 50 items fixed yet?` };
+      const text = await post(`${runner.url}/sessions/${sessionId}/messages`, JSON.stringify(user), json, c);
+      if (text !== undefined) c.ops.user += 1;
     };
     const webhook = async (ticket: string, eventId: string) => {
       const c = counters;
@@ -421,13 +479,16 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
     const client = async (index: number) => {
       const own = sessions.filter((_, i) => i % CLIENTS === index);
       const ownTickets = tickets.filter((_, i) => i % CLIENTS === index);
+      const mix: readonly Kind[] = preset.mix;
       let turns = 0;
       for (let i = 0; !stopping; i++) {
-        const kind = MIX[i % MIX.length]!;
+        const kind = mix[i % mix.length]!;
         const id = `${run}-c${index}-${i}`;
         if (kind === 'turn') await turn(own[turns++ % own.length]!, i);
+        else if (kind === 'step') await step(own[turns++ % own.length]!);
         else if (kind === 'webhook') await webhook(ownTickets[i % ownTickets.length]!, id);
         else await context(own[i % own.length]!, id);
+        if (preset.userEvery > 0 && (i + 1) % preset.userEvery === 0) await userMessage(own[i % own.length]!, i);
       }
     };
 
@@ -435,16 +496,20 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
       Object.fromEntries(services.map((s) => [s.name, procCpuMs(s.pid)])) as Record<ServiceName, number>;
     const clients = Array.from({ length: CLIENTS }, (_, i) => client(i));
 
-    progress(`soak: ${WARMUP_MS / 1000} s warm-up, then ${options.minutes} measured minutes`);
+    progress(
+      `soak (${presetName}): ${WARMUP_MS / 1000} s warm-up, then ${options.minutes} measured minutes, sampled every ${preset.periodMs / 1000} s`,
+    );
     await sleep(WARMUP_MS);
     const curve: Record<string, unknown>[] = [];
     const rssPeaks = Object.fromEntries(services.map((s) => [s.name, 0])) as Record<ServiceName, number>;
     let cpuBefore = cpu();
     counters = newCounters();
-    let minuteStart = performance.now();
-    for (let minute = 1; minute <= options.minutes && !aborted; minute++) {
+    let periodStart = performance.now();
+    const periods = options.minutes * perMinute;
+    const snapshotEvery = options.heapSnapshotEveryMinutes ?? 0;
+    for (let period = 1; period <= periods && !aborted; period++) {
       const rssMax = Object.fromEntries(services.map((s) => [s.name, 0])) as Record<ServiceName, number>;
-      const end = minuteStart + MINUTE_MS;
+      const end = periodStart + preset.periodMs;
       while (performance.now() < end && !aborted) {
         await sleep(Math.min(RSS_EVERY_MS, end - performance.now()));
         if (aborted) break;
@@ -453,18 +518,23 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
       if (aborted) break;
       const c = counters;
       counters = newCounters();
-      const seconds = (performance.now() - minuteStart) / 1000;
-      minuteStart = performance.now();
+      const seconds = (performance.now() - periodStart) / 1000;
       const cpuNow = cpu();
-      const ops = c.ops.turn + c.ops.webhook + c.ops.context;
+      const ops = c.ops.turn + c.ops.webhook + c.ops.context + c.ops.step + c.ops.user;
       const mem = Object.fromEntries(services.map((s) => [s.name, procRss(s.pid)])) as Record<
         ServiceName,
         { rss: number; hwm: number }
       >;
       for (const s of services) rssPeaks[s.name] = Math.max(rssPeaks[s.name], mem[s.name].hwm);
       const mb = (b: number) => round(b / 2 ** 20, 1);
+      const cpuMs = Object.fromEntries(services.map((s) => [s.name, cpuNow[s.name] - cpuBefore[s.name]])) as Record<
+        ServiceName,
+        number
+      >;
+      const kb = c.stepBytes / 1024;
       const point = {
-        minute,
+        ...(perMinute === 1 ? {} : { period, atS: round((period * preset.periodMs) / 1000, 0) }),
+        minute: Math.ceil(period / perMinute),
         ops,
         opsPerS: round(ops / seconds, 1),
         byKind: { ...c.ops },
@@ -474,22 +544,40 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
         stepsReplacingHeldMessages: c.replaced,
         stepP50Ms: round(quantile(c.stepMs, 0.5), 2),
         stepP99Ms: round(quantile(c.stepMs, 0.99), 2),
+        stepKiB: round(kb, 0),
         rssMiB: Object.fromEntries(services.map((s) => [s.name, mb(mem[s.name].rss)])),
         rssMaxSampleMiB: Object.fromEntries(services.map((s) => [s.name, mb(rssMax[s.name])])),
         rssPeakMiB: Object.fromEntries(services.map((s) => [s.name, mb(mem[s.name].hwm)])),
-        cpuMsPerOp: Object.fromEntries(
-          services.map((s) => [s.name, round((cpuNow[s.name] - cpuBefore[s.name]) / Math.max(ops, 1), 3)]),
+        cpuMs: Object.fromEntries(services.map((s) => [s.name, round(cpuMs[s.name], 0)])),
+        cpuMsPerOp: Object.fromEntries(services.map((s) => [s.name, round(cpuMs[s.name] / Math.max(ops, 1), 3)])),
+        cpuMsPerKiB: Object.fromEntries(
+          services.map((s) => [s.name, kb > 0 ? round(cpuMs[s.name] / kb, 4) : Number.NaN]),
         ),
         errorLogLines: services.reduce((n, s) => n + s.errorLines.length, 0),
         loadAverage1m: round(loadavg()[0]!, 2),
       };
-      cpuBefore = cpuNow;
       curve.push(point);
       progress(
-        `soak minute ${minute}/${options.minutes}: ${ops} ops (${point.opsPerS}/s; turns ${c.ops.turn}, webhooks ${c.ops.webhook}, app items ${c.ops.context}), ` +
-          `step p50 ${point.stepP50Ms} ms, RSS ${services.map((s) => `${s.name} ${point.rssMiB[s.name]} MiB`).join(', ')}, ` +
-          `CPU ms/op ${services.map((s) => `${s.name} ${point.cpuMsPerOp[s.name]}`).join(', ')}, errors ${c.errors}, load ${point.loadAverage1m}`,
+        `soak ${perMinute === 1 ? `minute ${period}/${periods}` : `${point.atS} s`}: ${ops} ops (${point.opsPerS}/s; ${Object.entries(
+          c.ops,
+        )
+          .filter(([, n]) => n > 0)
+          .map(([k, n]) => `${k} ${n}`)
+          .join(', ')}), ` +
+          `step p50 ${point.stepP50Ms} ms, ${point.stepKiB} KiB returned, RSS ${services.map((s) => `${s.name} ${point.rssMiB[s.name]} MiB`).join(', ')}, ` +
+          `CPU ms/op ${services.map((s) => `${s.name} ${point.cpuMsPerOp[s.name]}`).join(', ')}, runner CPU ms/KiB ${point.cpuMsPerKiB['session-runner']}, errors ${c.errors}, load ${point.loadAverage1m}`,
       );
+      if (
+        options.heapSnapshotDir &&
+        snapshotEvery > 0 &&
+        period % (snapshotEvery * perMinute) === 0 &&
+        period < periods
+      ) {
+        await heapSnapshot(runner.pid, options.heapSnapshotDir);
+      }
+      // A snapshot's pause is not part of the next period.
+      cpuBefore = cpu();
+      periodStart = performance.now();
     }
     if (options.heapSnapshotDir && !aborted) await heapSnapshot(runner.pid, options.heapSnapshotDir);
     stopping = true;
@@ -498,9 +586,39 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
     const logErrors = services.flatMap((s) => s.errorLines.map((line) => `${s.name}: ${line}`));
     const requestErrors = setup.errors + curve.reduce((n, p) => n + (p.errors as number), 0);
     const totalErrors = requestErrors + logErrors.length + (aborted ? 1 : 0);
-    const first = curve[0]?.ops as number | undefined;
-    const last = curve.at(-1)?.ops as number | undefined;
-    const ratio = first && last !== undefined && curve.length === options.minutes ? last / first : Number.NaN;
+    // Per minute, from the periods: operations, CPU of each process, returned KiB.
+    const minutes = Array.from({ length: Math.ceil(curve.length / perMinute) }, (_, m) => {
+      const of = curve.slice(m * perMinute, (m + 1) * perMinute);
+      const sum = (f: (p: Record<string, unknown>) => number) => of.reduce((n, p) => n + f(p), 0);
+      const kib = sum((p) => p.stepKiB as number);
+      const cpuOf = (name: ServiceName) => sum((p) => (p.cpuMs as Record<string, number>)[name]!);
+      return {
+        ops: sum((p) => p.ops as number),
+        kib,
+        cpuMsPerOp: Object.fromEntries(
+          services.map((s) => [
+            s.name,
+            round(
+              cpuOf(s.name) /
+                Math.max(
+                  sum((p) => p.ops as number),
+                  1,
+                ),
+              3,
+            ),
+          ]),
+        ),
+        runnerCpuMsPerKiB: kib > 0 ? cpuOf('session-runner') / kib : Number.NaN,
+        rssMiB: (of.at(-1)?.rssMiB ?? {}) as Record<string, number>,
+        whole: of.length === perMinute,
+      };
+    });
+    const complete = curve.length === periods;
+    // The load's first minute warms the held sessions and JIT; from the second on, the shape.
+    const base = perMinute === 1 ? minutes[0] : minutes[1];
+    const last = minutes.at(-1);
+    const ratio = base?.ops && last && complete ? last.ops / base.ops : Number.NaN;
+    const cpuRatio = base && last && complete ? last.runnerCpuMsPerKiB / base.runnerCpuMsPerKiB : Number.NaN;
     const one = (value: number) => ({
       median: round(value),
       min: round(value),
@@ -508,53 +626,79 @@ export async function runSoak(options: SoakOptions): Promise<ScenarioResult[]> {
       trials: [round(value)],
     });
     const load = curve.map((p) => p.loadAverage1m as number);
-    const setupNote = `${SESSIONS} sessions (${SESSIONS_PER_TICKET} per ticket), ${CLIENTS} clients back to back, mix per client: step turn, webhook, step turn, app item; ${WARMUP_MS / 1000} s warm-up, then ${options.minutes} min`;
-    const loadNote = `load average (1 min) per minute: ${load.join(' ')}`;
+    const shape =
+      presetName === 'turns'
+        ? 'mix per client: step turn, webhook, step turn, app item'
+        : `mix per client: webhook, app item, ${preset.since ? 'delta step (since)' : 'full step'} with a requestId; a user message after every ${preset.userEvery} operations`;
+    const setupNote = `preset ${presetName}: ${SESSIONS} sessions (${SESSIONS_PER_TICKET} per ticket), ${CLIENTS} clients back to back, ${shape}; ${WARMUP_MS / 1000} s warm-up, then ${options.minutes} min sampled every ${preset.periodMs / 1000} s`;
+    const loadNote = `load average (1 min) per ${preset.periodMs / 1000} s: ${load.join(' ')}`;
+    const baseName = perMinute === 1 ? 'the first' : 'the second';
     const results: ScenarioResult[] = [
       {
         id: 'SOAK-throughput',
-        title: `Soak, ${options.minutes} min at steady load, heaps capped as deployed`,
-        ratioOf: 'operations in the last minute / in the first',
-        goal: THROUGHPUT_GOAL,
+        title: `Soak (${presetName}), ${options.minutes} min at steady load, heaps capped as deployed`,
+        ratioOf: `operations in the last minute / in ${baseName}`,
+        goal: preset.since ? THROUGHPUT_GOAL : { op: '>=', value: Number.NaN },
         ratio: one(ratio),
-        met: meets(THROUGHPUT_GOAL, ratio),
-        // Per 1,000 operations, each process, in the first and the last minute.
+        met: preset.since ? meets(THROUGHPUT_GOAL, ratio) : true,
+        // Per 1,000 operations, each process, in the base and the last minute.
         cpuMsPer1k: Object.fromEntries(
           services.flatMap((s) =>
             (
               [
-                ['first minute', curve[0]],
-                ['last minute', curve.at(-1)],
+                [`${baseName.slice(4)} minute`, base],
+                ['last minute', last],
               ] as const
-            ).map(([when, p]) => [
-              `${s.name} ${when}`,
-              round(((p?.cpuMsPerOp as Record<string, number> | undefined)?.[s.name] ?? Number.NaN) * 1000, 0),
-            ]),
+            ).map(([when, m]) => [`${s.name} ${when}`, round((m?.cpuMsPerOp[s.name] ?? Number.NaN) * 1000, 0)]),
           ),
         ),
         figures: {
-          'ops/s first minute': (curve[0]?.opsPerS as number) ?? Number.NaN,
-          'ops/s last minute': (curve.at(-1)?.opsPerS as number) ?? Number.NaN,
-          'step p50 ms first/last minute': `${curve[0]?.stepP50Ms}/${curve.at(-1)?.stepP50Ms}`,
+          'operations per minute': minutes.map((m) => m.ops).join(' '),
+          'session-runner CPU ms/KiB returned per minute': minutes.map((m) => round(m.runnerCpuMsPerKiB, 4)).join(' '),
+          'step KiB returned per minute': minutes.map((m) => round(m.kib, 0)).join(' '),
+          'step p50 ms first/last period': `${curve[0]?.stepP50Ms}/${curve.at(-1)?.stepP50Ms}`,
           'rows delivered in steps': curve.reduce((n, p) => n + (p.rowsInSteps as number), 0),
         },
         notes: [setupNote, loadNote, ...(aborted ? [`aborted: ${aborted}`] : [])],
         curve,
       },
+      ...(preset.since
+        ? []
+        : [
+            {
+              id: 'SOAK-cpu-per-kib',
+              title: `Soak (${presetName}), session-runner CPU per returned KiB stays flat`,
+              ratioOf: `session-runner CPU ms per KiB of step answers, last minute / ${baseName}`,
+              goal: CPU_PER_KB_GOAL,
+              ratio: one(cpuRatio),
+              met: meets(CPU_PER_KB_GOAL, cpuRatio),
+              cpuMsPer1k: {},
+              figures: {
+                'CPU ms/KiB per minute': minutes.map((m) => round(m.runnerCpuMsPerKiB, 4)).join(' '),
+              },
+            } satisfies ScenarioResult,
+          ]),
       ...services.map((s): ScenarioResult => {
         const limit = deployed[s.name].memoryLimitBytes;
         const share = rssPeaks[s.name] / limit;
         return {
           id: `SOAK-rss-${s.name}`,
-          title: `Soak, ${s.name} RSS peak within its memory limit`,
-          ratioOf: `VmHWM / the Deployment's limits.memory (${limit / 2 ** 20} MiB)`,
+          title: `Soak (${presetName}), ${s.name} RSS peak within its memory limit`,
+          ratioOf: `VmHWM / the Deployment's limits.memory (${limit / 2 ** 20} MiB; 0.88 is 450 MiB of 512)`,
           goal: RSS_GOAL,
           ratio: one(share),
           met: !aborted && meets(RSS_GOAL, share),
           cpuMsPer1k: {},
           figures: {
             NODE_OPTIONS: deployed[s.name].env.NODE_OPTIONS!,
-            'RSS MiB per minute': curve.map((p) => (p.rssMiB as Record<string, number>)[s.name]).join(' '),
+            'RSS MiB per minute': minutes.map((m) => m.rssMiB[s.name]).join(' '),
+            ...(perMinute === 1
+              ? {}
+              : {
+                  [`RSS MiB per ${preset.periodMs / 1000} s`]: curve
+                    .map((p) => (p.rssMiB as Record<string, number>)[s.name])
+                    .join(' '),
+                }),
             'peak MiB': round(rssPeaks[s.name] / 2 ** 20, 1),
           },
         };

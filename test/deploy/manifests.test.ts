@@ -6,6 +6,7 @@
  * topics, probes) checked against the code's own constants. Each validator is also shown a
  * broken copy and must refuse it.
  */
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -21,7 +22,7 @@ import { Ajv } from 'ajv';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { z } from 'zod';
-import { DEFAULT_HELD_BYTES } from '../../services/session-runner/src/adapters/caching-session-store.ts';
+import { defaultHeldBytes } from '../../services/session-runner/src/adapters/caching-session-store.ts';
 import { DEFAULT_PROMPT_CACHE_BYTES } from '../../services/session-runner/src/adapters/redis-session-store.ts';
 import { STEP_CONSUMER_GROUP } from '../../services/session-runner/src/step-request-consumer.ts';
 import { STEP_CONTEXT_GROUP } from '../../services/step-context/src/domain/step-context-service.ts';
@@ -78,7 +79,10 @@ function heapCapBytes(nodeOptions: string | undefined): number {
 
 /** The NODE_OPTIONS the image sets by default. */
 function dockerfileNodeOptions(): string | undefined {
-  return /NODE_OPTIONS=(\S+)/.exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))?.[1];
+  return /NODE_OPTIONS=(?:"([^"]*)"|(\S+))/
+    .exec(readFileSync(join(ROOT, 'Dockerfile'), 'utf8'))
+    ?.slice(1)
+    .find(Boolean);
 }
 
 const SERVICES = [
@@ -199,9 +203,20 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
       // The image's default is the same cap (a container started without NODE_OPTIONS).
       expect(dockerfileNodeOptions()).toBe(env.NODE_OPTIONS);
       if (service.name === 'session-runner') {
-        // Held session states plus both prompt caches leave at least half of the heap free.
-        const held = Number(env.CTXFLOW_HELD_BYTES);
-        expect(held).toBe(DEFAULT_HELD_BYTES);
+        // Held session states take their default share of the heap limit under this cap (V8's
+        // heap_size_limit, read from a node started with the same NODE_OPTIONS); with both prompt
+        // caches they leave at least half of the heap free.
+        expect(env.CTXFLOW_HELD_BYTES).toBeUndefined();
+        const heapLimit = Number(
+          execFileSync(
+            process.execPath,
+            [...env.NODE_OPTIONS.split(' '), '-p', "require('node:v8').getHeapStatistics().heap_size_limit"],
+            { encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } },
+          ).trim(),
+        );
+        const held = defaultHeldBytes(heapLimit);
+        expect(held).toBe(Math.floor(heapLimit / 7));
+        expect(held).toBeGreaterThanOrEqual(48 * 2 ** 20);
         expect(held + 2 * DEFAULT_PROMPT_CACHE_BYTES).toBeLessThanOrEqual(heap / 2);
       }
     },

@@ -32,14 +32,13 @@ export const runnerConfigSchema = z
     CTXFLOW_RUNNER_GROUP: blank(z.string().min(1).optional()),
     /** Sessions whose state the runner holds between steps (0: read every step). */
     CTXFLOW_HELD_SESSIONS: blank(z.coerce.number().int().min(0).default(1_000)),
-    /** Estimated heap bytes of held session states at most (session-cache.ts). */
-    CTXFLOW_HELD_BYTES: blank(
-      z.coerce
-        .number()
-        .int()
-        .min(0)
-        .default(64 * 1024 * 1024),
-    ),
+    /**
+     * Estimated heap bytes of held session states at most (session-cache.ts); absent: a seventh
+     * of V8's heap limit (caching-session-store.ts defaultHeldBytes), so it follows the heap cap.
+     */
+    CTXFLOW_HELD_BYTES: blank(z.coerce.number().int().min(0).optional()),
+    /** Request-id records a session keeps (adapters/request-retention.ts); older request ids run as new steps. */
+    CTXFLOW_REQUEST_IDS_KEPT: blank(z.coerce.number().int().min(1).max(1_000_000).default(1_000)),
     /** Parsed by parseConfigWithAuth; here it decides how the feed secrets read. */
     CTXFLOW_API_KEYS: blank(z.string().optional()),
     /** Requests per tenant per minute on the secured routes, counted in Redis when there is one; absent: no limit. */
@@ -76,6 +75,7 @@ export const runnerConfigSchema = z
     groupId: env.CTXFLOW_RUNNER_GROUP,
     heldSessions: env.CTXFLOW_HELD_SESSIONS,
     heldBytes: env.CTXFLOW_HELD_BYTES,
+    requestIdsKept: env.CTXFLOW_REQUEST_IDS_KEPT,
     ratePerMinute: env.CTXFLOW_RATE_LIMIT_PER_MINUTE,
     maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,
     contextRowEvents: env.CTXFLOW_CONTEXT_ROW_EVENTS,

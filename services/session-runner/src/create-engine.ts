@@ -31,7 +31,7 @@ export interface EngineDeps {
   newId?: (prefix: string) => string;
   /** Sessions whose state this runner holds between steps (adapters/session-cache.ts); default 1,000, 0 for none. */
   heldSessions?: number;
-  /** Estimated heap bytes of held session states at most (adapters/session-cache.ts); default 64 MiB. */
+  /** Estimated heap bytes of held session states at most (adapters/session-cache.ts); default a seventh of the heap limit. */
   heldBytes?: number;
   /** The session data the ticket feed keeps (erased with the session); none when no feed is wired. */
   feedData?: SessionFeedData;

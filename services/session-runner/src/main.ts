@@ -79,12 +79,18 @@ async function main() {
       ? new RedisRowOutbox(redis, { prefix: config.redisPrefix, owner: `${hostname()}:${config.port}` })
       : undefined;
   const outbox: RowOutbox | undefined = memoryOutbox ?? redisOutbox;
-  let store: SessionStore = new MemorySessionStore({ ttlMs, ...(memoryOutbox ? { outbox: memoryOutbox } : {}) });
+  const requestIdsKept = config.requestIdsKept;
+  let store: SessionStore = new MemorySessionStore({
+    ttlMs,
+    requestIdsKept,
+    ...(memoryOutbox ? { outbox: memoryOutbox } : {}),
+  });
   let memory: MemoryRecall | undefined;
   if (redis) {
     store = new RedisSessionStore(redis, {
       prefix: config.redisPrefix,
       ttlMs,
+      requestIdsKept,
       ...(redisOutbox ? { outbox: redisOutbox } : {}),
     });
     memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });

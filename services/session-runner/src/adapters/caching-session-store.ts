@@ -1,3 +1,4 @@
+import { getHeapStatistics } from 'node:v8';
 import { LRUCache } from 'lru-cache';
 import type { LogView } from '../domain/log-view.ts';
 import type {
@@ -26,12 +27,24 @@ import type { ReplayedKey, StoreCache } from '../ports/store-cache.ts';
 import { SessionCache } from './session-cache.ts';
 
 export const DEFAULT_HELD_SESSIONS = 1_000;
-export const DEFAULT_HELD_BYTES = 64 * 1024 * 1024;
+
+/**
+ * The share of V8's heap limit that held session states take by default: a seventh of
+ * `heap_size_limit` (old and young generations), 61.7 MiB under the manifests'
+ * `--max-old-space-size=384 --max-semi-space-size=16` (a 432 MiB limit), so the budget
+ * follows the heap cap a deployment sets.
+ */
+export const HELD_HEAP_SHARE = 1 / 7;
+
+/** The default budget of held session states: HELD_HEAP_SHARE of `heapLimit` (default: this process's). */
+export function defaultHeldBytes(heapLimit = getHeapStatistics().heap_size_limit): number {
+  return Math.floor(heapLimit * HELD_HEAP_SHARE);
+}
 
 export interface CachingSessionStoreOptions {
   /** Sessions whose state this runner holds between steps (session-cache.ts); default 1,000, 0 for none. */
   heldSessions?: number;
-  /** Estimated heap bytes of held session states at most (session-cache.ts); default 64 MiB. */
+  /** Estimated heap bytes of held session states at most (session-cache.ts); default defaultHeldBytes(). */
   heldBytes?: number;
 }
 
@@ -62,7 +75,7 @@ export class CachingSessionStore implements SessionStore, StoreCache {
     this.#store = store;
     this.#held = new SessionCache({
       sessions: options.heldSessions ?? DEFAULT_HELD_SESSIONS,
-      bytes: options.heldBytes ?? DEFAULT_HELD_BYTES,
+      bytes: options.heldBytes ?? defaultHeldBytes(),
     });
   }
 

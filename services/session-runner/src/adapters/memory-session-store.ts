@@ -25,6 +25,7 @@ import type {
   Written,
 } from '../ports/session-store.ts';
 import type { MemoryRowOutbox } from './memory-row-outbox.ts';
+import { requestIdsKeptOf } from './request-retention.ts';
 
 interface SessionSlot {
   meta: SessionMeta;
@@ -48,6 +49,8 @@ export interface MemorySessionStoreOptions {
   clock?: Clock;
   /** CTXFLOW_CONTEXT_ROW_EVENTS: every commit's rows also go to this outbox, in the same write. */
   outbox?: MemoryRowOutbox;
+  /** Request-id records a session keeps (request-retention.ts); default DEFAULT_REQUEST_IDS_KEPT. */
+  requestIdsKept?: number;
 }
 
 /** Sweeps for idle sessions at most this often (ms), and at least once per retention. */
@@ -76,6 +79,7 @@ export class MemorySessionStore implements SessionStore {
   readonly #agents = new Map<string, AgentRecord>();
   readonly #sessions = new Map<string, SessionSlot>();
   readonly #ttlMs: number;
+  readonly #requestIdsKept: number;
   readonly #clock: Clock;
   readonly #outbox: MemoryRowOutbox | undefined;
   #sweptAt: number;
@@ -83,6 +87,7 @@ export class MemorySessionStore implements SessionStore {
   constructor(options: MemorySessionStoreOptions = {}) {
     this.#outbox = options.outbox;
     this.#ttlMs = options.ttlMs ?? 0;
+    this.#requestIdsKept = requestIdsKeptOf(options.requestIdsKept);
     this.#clock = options.clock ?? systemClock;
     this.#sweptAt = this.#clock.now();
   }
@@ -270,7 +275,14 @@ export class MemorySessionStore implements SessionStore {
     slot.log.push(...copy(commit.rows));
     slot.queue = slot.queue.filter((q) => !drained.has(q.itemId));
     slot.steps.set(commit.step.stepId, copy(commit.step));
-    if (requestId !== undefined) slot.requests.set(requestId, commit.step.stepId);
+    if (requestId !== undefined) {
+      slot.requests.set(requestId, commit.step.stepId);
+      // Insertion order is commit order: the oldest record leaves first.
+      for (const old of slot.requests.keys()) {
+        if (slot.requests.size <= this.#requestIdsKept) break;
+        slot.requests.delete(old);
+      }
+    }
     slot.meta = copy(commit.meta);
     this.#outbox?.append(commit.meta.tenant, sessionId, commit.rows);
     return { outcome: 'committed', version: written(slot).version };

@@ -28,6 +28,7 @@ import type {
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptTexts } from './redis/prompt-texts.ts';
 import type { RedisRowOutbox } from './redis-row-outbox.ts';
+import { REQUEST_TRIM_EVERY, requestIdsKeptOf } from './request-retention.ts';
 
 export { DEFAULT_PROMPT_CACHE_BYTES, promptEntryBytes } from './redis/prompt-texts.ts';
 
@@ -64,6 +65,8 @@ export interface RedisSessionStoreOptions {
    * this is not cached (its id is computed, its text read from Redis).
    */
   promptCacheBytes?: number;
+  /** Request-id records a session keeps (request-retention.ts); default DEFAULT_REQUEST_IDS_KEPT. */
+  requestIdsKept?: number;
   /**
    * Retention in ms (CTXFLOW_SESSION_TTL_MS): every write gives all of the session's keys
    * this TTL, so an idle session expires whole. 0 (default): kept until deleted.
@@ -99,6 +102,8 @@ export class RedisSessionStore implements SessionStore {
   readonly #client: Redis | Cluster;
   readonly #commands: SessionScripts;
   readonly #outbox: RedisRowOutbox | undefined;
+  /** Request-id records a session keeps (trim-requests.lua). */
+  readonly #requestIdsKept: number;
   readonly #keys: StoreKeys;
   /** System prompt text -> its id, and back: step records name prompts by id. */
   readonly #prompts: PromptTexts;
@@ -115,6 +120,7 @@ export class RedisSessionStore implements SessionStore {
     if (!Number.isSafeInteger(ttlMs) || ttlMs < 0) throw new Error(`ttlMs ${ttlMs} is not a non-negative integer`);
     this.#commands = new SessionScripts(client, this.#keys, ttlMs);
     this.#outbox = options.outbox;
+    this.#requestIdsKept = requestIdsKeptOf(options.requestIdsKept);
     this.#client = client;
   }
 
@@ -384,7 +390,14 @@ export class RedisSessionStore implements SessionStore {
       return { outcome: 'duplicate', step: (await this.#stepRecords(sessionId, [outcome.ok]))[0]! };
     }
     if (promptId !== '') this.#sessionPrompts.set(sessionId, promptId);
+    if (step.requestId !== undefined && meta.steps % REQUEST_TRIM_EVERY === 0) await this.#trimRequests(sessionId);
     return { outcome: 'committed', version: String((outcome.ok as string[])[0]) };
+  }
+
+  /** Deletes the session's request-id records past the retention; a failure waits for the next trim. */
+  async #trimRequests(sessionId: string): Promise<void> {
+    const keys = this.#keys.session(sessionId);
+    await this.#commands.trimRequests(keys.requests, keys.steps, this.#requestIdsKept).catch(() => {});
   }
 
   async rewind(sessionId: string, commit: RewindCommit): Promise<boolean> {

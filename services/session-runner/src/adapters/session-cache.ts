@@ -3,6 +3,7 @@ import type { LogView } from '../domain/log-view.ts';
 import { trimToFold } from '../domain/log-window.ts';
 import type { CallRecord, LogEntry, QueuedItem, SessionState } from '../domain/model.ts';
 import type { Written } from '../ports/session-store.ts';
+import { DEFAULT_REQUEST_IDS_KEPT, REQUEST_TRIM_EVERY } from './request-retention.ts';
 
 /**
  * The heap a held session takes besides the JSON of its parts: V8 keeps each object,
@@ -93,7 +94,7 @@ export class SessionCache {
   hold(sessionId: string, state: SessionState, view?: LogView): void {
     if (this.#held === undefined) return;
     // A window stays a window: cut at the fold when a user message moved it (log-window.ts).
-    const kept = trimToFold(state);
+    const kept = keepRecentRequests(trimToFold(state));
     const previous = this.#held.peek(sessionId);
     const parts = measure(previous, kept);
     const bytes = STATE_OVERHEAD + parts.meta + parts.log + parts.queue + parts.calls + parts.sites + parts.requestIds;
@@ -135,6 +136,16 @@ export class SessionCache {
   drop(sessionId: string): void {
     this.#held?.delete(sessionId);
   }
+}
+
+/**
+ * The state with its last DEFAULT_REQUEST_IDS_KEPT request ids once it holds REQUEST_TRIM_EVERY
+ * more (a step appends one): the held ids only spare a read for a redelivery, which the commit
+ * checks against the store's records anyway (request-retention.ts).
+ */
+function keepRecentRequests(state: SessionState): SessionState {
+  if (state.requestIds.length <= DEFAULT_REQUEST_IDS_KEPT + REQUEST_TRIM_EVERY) return state;
+  return { ...state, requestIds: state.requestIds.slice(-DEFAULT_REQUEST_IDS_KEPT) };
 }
 
 /** A string outside Latin-1: V8 keeps such strings in two bytes a character. */

@@ -289,6 +289,7 @@ const COMMANDS = {
   ctxLoadSession: { file: 'load-session.lua', keys: 10 },
   ctxKeyFingerprint: { file: 'key-fingerprint.lua', keys: 2 },
   ctxReplaceAgent: { file: 'replace-agent.lua', keys: 1 },
+  ctxTrimRequests: { file: 'trim-requests.lua', keys: 2 },
 } as const;
 type CommandName = keyof typeof COMMANDS;
 
@@ -363,6 +364,11 @@ export class SessionScripts {
     return this.#commands.ctxKeyFingerprint(keys.meta, keys.keys, packScriptArgument({ key })) as Promise<
       string | null
     >;
+  }
+
+  /** Deletes a session's request-id records past the last `keep` (request-retention.ts); the number deleted. */
+  trimRequests(requestsKey: string, stepsKey: string, keep: number): Promise<number> {
+    return this.#commands.ctxTrimRequests(requestsKey, stepsKey, packScriptArgument({ keep })) as Promise<number>;
   }
 
   replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<ScriptReply> {

@@ -1,0 +1,89 @@
+/**
+ * Request-id retention (adapters/request-retention.ts): a store keeps the request-id records
+ * of a session's last `requestIdsKept` steps; a recent request id sent again answers its step,
+ * one past the retention runs as a new step, and the step records (the history) all stay. On
+ * the in-memory store and on Redis (which deletes the older records every REQUEST_TRIM_EVERY
+ * steps, trim-requests.lua). A held state keeps a bounded list of request ids too.
+ */
+import { randomUUID } from 'node:crypto';
+import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
+import { Redis } from 'ioredis';
+import { afterAll, describe, expect, it } from 'vitest';
+import { requireRedis } from '../../../../test/support/services.ts';
+import { DEFAULT_REQUEST_IDS_KEPT, REQUEST_TRIM_EVERY } from '../../src/adapters/request-retention.ts';
+import { SessionCache } from '../../src/adapters/session-cache.ts';
+
+const TENANT = 'acme';
+const KEPT = 5;
+/** Two trims on Redis: after them the session keeps exactly KEPT records. */
+const STEPS = 2 * REQUEST_TRIM_EVERY;
+
+let redis: Redis | undefined;
+const prefix = `ctxtest-retention-${randomUUID().slice(0, 8)}`;
+afterAll(async () => {
+  if (redis === undefined) return;
+  const keys = await redis.keys(`${prefix}:*`);
+  if (keys.length > 0) await redis.del(...keys);
+  redis.disconnect();
+});
+
+const stores: [string, () => SessionStore][] = [
+  ['memory', () => new MemorySessionStore({ requestIdsKept: KEPT })],
+  [
+    'Redis',
+    () => {
+      redis ??= new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
+      return new RedisSessionStore(redis, { prefix, requestIdsKept: KEPT });
+    },
+  ],
+];
+
+describe.each(stores)('request-id retention on the %s store', (name, newStore) => {
+  it(`keeps the records of the last ${KEPT} steps: a recent id answers its step, an older one runs anew`, async () => {
+    const store = newStore();
+    // Nothing held: every step reads the session's request ids from the store.
+    const engine = createEngine({ store, heldSessions: 0 });
+    const { sessionId } = await engine.createSession(TENANT, {});
+    const stepIds: string[] = [];
+    for (let i = 1; i <= STEPS; i++)
+      stepIds.push((await engine.step(TENANT, sessionId, { requestId: `req-${i}` })).stepId);
+
+    const kept = Array.from({ length: KEPT }, (_, i) => `req-${STEPS - KEPT + 1 + i}`);
+    expect([...(await store.load(sessionId))!.requestIds].sort()).toEqual([...kept].sort());
+    if (name === 'Redis') {
+      expect((await redis!.hkeys(`${prefix}:{${sessionId}}:requests`)).sort()).toEqual([...kept].sort());
+    }
+    // Every step record stays.
+    expect((await engine.inspect(TENANT, sessionId)).steps).toHaveLength(STEPS);
+
+    const recent = await engine.step(TENANT, sessionId, { requestId: kept[0]! });
+    expect(recent.stepId).toBe(stepIds[STEPS - KEPT]);
+    const old = await engine.step(TENANT, sessionId, { requestId: 'req-1' });
+    expect(stepIds).not.toContain(old.stepId);
+    expect((await engine.inspect(TENANT, sessionId)).steps).toHaveLength(STEPS + 1);
+  });
+});
+
+describe('request ids of a held state', () => {
+  it(`are cut to the last ${DEFAULT_REQUEST_IDS_KEPT} once ${REQUEST_TRIM_EVERY} more came`, () => {
+    const cache = new SessionCache({ sessions: 10, bytes: 64 * 2 ** 20 });
+    const state = (count: number) => ({
+      meta: { sessionId: 's', tenant: TENANT } as never,
+      log: [],
+      queue: [],
+      calls: [],
+      sites: [],
+      itemSeq: 0,
+      requestIds: Array.from({ length: count }, (_, i) => `req-${i}`),
+      version: String(count),
+    });
+    const under = DEFAULT_REQUEST_IDS_KEPT + REQUEST_TRIM_EVERY;
+    cache.hold('s', state(under));
+    expect(cache.get('s')!.requestIds).toHaveLength(under);
+    cache.hold('s', state(under + 1));
+    const held = cache.get('s')!.requestIds;
+    expect(held).toHaveLength(DEFAULT_REQUEST_IDS_KEPT);
+    expect(held[0]).toBe(`req-${under + 1 - DEFAULT_REQUEST_IDS_KEPT}`);
+    expect(held.at(-1)).toBe(`req-${under}`);
+  });
+});
