@@ -23,6 +23,8 @@ import {
   METRIC_OFFSET_MISMATCHES,
   METRIC_PREFIX_REUSE_RATIO,
   METRIC_PREFIX_REUSED_BYTES,
+  METRIC_PROVIDER_CACHED_TOKENS,
+  METRIC_PROVIDER_INPUT_TOKENS,
   type RunningTelemetry,
   startTelemetry,
 } from '@ctxflow/telemetry';
@@ -156,6 +158,8 @@ describe('the scrape: what the services export on /metrics', () => {
         counter(METRIC_FEED_REFUSED),
         counter(METRIC_DEAD_LETTERS),
         counter(METRIC_OFFSET_MISMATCHES),
+        counter(METRIC_PROVIDER_INPUT_TOKENS),
+        counter(METRIC_PROVIDER_CACHED_TOKENS),
         gauge(METRIC_CONSUMER_LAG),
         ...histogram(METRIC_CONTEXT_PASS_DURATION),
         ...histogram(METRIC_PREFIX_REUSED_BYTES),

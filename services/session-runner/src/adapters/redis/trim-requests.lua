@@ -1,7 +1,7 @@
 --[[
   Request-id retention (request-retention.ts): deletes the request-id records of a session
-  past its last `keep`, oldest step first (by the step record's `at`; a record whose step
-  is gone sorts first). Not a session script: it issues no version and sets no TTL (it only
+  past its last `keep`, oldest step first (by the step record's `ordinal`; a record whose
+  step is gone sorts first). Not a session script: it issues no version and sets no TTL (it only
   deletes, and the keys already carry the session's).
 
   KEYS:
@@ -19,15 +19,15 @@ end
 local flat = redis.call('HGETALL', KEYS[1])
 local records = {}
 for i = 1, #flat, 2 do
-  local at = ''
+  local ordinal = -1
   local step = redis.call('HGET', KEYS[2], flat[i + 1])
   if step then
     local ok, decoded = pcall(cjson.decode, step)
-    if ok and type(decoded) == 'table' and type(decoded.at) == 'string' then
-      at = decoded.at
+    if ok and type(decoded) == 'table' and type(decoded.ordinal) == 'number' then
+      ordinal = decoded.ordinal
     end
   end
-  records[#records + 1] = { flat[i], at }
+  records[#records + 1] = { flat[i], ordinal }
 end
 table.sort(records, function(a, b)
   return a[2] < b[2]
