@@ -84,6 +84,14 @@ export type { Logger } from './logger.ts';
 export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
 export { registerTenantRateLimit, type TenantRateLimit } from './rate-limit.ts';
 export { connectRedis, consumerGroupOptions, verifyRedis } from './redis.ts';
+export {
+  runService,
+  type ServiceConfig,
+  type ServiceContext,
+  type ServiceDefinition,
+  type ServiceTelemetry,
+  type StartedService,
+} from './run-service.ts';
 export type { ServerOptions } from './server.ts';
 export { createServer } from './server.ts';
 export { MIN_SERVICE_TOKEN_LENGTH, parseServiceTokens, ServiceTokens, serviceTokensOf } from './service-token.ts';
