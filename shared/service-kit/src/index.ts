@@ -32,11 +32,10 @@ export {
 } from './auth.ts';
 export { blank } from './blank.ts';
 export { ConfigError, configOrExit, parseConfig, parseConfigWithAuth } from './config.ts';
+export { connectOrExit, explainConnectionFailure } from './connection-failure.ts';
 export {
   connectionSecurity,
   connectionSecurityVars,
-  connectOrExit,
-  explainConnectionFailure,
   type KafkaSecurity,
   kafkaBusSecurity,
   type RedisSecurity,

@@ -16,7 +16,8 @@
  */
 import type { FastifyInstance } from 'fastify';
 import { configOrExit } from './config.ts';
-import { connectOrExit, type TlsFiles } from './connection-security.ts';
+import { connectOrExit } from './connection-failure.ts';
+import type { TlsFiles } from './connection-security.ts';
 import { closeHttp, HTTP_GRACE_SHARE, handleShutdown, type Lifecycle, type ShutdownStep } from './lifecycle.ts';
 import { createLogger, type Logger } from './logger.ts';
 
