@@ -9,7 +9,6 @@
  * consumes them; the subscribed session gets each update once.
  */
 import { randomUUID } from 'node:crypto';
-import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
 import { FeedStepContext, MemoryFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
@@ -18,8 +17,10 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { entriesOf } from '../../services/step-context/test/helpers.ts';
 import { createHarness } from '../support/harness.ts';
 import { requireKafka } from '../support/services.ts';
+import { prefixedBus } from '../support/stack.ts';
 
 const tag = randomUUID().slice(0, 8);
+/** prefixedBus's topic prefix. */
 const prefix = `ctxflow-test-ce-${tag}.`;
 const topic = `${prefix}${TOPICS.ticketUpdates}`;
 const JIRA = 'https://jira.example.com';
@@ -27,13 +28,6 @@ const cleanups: (() => Promise<void>)[] = [];
 
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup();
-  const admin = new kafkajs.Kafka({ clientId: `ctxflow-test-ce-cleanup-${tag}`, brokers: requireKafka() }).admin();
-  await admin.connect();
-  try {
-    if ((await admin.listTopics()).includes(topic)) await admin.deleteTopics({ topics: [topic] });
-  } finally {
-    await admin.disconnect();
-  }
 });
 
 /** Binary mode: every attribute a `ce_` header, `content-type` the data's, the data the value. */
@@ -45,17 +39,8 @@ function binary(attributes: Record<string, string>, data: object, key = 'PROJ-7'
 
 describe('CloudEvents Kafka binding: a foreign producer feeds a session with no glue', () => {
   it('binary and structured records reach the session once; a duplicate id is dropped; an extra field is kept', async () => {
-    const bus: Bus = createBus({
-      client: 'platformatic',
-      clientId: `ctxflow-test-ce-${tag}`,
-      brokers: requireKafka(),
-      topicPrefix: prefix,
-    });
-    cleanups.push(async () => {
-      await bus.publisher.close();
-      await bus.admin.close();
-    });
-    await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 1 }]);
+    const { bus, close } = await prefixedBus('ce', tag, [TOPICS.ticketUpdates]);
+    cleanups.push(close);
     const subscriptions = new MemorySubscriptionStore();
     const feedStreams = new MemoryFeedStreams({ subscriptions });
     const service = new StepContextService({

@@ -7,8 +7,6 @@
  * to the same tickets, gets nothing.
  */
 import { randomUUID } from 'node:crypto';
-import { TOPICS } from '@ctxflow/contracts';
-import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   fixture,
@@ -17,75 +15,36 @@ import {
   linearHeaders,
   pagerdutyHeaders,
 } from '../../shared/feeds/test/helpers.ts';
-import {
-  deletePrefix,
-  runnerAndStepContext,
-  type ServiceProcess,
-  startGroupsAtEnd,
-  stopAll,
-  waitFor,
-} from '../faults/processes.ts';
-import { requireKafka, requireRedis } from '../support/services.ts';
+import { waitFor } from '../faults/processes.ts';
+import { type Stack, startStack } from '../support/stack.ts';
 
 const run = randomUUID().slice(0, 8);
-const prefix = `desk-feeds:${run}`;
 const KEYS = { ta: 'desk-key-a', tb: 'desk-key-b' } as const;
 type Tenant = keyof typeof KEYS;
 const SECRETS = { pagerduty: `pd-${run}`, linear: `lin-${run}`, gitlab: `gl-${run}` } as const;
 
 describe('PagerDuty, Linear and GitLab deliveries reach a subscribed session exactly once on Kafka and Redis', () => {
+  let stack: Stack<Tenant>;
   let runnerUrl = '';
-  let redis: Redis;
-  let runner: ServiceProcess;
 
   beforeAll(async () => {
-    const brokers = requireKafka();
-    redis = new Redis(requireRedis());
-    const groups = { runner: `desk-feeds-runner-${run}`, stepContext: `desk-feeds-step-context-${run}` };
-    await startGroupsAtEnd(brokers, [
-      { groupId: groups.runner, topic: TOPICS.stepRequests },
-      { groupId: groups.stepContext, topic: TOPICS.ticketUpdates },
-    ]);
-    const common = {
-      KAFKA_BROKERS: brokers.join(','),
-      REDIS_URL: requireRedis(),
-      CTXFLOW_REDIS_PREFIX: prefix,
-      KAFKA_SESSION_TIMEOUT_MS: '6000',
-      CTXFLOW_LOG_LEVEL: 'error',
-      CTXFLOW_API_KEYS: `ta:${KEYS.ta},tb:${KEYS.tb}`,
-      // Tenant-scoped like every feed's secret: only tenant ta's deliveries verify.
-      CTXFLOW_FEED_SECRET_PAGERDUTY: `ta:${SECRETS.pagerduty}`,
-      CTXFLOW_FEED_SECRET_LINEAR: `ta:${SECRETS.linear}`,
-      CTXFLOW_FEED_SECRET_GITLAB: `ta:${SECRETS.gitlab}`,
-    };
-    const services = await runnerAndStepContext({
-      common,
-      runnerGroup: groups.runner,
-      stepContextGroup: groups.stepContext,
+    stack = await startStack({
+      name: 'desk-feeds',
+      run,
+      keys: KEYS,
+      env: {
+        // Tenant-scoped like every feed's secret: only tenant ta's deliveries verify.
+        CTXFLOW_FEED_SECRET_PAGERDUTY: `ta:${SECRETS.pagerduty}`,
+        CTXFLOW_FEED_SECRET_LINEAR: `ta:${SECRETS.linear}`,
+        CTXFLOW_FEED_SECRET_GITLAB: `ta:${SECRETS.gitlab}`,
+      },
     });
-    runner = services.runner;
-    runnerUrl = `http://127.0.0.1:${services.runnerPort}`;
-    await Promise.all([runner.start(), services.stepContext.start()]);
+    runnerUrl = stack.runnerUrl;
   }, 120_000);
 
-  afterAll(async () => {
-    await stopAll();
-    await deletePrefix(redis, prefix);
-    await redis.quit();
-  });
+  afterAll(() => stack?.stop());
 
-  const api = async (tenant: Tenant, method: string, path: string, body?: object) => {
-    const response = await fetch(`${runnerUrl}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${KEYS[tenant]}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : undefined };
-  };
+  const api = (tenant: Tenant, method: string, path: string, body?: object) => stack.api(tenant, method, path, body);
 
   const deliver = async (source: string, body: Buffer, headers: Record<string, string>) => {
     const response = await fetch(`${runnerUrl}/feeds/${source}`, { method: 'POST', headers, body });

@@ -8,21 +8,13 @@
  */
 import { createHmac, randomUUID } from 'node:crypto';
 import { CtxflowClient } from '@ctxflow/client';
-import { TOPICS } from '@ctxflow/contracts';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  deletePrefix,
-  feedIngestor,
-  runnerAndStepContext,
-  type ServiceProcess,
-  startGroupsAtEnd,
-  stopAll,
-  waitFor,
-} from '../faults/processes.ts';
-import { requireKafka, requireRedis } from '../support/services.ts';
+import { waitFor } from '../faults/processes.ts';
+import { type Stack, startStack } from '../support/stack.ts';
 
 const run = randomUUID().slice(0, 8);
+/** The stack's Redis key prefix (startStack: `<name>:<run>`). */
 const prefix = `stack-api:${run}`;
 const KEYS = { ta: 'key-a', tb: 'key-b' } as const;
 const SECRETS = { ta: `secret-a-${run}`, tb: `secret-b-${run}` } as const;
@@ -63,60 +55,28 @@ function signed(body: object, secret: string) {
 }
 
 describe('the stack serves the whole public contract on the session-runner port', () => {
-  let runner: ServiceProcess;
-  let feed: ServiceProcess;
+  let stack: Stack<Tenant>;
   let runnerUrl = '';
   let feedUrl = '';
   let redis: Redis;
 
   beforeAll(async () => {
-    const brokers = requireKafka();
-    redis = new Redis(requireRedis());
-    const groups = { runner: `stack-api-runner-${run}`, stepContext: `stack-api-step-context-${run}` };
-    await startGroupsAtEnd(brokers, [
-      { groupId: groups.runner, topic: TOPICS.stepRequests },
-      { groupId: groups.stepContext, topic: TOPICS.ticketUpdates },
-    ]);
-    const common = {
-      KAFKA_BROKERS: brokers.join(','),
-      REDIS_URL: requireRedis(),
-      CTXFLOW_REDIS_PREFIX: prefix,
-      KAFKA_SESSION_TIMEOUT_MS: '6000',
-      CTXFLOW_LOG_LEVEL: 'error',
-      CTXFLOW_API_KEYS: `ta:${KEYS.ta},tb:${KEYS.tb}`,
-      CTXFLOW_FEED_SECRET_GENERIC: `ta:${SECRETS.ta},tb:${SECRETS.tb}`,
-      CTXFLOW_SESSION_TTL_MS: String(TTL_MS),
-    };
-    const services = await runnerAndStepContext({
-      common,
-      runnerGroup: groups.runner,
-      stepContextGroup: groups.stepContext,
+    stack = await startStack({
+      name: 'stack-api',
+      run,
+      keys: KEYS,
+      feedIngestor: true,
+      env: {
+        CTXFLOW_FEED_SECRET_GENERIC: `ta:${SECRETS.ta},tb:${SECRETS.tb}`,
+        CTXFLOW_SESSION_TTL_MS: String(TTL_MS),
+      },
     });
-    runner = services.runner;
-    runnerUrl = `http://127.0.0.1:${services.runnerPort}`;
-    // The feed-ingestor takes the pairs from its own variable: `secret` is its CTXFLOW_FEED_SECRET_GENERIC.
-    ({ feed, feedUrl } = await feedIngestor({ common, secret: common.CTXFLOW_FEED_SECRET_GENERIC }));
-    await Promise.all([runner.start(), services.stepContext.start(), feed.start()]);
+    ({ runnerUrl, feedUrl, redis } = stack);
   }, 120_000);
 
-  afterAll(async () => {
-    await stopAll();
-    await deletePrefix(redis, prefix);
-    await redis.quit();
-  });
+  afterAll(() => stack?.stop());
 
-  const api = async (tenant: Tenant, method: string, path: string, body?: object) => {
-    const response = await fetch(`${runnerUrl}${path}`, {
-      method,
-      headers: {
-        authorization: `Bearer ${KEYS[tenant]}`,
-        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
-      },
-      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-    });
-    const text = await response.text();
-    return { status: response.status, body: text ? JSON.parse(text) : undefined };
-  };
+  const api = (tenant: Tenant, method: string, path: string, body?: object) => stack.api(tenant, method, path, body);
 
   const webhook = async (url: string, tenant: Tenant, update: object) => {
     const { body, headers } = signed(update, SECRETS[tenant]);

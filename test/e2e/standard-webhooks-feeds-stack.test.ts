@@ -9,21 +9,21 @@
  * Webhooks; every delivery signed by the `standardwebhooks` package.
  */
 import { randomUUID } from 'node:crypto';
-import { type Bus, createBus } from '@ctxflow/bus';
 import { DEFAULT_TENANT, TOPICS } from '@ctxflow/contracts';
 import { feedRoutes, RedisDeliveryLedger } from '@ctxflow/feeds';
 import { createServer } from '@ctxflow/service-kit';
 import { FeedStepContext, RedisFeedStreams, StepContextService } from '@ctxflow/step-context';
 import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
 import { Redis } from 'ioredis';
-import kafkajs from 'kafkajs';
 import { afterAll, describe, expect, it } from 'vitest';
 import { deleteKeys, uniquePrefix } from '../../services/step-context/test/helpers.ts';
 import { fixture, standardHeaders } from '../../shared/feeds/test/helpers.ts';
 import { createHarness } from '../support/harness.ts';
-import { requireKafka, requireRedis } from '../support/services.ts';
+import { requireRedis } from '../support/services.ts';
+import { prefixedBus } from '../support/stack.ts';
 
 const tag = randomUUID().slice(0, 8);
+/** prefixedBus's topic prefix. */
 const prefix = `ctxflow-test-desks-${tag}.`;
 const topic = `${prefix}${TOPICS.ticketUpdates}`;
 const OLD = 'whsec_ZGVza3Mtb2xkLXNlY3JldC1vZi1pbmNpZGVudGlv';
@@ -34,13 +34,6 @@ const cleanups: (() => Promise<unknown>)[] = [];
 
 afterAll(async () => {
   for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
-  const admin = new kafkajs.Kafka({ clientId: `ctxflow-test-desks-cleanup-${tag}`, brokers: requireKafka() }).admin();
-  await admin.connect();
-  try {
-    if ((await admin.listTopics()).includes(topic)) await admin.deleteTopics({ topics: [topic] });
-  } finally {
-    await admin.disconnect();
-  }
 });
 
 describe('Standard Webhooks feeds on Kafka and Redis', () => {
@@ -51,17 +44,8 @@ describe('Standard Webhooks feeds on Kafka and Redis', () => {
       await deleteKeys(redis, keyPrefix);
       await redis.quit();
     });
-    const bus: Bus = createBus({
-      client: 'platformatic',
-      clientId: `ctxflow-test-desks-${tag}`,
-      brokers: requireKafka(),
-      topicPrefix: prefix,
-    });
-    cleanups.push(async () => {
-      await bus.publisher.close();
-      await bus.admin.close();
-    });
-    await bus.admin.ensureTopics([{ name: TOPICS.ticketUpdates, partitions: 1 }]);
+    const { bus, close } = await prefixedBus('desks', tag, [TOPICS.ticketUpdates]);
+    cleanups.push(close);
 
     const feeds = createServer({});
     await feeds.register(feedRoutes, {

@@ -9,17 +9,12 @@ import {
   RedisDeliveryLedger,
 } from '@ctxflow/feeds';
 import {
-  closeHttp,
-  configOrExit,
-  connectOrExit,
   connectRedis,
   consumerGroupOptions,
   createAuditLog,
   createIdentity,
-  createLogger,
-  HTTP_GRACE_SHARE,
-  handleShutdown,
   kafkaBusSecurity,
+  runService,
   verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
@@ -63,166 +58,158 @@ import { startStepRequestConsumer } from './step-request-consumer.ts';
  * feed-ingestor does (the same delivery ledger keys on the same Redis: a
  * delivery sent to both is published once).
  */
-async function main() {
-  const config = configOrExit('session-runner', () => loadRunnerConfig(process.env));
-  const logger = createLogger({ service: 'session-runner', level: config.logLevel });
-  const identity = createIdentity(config.identity, { log: logger, audit: createAuditLog(logger) });
-  const telemetry = startTelemetry({ serviceName: 'ctxflow-session-runner' });
+await runService({
+  name: 'session-runner',
+  loadConfig: loadRunnerConfig,
+  startTelemetry: () => startTelemetry({ serviceName: 'ctxflow-session-runner' }),
+  async start({ config, logger, telemetry, lifecycle, connect }) {
+    const identity = createIdentity(config.identity, { log: logger, audit: createAuditLog(logger) });
 
-  const redis = connectRedis(config);
-  if (redis) await connectOrExit('session-runner', 'Redis', config.redisSecurity, () => verifyRedis(redis));
-  const ttlMs = config.sessionTtlMs;
-  // CTXFLOW_CONTEXT_ROW_EVENTS: the store writes committed rows to an outbox in the commit's write.
-  const memoryOutbox = config.contextRowEvents && !redis ? new MemoryRowOutbox() : undefined;
-  const redisOutbox =
-    config.contextRowEvents && redis
-      ? new RedisRowOutbox(redis, { prefix: config.redisPrefix, owner: `${hostname()}:${config.port}` })
-      : undefined;
-  const outbox: RowOutbox | undefined = memoryOutbox ?? redisOutbox;
-  const requestIdsKept = config.requestIdsKept;
-  let store: SessionStore = new MemorySessionStore({
-    ttlMs,
-    requestIdsKept,
-    ...(memoryOutbox ? { outbox: memoryOutbox } : {}),
-  });
-  let memory: MemoryRecall | undefined;
-  if (redis) {
-    store = new RedisSessionStore(redis, {
-      prefix: config.redisPrefix,
+    const redis = connectRedis(config);
+    if (redis) await connect('Redis', config.redisSecurity, () => verifyRedis(redis));
+    const ttlMs = config.sessionTtlMs;
+    // CTXFLOW_CONTEXT_ROW_EVENTS: the store writes committed rows to an outbox in the commit's write.
+    const memoryOutbox = config.contextRowEvents && !redis ? new MemoryRowOutbox() : undefined;
+    const redisOutbox =
+      config.contextRowEvents && redis
+        ? new RedisRowOutbox(redis, { prefix: config.redisPrefix, owner: `${hostname()}:${config.port}` })
+        : undefined;
+    const outbox: RowOutbox | undefined = memoryOutbox ?? redisOutbox;
+    const requestIdsKept = config.requestIdsKept;
+    let store: SessionStore = new MemorySessionStore({
       ttlMs,
       requestIdsKept,
-      ...(redisOutbox ? { outbox: redisOutbox } : {}),
+      ...(memoryOutbox ? { outbox: memoryOutbox } : {}),
     });
-    memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });
-  }
-  const subscriptions: SubscriptionStore = redis
-    ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix, ttlMs })
-    : new MemorySubscriptionStore({ ttlMs });
-  // Erasing a session erases its subscriptions too (with their feed positions), on the keys
-  // step-context reads; the feed streams are shared and hold nothing of a session.
-  const feedData: SessionFeedData = {
-    eraseSession: (sessionId, tenant) => subscriptions.eraseSession(tenant, sessionId),
-  };
-  if (!redis) {
-    logger.warn('no REDIS_URL: subscriptions made on this port stay in this process; step-context does not see them');
-  }
-  const directory: SessionDirectory = { tenantOf: async (sessionId) => (await store.getMeta(sessionId))?.tenant };
-  const ledger: DeliveryLedger = redis
-    ? new RedisDeliveryLedger({ redis, prefix: config.redisPrefix })
-    : new MemoryDeliveryLedger();
-  const engine = createEngine({
-    store,
-    feed: new HttpStepContext(
-      config.stepContextUrl,
-      config.serviceTokens ? () => config.serviceTokens!.current() : undefined,
-    ),
-    telemetry: createContextTelemetry(),
-    heldSessions: config.heldSessions,
-    heldBytes: config.heldBytes,
-    feedData,
-    ...(memory ? { memory } : {}),
-    usage: redis
-      ? new RedisStepUsageStore(redis, { prefix: config.redisPrefix, ttlMs })
-      : new MemoryStepUsageStore({ ttlMs }),
-  });
-
-  const bus = createBus({
-    client: config.kafkaClient,
-    topicPrefix: config.kafkaTopicPrefix,
-    clientId: 'ctxflow-session-runner',
-    ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
-    ...consumerGroupOptions({
-      sessionTimeoutMs: config.kafkaSessionTimeoutMs,
-      rebalanceTimeoutMs: config.kafkaRebalanceTimeoutMs,
-    }),
-    ...kafkaBusSecurity(config.kafkaSecurity),
-  });
-  const feeds = config.kafkaBrokers !== undefined && Object.keys(config.secrets).length > 0;
-  if (!config.kafkaBrokers && Object.keys(config.secrets).length > 0) {
-    logger.warn('no KAFKA_BROKERS: the feeds are not served on this port (nothing would consume them)');
-  }
-  let consumer: Awaited<ReturnType<typeof startStepRequestConsumer>> | undefined;
-  if (config.kafkaBrokers) {
-    await connectOrExit('session-runner', 'Kafka', config.kafkaSecurity, () =>
-      bus.admin.ensureTopics([
-        { name: TOPICS.stepRequests, partitions: 12 },
-        { name: TOPICS.stepResults, partitions: 12 },
-        { name: TOPICS.stepRequestsDlq, partitions: 12 },
-        ...(outbox ? [{ name: TOPICS.contextRows, partitions: 12 }] : []),
-        ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
-      ]),
-    );
-    consumer = await startStepRequestConsumer({
-      engine,
+    let memory: MemoryRecall | undefined;
+    if (redis) {
+      store = new RedisSessionStore(redis, {
+        prefix: config.redisPrefix,
+        ttlMs,
+        requestIdsKept,
+        ...(redisOutbox ? { outbox: redisOutbox } : {}),
+      });
+      memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });
+    }
+    const subscriptions: SubscriptionStore = redis
+      ? new RedisSubscriptionStore({ redis, prefix: config.redisPrefix, ttlMs })
+      : new MemorySubscriptionStore({ ttlMs });
+    // Erasing a session erases its subscriptions too (with their feed positions), on the keys
+    // step-context reads; the feed streams are shared and hold nothing of a session.
+    const feedData: SessionFeedData = {
+      eraseSession: (sessionId, tenant) => subscriptions.eraseSession(tenant, sessionId),
+    };
+    if (!redis) {
+      logger.warn('no REDIS_URL: subscriptions made on this port stay in this process; step-context does not see them');
+    }
+    const directory: SessionDirectory = { tenantOf: async (sessionId) => (await store.getMeta(sessionId))?.tenant };
+    const ledger: DeliveryLedger = redis
+      ? new RedisDeliveryLedger({ redis, prefix: config.redisPrefix })
+      : new MemoryDeliveryLedger();
+    const engine = createEngine({
       store,
-      subscriber: bus.subscriber,
-      publisher: bus.publisher,
-      log: logger,
-      telemetry: createConsumerLag(),
-      ...(config.groupId ? { groupId: config.groupId } : {}),
+      feed: new HttpStepContext(
+        config.stepContextUrl,
+        config.serviceTokens ? () => config.serviceTokens!.current() : undefined,
+      ),
+      telemetry: createContextTelemetry(),
+      heldSessions: config.heldSessions,
+      heldBytes: config.heldBytes,
+      feedData,
+      ...(memory ? { memory } : {}),
+      usage: redis
+        ? new RedisStepUsageStore(redis, { prefix: config.redisPrefix, ttlMs })
+        : new MemoryStepUsageStore({ ttlMs }),
     });
-  }
 
-  // On the in-memory bus (no KAFKA_BROKERS) the events stay in this process.
-  const relay = outbox ? startContextRowRelay({ outbox, publisher: bus.publisher, log: logger }) : undefined;
+    const bus = createBus({
+      client: config.kafkaClient,
+      topicPrefix: config.kafkaTopicPrefix,
+      clientId: 'ctxflow-session-runner',
+      ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
+      ...consumerGroupOptions({
+        sessionTimeoutMs: config.kafkaSessionTimeoutMs,
+        rebalanceTimeoutMs: config.kafkaRebalanceTimeoutMs,
+      }),
+      ...kafkaBusSecurity(config.kafkaSecurity),
+    });
+    const feeds = config.kafkaBrokers !== undefined && Object.keys(config.secrets).length > 0;
+    if (!config.kafkaBrokers && Object.keys(config.secrets).length > 0) {
+      logger.warn('no KAFKA_BROKERS: the feeds are not served on this port (nothing would consume them)');
+    }
+    let consumer: Awaited<ReturnType<typeof startStepRequestConsumer>> | undefined;
+    if (config.kafkaBrokers) {
+      await connect('Kafka', config.kafkaSecurity, () =>
+        bus.admin.ensureTopics([
+          { name: TOPICS.stepRequests, partitions: 12 },
+          { name: TOPICS.stepResults, partitions: 12 },
+          { name: TOPICS.stepRequestsDlq, partitions: 12 },
+          ...(outbox ? [{ name: TOPICS.contextRows, partitions: 12 }] : []),
+          ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
+        ]),
+      );
+      consumer = await startStepRequestConsumer({
+        engine,
+        store,
+        subscriber: bus.subscriber,
+        publisher: bus.publisher,
+        log: logger,
+        telemetry: createConsumerLag(),
+        ...(config.groupId ? { groupId: config.groupId } : {}),
+      });
+    }
 
-  const lifecycle = handleShutdown(
-    'session-runner',
-    logger,
-    () => [
-      { name: 'http', run: () => closeHttp(app, config.shutdownGraceMs * HTTP_GRACE_SHARE) }, // new requests refused; in-flight HTTP steps commit and answer
-      { name: 'consumer', run: async () => consumer?.close() }, // the in-flight step request finishes, offsets commit
-      { name: 'relay', run: async () => relay?.close() }, // the batch in flight is published and removed
-      { name: 'publisher', run: () => bus.publisher.close() },
-      { name: 'admin', run: () => bus.admin.close() },
-      { name: 'redis', run: async () => redis?.disconnect() },
-      { name: 'key-file', run: async () => identity.close() },
-      { name: 'telemetry', run: () => telemetry.shutdown() },
-    ],
-    { graceMs: config.shutdownGraceMs },
-  );
-  const app = buildRunnerApp({
-    engine,
-    authenticate: identity.authenticate,
-    limits: {
-      ...(config.ratePerMinute !== undefined
-        ? { rate: { perMinute: config.ratePerMinute, prefix: config.redisPrefix, ...(redis ? { redis } : {}) } }
-        : {}),
-      ...(config.maxSessions !== undefined ? { maxSessions: config.maxSessions } : {}),
-    },
-    logger,
-    metricsText: () => telemetry.metricsText(),
-    protectedRoutes: [
-      async (scope) => {
-        await subscriptionRoutes(scope, { subscriptions, directory });
+    // On the in-memory bus (no KAFKA_BROKERS) the events stay in this process.
+    const relay = outbox ? startContextRowRelay({ outbox, publisher: bus.publisher, log: logger }) : undefined;
+
+    const app = buildRunnerApp({
+      engine,
+      authenticate: identity.authenticate,
+      limits: {
+        ...(config.ratePerMinute !== undefined
+          ? { rate: { perMinute: config.ratePerMinute, prefix: config.redisPrefix, ...(redis ? { redis } : {}) } }
+          : {}),
+        ...(config.maxSessions !== undefined ? { maxSessions: config.maxSessions } : {}),
       },
-    ],
-    openRoutes: [
-      inspectorRoutes,
-      ...(feeds
-        ? [
-            async (scope: FastifyInstance) => {
-              await scope.register(feedRoutes, {
-                publisher: bus.publisher,
-                ledger,
-                secrets: config.secrets,
-                telemetry: createFeedTelemetry(),
-              });
-            },
-          ]
-        : []),
-    ],
-    readiness: {
-      accepting: () => lifecycle.notStopping(),
-      ...(redis ? { redis: withinMs(() => redis.ping(), 2_000) } : {}),
-      ...(consumer ? { kafka: withinMs(() => consumer.ready(), 2_000) } : {}),
-    },
-  });
-  await app.listen({ host: config.host, port: config.port });
-  logger.info(
-    { port: config.port, redis: Boolean(redis), kafka: Boolean(config.kafkaBrokers) },
-    'session-runner: listening',
-  );
-}
-
-await main();
+      logger,
+      metricsText: () => telemetry.metricsText(),
+      protectedRoutes: [
+        async (scope) => {
+          await subscriptionRoutes(scope, { subscriptions, directory });
+        },
+      ],
+      openRoutes: [
+        inspectorRoutes,
+        ...(feeds
+          ? [
+              async (scope: FastifyInstance) => {
+                await scope.register(feedRoutes, {
+                  publisher: bus.publisher,
+                  ledger,
+                  secrets: config.secrets,
+                  telemetry: createFeedTelemetry(),
+                });
+              },
+            ]
+          : []),
+      ],
+      readiness: {
+        accepting: () => lifecycle.notStopping(),
+        ...(redis ? { redis: withinMs(() => redis.ping(), 2_000) } : {}),
+        ...(consumer ? { kafka: withinMs(() => consumer.ready(), 2_000) } : {}),
+      },
+    });
+    return {
+      app, // closed first: new requests refused; in-flight HTTP steps commit and answer
+      close: [
+        { name: 'consumer', run: async () => consumer?.close() }, // the in-flight step request finishes, offsets commit
+        { name: 'relay', run: async () => relay?.close() }, // the batch in flight is published and removed
+        { name: 'publisher', run: () => bus.publisher.close() },
+        { name: 'admin', run: () => bus.admin.close() },
+        { name: 'redis', run: async () => redis?.disconnect() },
+        { name: 'key-file', run: async () => identity.close() },
+      ],
+      listening: { redis: Boolean(redis), kafka: Boolean(config.kafkaBrokers) },
+    };
+  },
+});

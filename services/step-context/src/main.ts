@@ -1,17 +1,12 @@
 import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
 import {
-  closeHttp,
-  configOrExit,
-  connectOrExit,
   connectRedis,
   consumerGroupOptions,
   createAuditLog,
   createIdentity,
-  createLogger,
-  HTTP_GRACE_SHARE,
-  handleShutdown,
   kafkaBusSecurity,
+  runService,
   verifyRedis,
   withinMs,
 } from '@ctxflow/service-kit';
@@ -37,94 +32,85 @@ import type { FeedStreams } from './ports/feed-streams.ts';
  * a session's owner in the runner's session records on the same Redis
  * (RedisSessionDirectory: one read, no credential of anyone).
  */
-async function main() {
-  const config = configOrExit('step-context', () => loadStepContextConfig(process.env));
-  const logger = createLogger({ service: 'step-context', level: config.logLevel });
-  const identity = createIdentity(config.identity, { log: logger, audit: createAuditLog(logger) });
-  const telemetry = startTelemetry({ serviceName: 'ctxflow-step-context' });
+await runService({
+  name: 'step-context',
+  loadConfig: loadStepContextConfig,
+  startTelemetry: () => startTelemetry({ serviceName: 'ctxflow-step-context' }),
+  async start({ config, logger, telemetry, lifecycle, connect }) {
+    const identity = createIdentity(config.identity, { log: logger, audit: createAuditLog(logger) });
 
-  const redis = connectRedis(config);
-  if (redis) await connectOrExit('step-context', 'Redis', config.redisSecurity, () => verifyRedis(redis));
-  // Updates are stored only in streams some session follows (an erased session follows none);
-  // every key of a session expires CTXFLOW_SESSION_TTL_MS after its last write or step.
-  const ttlMs = config.sessionTtlMs;
-  const memorySubscriptions = redis ? undefined : new MemorySubscriptionStore({ ttlMs });
-  const subscriptions: SubscriptionStore =
-    memorySubscriptions ?? new RedisSubscriptionStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
-  const feedStreams: FeedStreams = memorySubscriptions
-    ? new MemoryFeedStreams({ ttlMs, subscriptions: memorySubscriptions })
-    : new RedisFeedStreams({ redis: redis!, prefix: config.redisPrefix, ttlMs });
-  const feed = new FeedStepContext({ feedStreams, subscriptions });
-  if (!redis) {
-    logger.warn("no REDIS_URL: the subscription routes are not served (the runner's sessions are not readable here)");
-  }
+    const redis = connectRedis(config);
+    if (redis) await connect('Redis', config.redisSecurity, () => verifyRedis(redis));
+    // Updates are stored only in streams some session follows (an erased session follows none);
+    // every key of a session expires CTXFLOW_SESSION_TTL_MS after its last write or step.
+    const ttlMs = config.sessionTtlMs;
+    const memorySubscriptions = redis ? undefined : new MemorySubscriptionStore({ ttlMs });
+    const subscriptions: SubscriptionStore =
+      memorySubscriptions ?? new RedisSubscriptionStore({ redis: redis!, prefix: config.redisPrefix, ttlMs });
+    const feedStreams: FeedStreams = memorySubscriptions
+      ? new MemoryFeedStreams({ ttlMs, subscriptions: memorySubscriptions })
+      : new RedisFeedStreams({ redis: redis!, prefix: config.redisPrefix, ttlMs });
+    const feed = new FeedStepContext({ feedStreams, subscriptions });
+    if (!redis) {
+      logger.warn("no REDIS_URL: the subscription routes are not served (the runner's sessions are not readable here)");
+    }
 
-  const bus = createBus({
-    client: config.kafkaClient,
-    topicPrefix: config.kafkaTopicPrefix,
-    clientId: 'ctxflow-step-context',
-    ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
-    ...consumerGroupOptions({
-      sessionTimeoutMs: config.kafkaSessionTimeoutMs,
-      rebalanceTimeoutMs: config.kafkaRebalanceTimeoutMs,
-    }),
-    ...kafkaBusSecurity(config.kafkaSecurity),
-  });
-  if (config.kafkaBrokers) {
-    await connectOrExit('step-context', 'Kafka', config.kafkaSecurity, () =>
-      bus.admin.ensureTopics([
-        { name: TOPICS.ticketUpdates, partitions: 12 },
-        { name: TOPICS.ticketUpdatesDlq, partitions: 12 },
-      ]),
-    );
-  }
-  const service = new StepContextService({
-    subscriber: bus.subscriber,
-    deadLetters: bus.publisher,
-    feedStreams,
-    subscriptions,
-    log: logger,
-    telemetry: createConsumerTelemetry(),
-    offsetReset: config.offsetReset,
-    ...(config.groupId ? { groupId: config.groupId } : {}),
-  });
-  await service.start();
+    const bus = createBus({
+      client: config.kafkaClient,
+      topicPrefix: config.kafkaTopicPrefix,
+      clientId: 'ctxflow-step-context',
+      ...(config.kafkaBrokers ? { brokers: config.kafkaBrokers } : {}),
+      ...consumerGroupOptions({
+        sessionTimeoutMs: config.kafkaSessionTimeoutMs,
+        rebalanceTimeoutMs: config.kafkaRebalanceTimeoutMs,
+      }),
+      ...kafkaBusSecurity(config.kafkaSecurity),
+    });
+    if (config.kafkaBrokers) {
+      await connect('Kafka', config.kafkaSecurity, () =>
+        bus.admin.ensureTopics([
+          { name: TOPICS.ticketUpdates, partitions: 12 },
+          { name: TOPICS.ticketUpdatesDlq, partitions: 12 },
+        ]),
+      );
+    }
+    const service = new StepContextService({
+      subscriber: bus.subscriber,
+      deadLetters: bus.publisher,
+      feedStreams,
+      subscriptions,
+      log: logger,
+      telemetry: createConsumerTelemetry(),
+      offsetReset: config.offsetReset,
+      ...(config.groupId ? { groupId: config.groupId } : {}),
+    });
+    await service.start();
 
-  const lifecycle = handleShutdown(
-    'step-context',
-    logger,
-    () => [
-      { name: 'http', run: () => closeHttp(app, config.shutdownGraceMs * HTTP_GRACE_SHARE) }, // new requests refused, in-flight hook reads finish
-      { name: 'consumer', run: () => service.stop() }, // the in-flight run finishes; its offsets are already in Redis
-      { name: 'publisher', run: () => bus.publisher.close() },
-      { name: 'admin', run: () => bus.admin.close() },
-      { name: 'redis', run: async () => redis?.disconnect() },
-      { name: 'key-file', run: async () => identity.close() },
-      { name: 'telemetry', run: () => telemetry.shutdown() },
-    ],
-    { graceMs: config.shutdownGraceMs },
-  );
-
-  const app = buildStepContextApp({
-    subscriptions,
-    feed,
-    ...(redis ? { directory: new RedisSessionDirectory({ redis, prefix: config.redisPrefix }) } : {}),
-    authenticate: identity.authenticate,
-    ...(config.serviceTokens ? { serviceTokens: config.serviceTokens } : {}),
-    logger,
-    metricsText: () => telemetry.metricsText(),
-    readiness: {
-      accepting: () => lifecycle.notStopping(),
-      // Listening starts only after the consumer joined its group and has its assignment.
-      ...(config.kafkaBrokers ? { kafka: withinMs(() => service.ready(), 2_000) } : {}),
-      ...(redis ? { redis: withinMs(() => redis.ping(), 2_000) } : {}),
-    },
-  });
-  await app.listen({ host: config.host, port: config.port });
-  logger.info(
-    { port: config.port, redis: Boolean(redis), kafka: Boolean(config.kafkaBrokers) },
-    'step-context: listening',
-  );
-}
-
-await main();
+    const app = buildStepContextApp({
+      subscriptions,
+      feed,
+      ...(redis ? { directory: new RedisSessionDirectory({ redis, prefix: config.redisPrefix }) } : {}),
+      authenticate: identity.authenticate,
+      ...(config.serviceTokens ? { serviceTokens: config.serviceTokens } : {}),
+      logger,
+      metricsText: () => telemetry.metricsText(),
+      readiness: {
+        accepting: () => lifecycle.notStopping(),
+        // Listening starts only after the consumer joined its group and has its assignment.
+        ...(config.kafkaBrokers ? { kafka: withinMs(() => service.ready(), 2_000) } : {}),
+        ...(redis ? { redis: withinMs(() => redis.ping(), 2_000) } : {}),
+      },
+    });
+    return {
+      app, // closed first: new requests refused, in-flight hook reads finish
+      close: [
+        { name: 'consumer', run: () => service.stop() }, // the in-flight run finishes; its offsets are already in Redis
+        { name: 'publisher', run: () => bus.publisher.close() },
+        { name: 'admin', run: () => bus.admin.close() },
+        { name: 'redis', run: async () => redis?.disconnect() },
+        { name: 'key-file', run: async () => identity.close() },
+      ],
+      listening: { redis: Boolean(redis), kafka: Boolean(config.kafkaBrokers) },
+    };
+  },
+});

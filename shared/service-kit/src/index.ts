@@ -32,11 +32,10 @@ export {
 } from './auth.ts';
 export { blank } from './blank.ts';
 export { ConfigError, configOrExit, parseConfig, parseConfigWithAuth } from './config.ts';
+export { connectOrExit, explainConnectionFailure } from './connection-failure.ts';
 export {
   connectionSecurity,
   connectionSecurityVars,
-  connectOrExit,
-  explainConnectionFailure,
   type KafkaSecurity,
   kafkaBusSecurity,
   type RedisSecurity,
@@ -86,6 +85,14 @@ export { createLogger, REDACTED_PATHS, traceMixin } from './logger.ts';
 export { loadLuaScript, packScriptArgument } from './lua-scripts.ts';
 export { registerTenantRateLimit, type TenantRateLimit } from './rate-limit.ts';
 export { connectRedis, consumerGroupOptions, verifyRedis } from './redis.ts';
+export {
+  runService,
+  type ServiceConfig,
+  type ServiceContext,
+  type ServiceDefinition,
+  type ServiceTelemetry,
+  type StartedService,
+} from './run-service.ts';
 export type { ServerOptions } from './server.ts';
 export { createServer } from './server.ts';
 export { MIN_SERVICE_TOKEN_LENGTH, parseServiceTokens, ServiceTokens, serviceTokensOf } from './service-token.ts';

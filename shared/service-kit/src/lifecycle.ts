@@ -7,13 +7,19 @@ export interface ShutdownStep {
 }
 
 export interface Lifecycle {
-  /** True from the first SIGTERM / SIGINT on. */
+  /** True from the first SIGTERM / SIGINT (or `stop()`) on. */
   readonly stopping: boolean;
   /**
    * A `/readyz` probe: throws `stopping` once shutdown began, so the load
    * balancer (Kubernetes endpoints) stops sending work while in-flight work finishes.
    */
   notStopping(): Promise<void>;
+  /**
+   * Begins the shutdown as a signal does, for `reason` (a start that failed, an
+   * uncaught error): the steps run, then the process exits, with 1 when
+   * `failed` even if every step succeeded. A call while stopping is ignored.
+   */
+  stop(reason: string, options?: { failed?: boolean }): Promise<void>;
 }
 
 interface ShutdownLog {
@@ -48,11 +54,11 @@ export interface ShutdownOptions {
 export function handleShutdown(
   service: string,
   log: ShutdownLog,
-  steps: () => ShutdownStep[],
+  steps: () => ShutdownStep[] | Promise<ShutdownStep[]>,
   options: ShutdownOptions,
 ): Lifecycle {
   let stopping = false;
-  const stop = async (signal: string) => {
+  const stop = async (signal: string, reason: { failed?: boolean } = {}) => {
     if (stopping) return;
     stopping = true;
     log.info({ signal, graceMs: options.graceMs }, `${service}: stopping`);
@@ -62,8 +68,9 @@ export function handleShutdown(
       log.error({ signal, step: current, graceMs: options.graceMs }, `${service}: shutdown grace elapsed`);
       process.exit(1);
     }, options.graceMs);
-    let failed = false;
-    for (const step of steps()) {
+    let failed = reason.failed === true;
+    current = 'start'; // steps() may wait for a start still under way
+    for (const step of await steps()) {
       current = step.name;
       try {
         await step.run();
@@ -84,6 +91,7 @@ export function handleShutdown(
     async notStopping() {
       if (stopping) throw new Error('stopping');
     },
+    stop,
   };
 }
 

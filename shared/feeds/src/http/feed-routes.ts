@@ -27,13 +27,7 @@ import {
 } from '@ctxflow/telemetry';
 import type { FastifyError, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import {
-  CE_BATCH,
-  CE_STRUCTURED,
-  CLOUDEVENTS_MEDIA_TYPES,
-  cloudEventUpdates,
-  mediaTypeOf,
-} from '../domain/cloudevents-feed.ts';
+import { CE_BATCH, CE_STRUCTURED, CLOUDEVENTS_MEDIA_TYPES, cloudEventUpdates } from '../domain/cloudevents-feed.ts';
 import { type FeedSecrets, tenantSecrets } from '../domain/feed-secrets.ts';
 import { feedOf } from '../domain/feeds.ts';
 import { verifyGeneric } from '../domain/verifiers/generic.ts';
@@ -45,6 +39,7 @@ import {
 import { secretKey } from '../domain/verifiers/verifier.ts';
 import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
 import { type FeedTelemetry, noopFeedTelemetry } from '../ports/feed-telemetry.ts';
+import { expectedMediaTypes, fromFastify, mediaTypeIsCloudEvents, parseJson, routeSource } from './feed-request.ts';
 
 /** A feed's answer when it took a delivery (published, a duplicate, or a verified event it does not take). */
 const feedAccepted = z
@@ -76,12 +71,6 @@ function feedSchema(source: string) {
     body: z.unknown().describe("The sender's JSON payload, verified on its raw bytes"),
     response: { 202: feedAccepted, ...errorAnswers(401, 404, 503) },
   };
-}
-
-/** Whether a request came as CloudEvents structured or batch mode (only the cloudevents feed takes those). */
-function mediaTypeIsCloudEvents(request: FastifyRequest): boolean {
-  const type = mediaTypeOf(request.headers).type;
-  return type === CE_STRUCTURED || type === CE_BATCH;
 }
 
 /**
@@ -138,32 +127,6 @@ const PRODUCER: SpanOptions = { kind: 'producer' };
 /** The span handle of a delivery when the routes have no telemetry. */
 const UNTRACED: SpanHandle = { traceparent: undefined, link() {}, setAttributes() {} };
 
-/** Fastify's own refusals in this scope, mapped to public codes. */
-function fromFastify(err: FastifyError, maxBodyBytes: number, source: string | undefined): CtxflowError | undefined {
-  switch (err.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new CtxflowError('payload_too_large', `body is over the ${maxBodyBytes}-byte limit`);
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new CtxflowError('validation_error', `content-type: expected ${expectedMediaTypes(source)}`);
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new CtxflowError('validation_error', 'content-length does not match the body');
-  }
-  if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) {
-    return new CtxflowError('validation_error', err.message);
-  }
-  return undefined;
-}
-
-/** The media types a feed's route takes, for a refusal's message. */
-function expectedMediaTypes(source: string | undefined): string {
-  return source === CLOUDEVENTS_SOURCE ? CLOUDEVENTS_MEDIA_TYPES.join(', ') : 'application/json';
-}
-
-/** The source of a feed route (its route config), for the refusal counter. */
-function routeSource(request: FastifyRequest): string | undefined {
-  return (request.routeOptions.config as { source?: string } | undefined)?.source;
-}
-
 /**
  * The delivery ledger's id of an update: `<tenant>:<source>:<eventId>`. A
  * tenant never contains ":" (CTXFLOW_API_KEYS splits at the first one), so
@@ -171,16 +134,6 @@ function routeSource(request: FastifyRequest): string | undefined {
  */
 export function ledgerId(update: Pick<TicketUpdate, 'id' | 'tenant'>): string {
   return `${updateTenant(update)}:${update.id}`;
-}
-
-function parseJson(rawBody: Buffer): unknown {
-  if (rawBody.length === 0) throw new CtxflowError('validation_error', 'body: empty, expected a JSON object');
-  try {
-    return JSON.parse(rawBody.toString('utf8'));
-  } catch {
-    // The parser's message quotes the body; the answer names the problem only.
-    throw new CtxflowError('validation_error', 'body: not valid JSON (truncated or malformed)');
-  }
 }
 
 /**
