@@ -87,7 +87,9 @@ describe('configuration', () => {
 
   it('the session-runner holds 1,000 sessions unless told; a bad count names its variable', () => {
     expect(loadRunnerConfig({}).heldSessions).toBe(1_000);
-    expect(loadRunnerConfig({}).heldBytes).toBe(64 * 1024 * 1024);
+    // Unset: the held states' budget follows the heap cap (caching-session-store.ts defaultHeldBytes).
+    expect(loadRunnerConfig({}).heldBytes).toBeUndefined();
+    expect(loadRunnerConfig({ CTXFLOW_HELD_BYTES: String(64 * 1024 * 1024) }).heldBytes).toBe(64 * 1024 * 1024);
     expect(() => loadRunnerConfig({ CTXFLOW_HELD_BYTES: 'lots' })).toThrow(/CTXFLOW_HELD_BYTES/);
     expect(loadRunnerConfig({ CTXFLOW_HELD_SESSIONS: '0' }).heldSessions).toBe(0);
     expect(() => loadRunnerConfig({ CTXFLOW_HELD_SESSIONS: '-1' })).toThrow(/CTXFLOW_HELD_SESSIONS/);
