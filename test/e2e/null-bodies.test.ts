@@ -133,6 +133,7 @@ describe('a null body', () => {
         'POST /sessions/:sessionId/rewind',
         'POST /sessions/:sessionId/runs/restart',
         'POST /sessions/:sessionId/steps',
+        'POST /sessions/:sessionId/steps/:stepId/usage',
         'POST /sessions/:sessionId/subscriptions',
         'POST /sessions/:sessionId/tool-calls',
         'POST /sessions/:sessionId/tool-calls/:callId/answer',
@@ -145,7 +146,11 @@ describe('a null body', () => {
     const namesTheBody = (url: string) => !url.startsWith('/feeds/') && !url.endsWith('/subscriptions');
     const answers: Record<string, unknown> = {};
     for (const { method, url } of writes) {
-      const path = url.replace(':sessionId', sessionId).replace(':agentId', agentId).replace(':callId', 'call-1');
+      const path = url
+        .replace(':sessionId', sessionId)
+        .replace(':agentId', agentId)
+        .replace(':callId', 'call-1')
+        .replace(':stepId', 'step-1');
       const feed = /^\/feeds\/(.+)$/.exec(url)?.[1];
       const answer = await call(method, path, NULL, feed ? feedHeaders(feed, NULL) : {});
       const error = answer.body?.error;
