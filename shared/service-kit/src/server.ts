@@ -82,6 +82,12 @@ const HTTP_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 
  * Records every answer in `http.server.request.duration` on the global meter provider
  * (startTelemetry's), by method, route template (absent for an unknown route) and status code.
  * The histogram is made at the first answer: the provider is registered by then.
+ *
+ * Recorded here because neither instrumentation records it as the services run: @fastify/otel
+ * makes spans only (it holds no meter; it hands the route template to the HTTP instrumentation),
+ * and @opentelemetry/instrumentation-http records the metric only when it patched `node:http`
+ * before the server loaded it (a `--import` hook in every process) and makes a span of every
+ * request, including probes and scrapes.
  */
 function recordRequestDurations(app: FastifyInstance): void {
   let duration: Histogram | undefined;
