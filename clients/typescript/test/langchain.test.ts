@@ -1,7 +1,5 @@
-import { createHmac } from 'node:crypto';
 import { CtxflowClient, refusalText } from '@ctxflow/client';
 import { ctxflowMiddleware, toolDeclarations } from '@ctxflow/client/langchain';
-import { TOPICS } from '@ctxflow/contracts';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { MemorySaver } from '@langchain/langgraph';
 import { ChatOpenAI } from '@langchain/openai';
@@ -9,6 +7,7 @@ import { createAgent, tool } from 'langchain';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type ProviderStandIn, startProviderStandIn } from '../../../test/support/provider-stand-in.ts';
+import { deliverSigned, untilApplied } from '../../../test/support/signed-update.ts';
 
 const FEED_SECRET = 'langchain-feed-secret';
 const NEWS = 'Customer replied: the parcel arrived damaged';
@@ -32,25 +31,10 @@ afterAll(async () => {
   await embedded.close();
 });
 
-/** A generic feed delivery, signed as a ticket system signs it: HMAC-SHA256 of `<unix seconds>.<raw body>`. */
+/** A signed generic-feed delivery, applied by step-context before it returns. */
 async function deliver(update: object): Promise<void> {
-  const raw = JSON.stringify(update);
-  const ts = String(Math.floor(Date.now() / 1000));
-  const sig = createHmac('sha256', FEED_SECRET).update(`${ts}.${raw}`).digest('hex');
-  const answer = await embedded.app.inject({
-    method: 'POST',
-    url: '/feeds/generic',
-    payload: raw,
-    headers: { 'content-type': 'application/json', 'x-ctxflow-timestamp': ts, 'x-ctxflow-signature': `sha256=${sig}` },
-  });
-  expect(answer.statusCode, answer.body).toBe(202);
-  // A 202 is visible to a step once step-context applied the update.
-  for (let i = 0; i < 400; i++) {
-    const at = await embedded.feedStreams.resumeFrom(TOPICS.ticketUpdates, 0);
-    if (at !== undefined && BigInt(at) > 0n) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error('the ticket update was not applied');
+  expect(await deliverSigned(embedded, FEED_SECRET, update)).toBe(202);
+  await untilApplied(embedded);
 }
 
 /** The parts of a request the stand-in received that the test reads (Chat Completions or Responses). */

@@ -4,16 +4,15 @@
  * request that breaks the API's documented rules. One session goes through a tool call and its
  * result, a switch-off mid-run, a signed ticket update reaching the next model call, and a rewind.
  */
-import { createHmac } from 'node:crypto';
 import { CtxflowClient } from '@ctxflow/client';
 import { ctxflowMastra } from '@ctxflow/client/mastra';
-import { TOPICS } from '@ctxflow/contracts';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { Agent } from '@mastra/core/agent';
 import { createTool } from '@mastra/core/tools';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { type ProviderStandIn, startProviderStandIn } from '../../../test/support/provider-stand-in.ts';
+import { deliverSigned, untilApplied } from '../../../test/support/signed-update.ts';
 
 const FEED_SECRET = 'mastra-feed-secret';
 const NEWS = 'Customer replied: the parcel arrived damaged';
@@ -32,30 +31,6 @@ afterAll(async () => {
   await standIn.close();
   await embedded.close();
 });
-
-/** A generic feed delivery signed as the sender signs it: HMAC-SHA256 of `timestamp.body`. */
-async function deliver(update: object): Promise<number> {
-  const raw = JSON.stringify(update);
-  const ts = String(Math.floor(Date.now() / 1000));
-  const sig = createHmac('sha256', FEED_SECRET).update(`${ts}.${raw}`).digest('hex');
-  const res = await embedded.app.inject({
-    method: 'POST',
-    url: '/feeds/generic',
-    payload: raw,
-    headers: { 'content-type': 'application/json', 'x-ctxflow-timestamp': ts, 'x-ctxflow-signature': `sha256=${sig}` },
-  });
-  return res.statusCode;
-}
-
-/** Polls until step-context applied the first ticket update. */
-async function landed(): Promise<void> {
-  for (let i = 0; i < 400; i++) {
-    const at = await embedded.feedStreams.resumeFrom(TOPICS.ticketUpdates, 0);
-    if (at !== undefined && BigInt(at) > 0n) return;
-    await new Promise((r) => setTimeout(r, 5));
-  }
-  throw new Error('the ticket update was not applied');
-}
 
 type Body = { input: any[]; tools: any[]; tool_choice: any; prompt_cache_key: string; stream: boolean };
 
@@ -135,8 +110,15 @@ describe('@ctxflow/client/mastra with @mastra/core 1.71 (its model router, Respo
     expect(recorded[1]!.toolCalls).toEqual([{ callId: added[0].call_id, name: 'lookup', arguments: '{"id":"7"}' }]);
 
     // A signed ticket update reaches the next model call as a hook notice, after what was sent before.
-    expect(await deliver({ eventId: `mastra-${sessionId}`, ticket: 'T-7', summary: NEWS, version: 1 })).toBe(202);
-    await landed();
+    expect(
+      await deliverSigned(embedded, FEED_SECRET, {
+        eventId: `mastra-${sessionId}`,
+        ticket: 'T-7',
+        summary: NEWS,
+        version: 1,
+      }),
+    ).toBe(202);
+    await untilApplied(embedded);
     standIn.script({ text: 'The parcel arrived damaged.' });
     await client.messages.create(sessionId, { role: 'user', content: 'Any news?' });
     await agent.generate('Any news?', { maxSteps: 2 });
