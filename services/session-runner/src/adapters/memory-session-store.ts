@@ -24,6 +24,7 @@ import type {
   StepCommit,
   Written,
 } from '../ports/session-store.ts';
+import { IdleSlots } from './idle-slots.ts';
 import type { MemoryRowOutbox } from './memory-row-outbox.ts';
 import { requestIdsKeptOf } from './request-retention.ts';
 
@@ -53,9 +54,6 @@ export interface MemorySessionStoreOptions {
   requestIdsKept?: number;
 }
 
-/** Sweeps for idle sessions at most this often (ms), and at least once per retention. */
-const SWEEP_EVERY_MS = 60_000;
-
 /**
  * A deep copy of stored data. Every value here is JSON (the Redis adapter stores the
  * same values as JSON), and a JSON round trip is faster than structuredClone for it.
@@ -77,39 +75,24 @@ function written(slot: SessionSlot): Written {
  */
 export class MemorySessionStore implements SessionStore {
   readonly #agents = new Map<string, AgentRecord>();
-  readonly #sessions = new Map<string, SessionSlot>();
+  readonly #idle: IdleSlots<SessionSlot>;
+  readonly #sessions: Map<string, SessionSlot>;
   readonly #ttlMs: number;
   readonly #requestIdsKept: number;
   readonly #clock: Clock;
   readonly #outbox: MemoryRowOutbox | undefined;
-  #sweptAt: number;
 
   constructor(options: MemorySessionStoreOptions = {}) {
     this.#outbox = options.outbox;
     this.#ttlMs = options.ttlMs ?? 0;
     this.#requestIdsKept = requestIdsKeptOf(options.requestIdsKept);
     this.#clock = options.clock ?? systemClock;
-    this.#sweptAt = this.#clock.now();
+    this.#idle = new IdleSlots(this.#ttlMs, this.#clock);
+    this.#sessions = this.#idle.slots;
   }
 
-  /**
-   * The session's slot unless it is gone: a session idle past the retention is dropped
-   * here (lazily), and every SWEEP_EVERY_MS (or retention, if shorter) of clock time the
-   * first access drops every idle session.
-   */
   #live(sessionId: string): SessionSlot | undefined {
-    if (this.#ttlMs === 0) return this.#sessions.get(sessionId);
-    const now = this.#clock.now();
-    if (now - this.#sweptAt >= Math.min(SWEEP_EVERY_MS, this.#ttlMs)) {
-      this.#sweptAt = now;
-      for (const [id, slot] of this.#sessions) if (now - slot.touched >= this.#ttlMs) this.#sessions.delete(id);
-    }
-    const slot = this.#sessions.get(sessionId);
-    if (slot && now - slot.touched >= this.#ttlMs) {
-      this.#sessions.delete(sessionId);
-      return undefined;
-    }
-    return slot;
+    return this.#idle.live(sessionId);
   }
 
   /** The live slot of a write, its retention refreshed. */

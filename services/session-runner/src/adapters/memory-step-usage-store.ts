@@ -1,6 +1,7 @@
 import type { StepUsage } from '../domain/provider-usage.ts';
 import { type Clock, systemClock } from '../ports/clock.ts';
 import type { RecordedUsage, StepUsageStore } from '../ports/step-usage-store.ts';
+import { IdleSlots } from './idle-slots.ts';
 
 export interface MemoryStepUsageStoreOptions {
   /** Retention in ms after a session's last report (CTXFLOW_SESSION_TTL_MS); 0 (default): kept. */
@@ -15,36 +16,22 @@ interface Slot {
   touched: number;
 }
 
-/** Sweeps for expired sessions at most this often (ms), and at least once per retention. */
-const SWEEP_EVERY_MS = 60_000;
-
 /** The embedded default: each method runs without an await between its check and its write. */
 export class MemoryStepUsageStore implements StepUsageStore {
-  readonly #sessions = new Map<string, Slot>();
+  readonly #idle: IdleSlots<Slot>;
+  readonly #sessions: Map<string, Slot>;
   readonly #ttlMs: number;
   readonly #clock: Clock;
-  #sweptAt: number;
 
   constructor(options: MemoryStepUsageStoreOptions = {}) {
     this.#ttlMs = options.ttlMs ?? 0;
     this.#clock = options.clock ?? systemClock;
-    this.#sweptAt = this.#clock.now();
+    this.#idle = new IdleSlots(this.#ttlMs, this.#clock);
+    this.#sessions = this.#idle.slots;
   }
 
-  /** The session's reports unless expired; now and then every expired session is dropped. */
   #live(sessionId: string): Slot | undefined {
-    if (this.#ttlMs === 0) return this.#sessions.get(sessionId);
-    const now = this.#clock.now();
-    if (now - this.#sweptAt >= Math.min(SWEEP_EVERY_MS, this.#ttlMs)) {
-      this.#sweptAt = now;
-      for (const [id, slot] of this.#sessions) if (now - slot.touched >= this.#ttlMs) this.#sessions.delete(id);
-    }
-    const slot = this.#sessions.get(sessionId);
-    if (slot && now - slot.touched >= this.#ttlMs) {
-      this.#sessions.delete(sessionId);
-      return undefined;
-    }
-    return slot;
+    return this.#idle.live(sessionId);
   }
 
   async record(sessionId: string, usage: StepUsage): Promise<RecordedUsage> {
