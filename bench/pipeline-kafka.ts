@@ -55,19 +55,17 @@
  * trial, outside the rate timing but inside their CPU figure, so CPU ms per
  * 1k covers exporting every span.
  */
-import { type ChildProcess, fork } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { once } from 'node:events';
+import { randomUUID } from 'node:crypto';
 import { type Bus, createBus, type KafkaClientName, type OutgoingRecord } from '@ctxflow/bus';
 import { DEFAULT_TENANT, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
 import { RECORD_ID_HEADER } from '@ctxflow/step-context';
 import { RedisSubscriptionStore } from '@ctxflow/subscriptions';
-import { SPAN_STEP_CONTEXT_APPLY, TRACEPARENT_HEADER } from '@ctxflow/telemetry';
-import { ROOT_CONTEXT, SamplingDecision } from '@opentelemetry/api';
 import { TraceIdRatioBasedSampler } from '@opentelemetry/sdk-trace';
 import { Redis } from 'ioredis';
 import { cpuMs, perThousand } from './lib/cpu.ts';
 import { type OtlpSink, startOtlpSink } from './lib/otlp-sink.ts';
+import { type Consumer, startConsumer } from './lib/pipeline-consumer.ts';
+import { exported, type Parents, type TrialFigures, telemetryResult, withTraceparent } from './lib/pipeline-traces.ts';
 import { progress } from './lib/progress.ts';
 import { meets, type ScenarioResult } from './lib/report.ts';
 import { median, quantile, round, summarize } from './lib/stats.ts';
@@ -100,59 +98,6 @@ const HEAD_SAMPLING_RATIO = 0.1;
 const SUMMARY =
   'Customer replied: the checkout still fails for carts over 50 items after the last deploy; attaching a HAR file.';
 
-interface Consumer {
-  child: ChildProcess;
-  expect(total: number): Promise<void>;
-  /** CPU ms of the whole process (every thread) and of its main thread, since it started. */
-  cpuMs(): Promise<{ process: number; main: number }>;
-  /** Exports the child's ended spans now (a no-op without telemetry). */
-  flush(): Promise<void>;
-  stop(): Promise<void>;
-}
-
-async function startConsumer(env: Record<string, string>, execArgv: string[] = []): Promise<Consumer> {
-  const child = fork(new URL('./lib/pipeline-child.ts', import.meta.url), [], {
-    env: { ...process.env, ...env },
-    execArgv: [...process.execArgv, ...execArgv],
-    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-  });
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${env.BENCH_MODE} consumer not ready after 90 s`)), 90_000);
-    child.once('exit', (code) => reject(new Error(`${env.BENCH_MODE} consumer exited with ${code}`)));
-    child.on('message', (m: { type: string }) => {
-      if (m.type === 'ready') {
-        clearTimeout(timer);
-        resolve();
-      }
-    });
-  });
-  const ask = <T>(message: object, answer: string, pick: (m: Record<string, unknown>) => T) =>
-    new Promise<T>((resolve) => {
-      const onMessage = (m: Record<string, unknown>) => {
-        if (m.type !== answer) return;
-        child.off('message', onMessage);
-        resolve(pick(m));
-      };
-      child.on('message', onMessage);
-      child.send(message);
-    });
-  return {
-    child,
-    expect: (total) => ask({ type: 'expect', total }, 'reached', () => undefined),
-    cpuMs: () => ask({ type: 'cpu' }, 'cpu', (m) => ({ process: m.ms as number, main: m.mainMs as number })),
-    async flush() {
-      const error = await ask({ type: 'flush' }, 'flushed', (m) => m.error as string | undefined);
-      if (error) throw new Error(`${env.BENCH_MODE} consumer: span export failed: ${error}`);
-    },
-    async stop() {
-      if (child.exitCode !== null) return;
-      const exited = once(child, 'exit');
-      child.send({ type: 'stop' });
-      await exited;
-    },
-  };
-}
-
 let updateNo = 0;
 const baseMs = Date.now();
 /** A valid TicketUpdate as feed-ingestor publishes it; occurredAt grows, so none is stale. */
@@ -170,48 +115,6 @@ function updateRecord(runId: string): OutgoingRecord {
     receivedAt: new Date(baseMs + updateNo).toISOString(),
   };
   return { key: ticketKey(update), value: JSON.stringify(update), headers: { [RECORD_ID_HEADER]: update.id } };
-}
-
-/** The traceparents one side's records carried, `<trace id>-<span id>`, by sampled flag. */
-interface Parents {
-  sampled: Set<string>;
-  unsampled: Set<string>;
-}
-
-/**
- * `record` with a `traceparent` header of a fresh trace, as the
- * feed-ingestor's publish span writes it: sampled (flag 01) always, or as
- * `sampler` decides for the fresh trace id when given (the feed-ingestor's
- * root sampler; flag 00 when not sampled). `parents` gets the parent.
- */
-function withTraceparent(
-  record: OutgoingRecord,
-  parents: Parents,
-  sampler: TraceIdRatioBasedSampler | undefined,
-): OutgoingRecord {
-  const traceId = randomBytes(16).toString('hex');
-  const spanId = randomBytes(8).toString('hex');
-  const sampled =
-    sampler === undefined ||
-    sampler.shouldSample(ROOT_CONTEXT, traceId).decision === SamplingDecision.RECORD_AND_SAMPLED;
-  (sampled ? parents.sampled : parents.unsampled).add(`${traceId}-${spanId}`);
-  return {
-    ...record,
-    headers: { ...record.headers, [TRACEPARENT_HEADER]: `00-${traceId}-${spanId}-${sampled ? '01' : '00'}` },
-  };
-}
-
-/** What an "on" side's sink received: apply spans, how many are children of a sampled or an unsampled record's traceparent. */
-function exported(sink: OtlpSink, parents: Parents) {
-  const applySpans = sink.spans().filter((span) => span.name === SPAN_STEP_CONTEXT_APPLY);
-  const parentOf = (span: (typeof applySpans)[number]) => `${span.traceId}-${span.parentSpanId}`;
-  const requests = sink.requests();
-  return {
-    applySpans: applySpans.length,
-    childrenOfSampled: applySpans.filter((span) => parents.sampled.has(parentOf(span))).length,
-    childrenOfUnsampled: applySpans.filter((span) => parents.unsampled.has(parentOf(span))).length,
-    requests: `traces ${requests['/v1/traces'] ?? 0}, metrics ${requests['/v1/metrics'] ?? 0}`,
-  };
 }
 
 async function publishAll(bus: Bus, topic: string, records: OutgoingRecord[]): Promise<void> {
@@ -340,7 +243,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
       sides.unshift(sampled, on);
     }
 
-    const throughput = async (side: (typeof sides)[number], count: number) => {
+    const throughput = async (side: (typeof sides)[number], count: number): Promise<TrialFigures> => {
       const records = Array.from({ length: count }, () =>
         side.traced ? withTraceparent(updateRecord(run), side.traced.parents, side.traced.sampler) : updateRecord(run),
       );
@@ -366,10 +269,7 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
     // Warm-up: JIT, connections, partition leaders, Redis scripts.
     for (const side of sides) await throughput(side, Math.min(1000, options.records));
 
-    const rates = new Map<
-      string,
-      { rate: number; consumerCpuPer1k: number; consumerMainCpuPer1k: number; producerCpuPer1k: number }[]
-    >(sides.map((s) => [s.name, []]));
+    const rates = new Map<string, TrialFigures[]>(sides.map((s) => [s.name, []]));
     for (let trial = 0; trial < options.trials; trial++) {
       const order = trial % 2 === 0 ? sides : [...sides].reverse();
       for (const side of order) {
@@ -424,62 +324,22 @@ async function runClient(client: KafkaClientName, options: PipelineOptions): Pro
     };
     const throughputGoal = { op: '>=' as const, value: 0.5 };
     const latencyGoal = { op: '<=' as const, value: 3 };
-    const telemetryResults: ScenarioResult[] = [];
-    const telemetryGoal = { op: '>=' as const, value: 0.9 };
-    const traceparentNote = (side: Side) =>
-      side.traced!.sampler
-        ? `records carry a traceparent of a fresh trace each, flag 01 where TraceIdRatioBasedSampler(${HEAD_SAMPLING_RATIO}) samples its trace id, else 00 ` +
-          `(the feed-ingestor with OTEL_TRACES_SAMPLER=parentbased_traceidratio, OTEL_TRACES_SAMPLER_ARG=${HEAD_SAMPLING_RATIO}); off: none`
-        : 'records carry a sampled traceparent (a fresh trace each, as the feed-ingestor publish span writes it); off: none';
     // "on" first, then "sampled".
-    const telemetrySides = sides
+    const telemetryResults = sides
       .filter((side) => side.traced)
-      .sort((a, b) => (a.traced!.sampler ? 1 : 0) - (b.traced!.sampler ? 1 : 0));
-    for (const side of telemetrySides) {
-      const o = rates.get(side.name)!;
-      const e = exports.get(side.name);
-      if (!side.traced || !e) continue;
-      const { parents, sampler } = side.traced;
-      const onOverOff = summarize(o.map((x, i) => x.rate / p[i]!.rate));
-      const records = parents.sampled.size + parents.unsampled.size;
-      telemetryResults.push({
-        id: `S6-S1-${client}${sampler ? '-sampled' : ''}`,
-        title: `OpenTelemetry on${sampler ? `, ${HEAD_SAMPLING_RATIO * 100}% head-sampled` : ''} over off, S1 pipeline, ${client}`,
-        ratioOf: 'updates/s into feed streams with telemetry in step-context over without',
-        goal: telemetryGoal,
-        ratio: onOverOff,
-        met: meets(telemetryGoal, onOverOff.median),
-        cpuMsPer1k: {
-          'step-context consumer on': round(median(o.map((x) => x.consumerCpuPer1k)), 1),
-          'step-context consumer off': cpu['step-context consumer'],
-          'step-context main thread on': round(median(o.map((x) => x.consumerMainCpuPer1k)), 1),
-          'step-context main thread off': round(median(p.map((x) => x.consumerMainCpuPer1k)), 1),
-          'producer on': round(median(o.map((x) => x.producerCpuPer1k)), 1),
-          'producer off': cpu.producer,
-        },
-        figures: {
-          'on updates/s': Math.round(median(o.map((x) => x.rate))),
-          'off updates/s': Math.round(median(p.map((x) => x.rate))),
-          // Less sensitive to other load on the machine: the ratio if step-context's CPU were the only limit.
-          'step-context CPU ratio': round(median(p.map((x, i) => x.consumerCpuPer1k / o[i]!.consumerCpuPer1k)), 2),
-          ...(sampler ? { 'records with a sampled traceparent': `${parents.sampled.size} of ${records}` } : {}),
-          'apply spans exported': e.applySpans,
-          'children of their record traceparent': `${e.childrenOfSampled} of ${parents.sampled.size} ${sampler ? 'sampled ' : ''}records`,
-          ...(sampler ? { 'apply spans of unsampled records': e.childrenOfUnsampled } : {}),
-          'OTLP export requests': e.requests,
-        },
-        notes: [
+      .sort((a, b) => (a.traced!.sampler ? 1 : 0) - (b.traced!.sampler ? 1 : 0))
+      .map((side) =>
+        telemetryResult({
+          client,
+          on: rates.get(side.name)!,
+          off: p,
+          exported: exports.get(side.name)!,
+          parents: side.traced!.parents,
+          headSampling: side.traced!.sampler ? HEAD_SAMPLING_RATIO : undefined,
+          otlpProtocol: DEPLOYED_OTLP_PROTOCOL,
           setup,
-          'same trials as S1, sides interleaved (sampled, on, off, raw; reversed every other trial)',
-          'on: startTelemetry + createConsumerTelemetry as in services/step-context main (no instrumentation hook, as in production), ' +
-            `${sampler ? `parentbased_traceidratio ${HEAD_SAMPLING_RATIO}` : 'parentbased_always_on'}, OTLP ${DEPLOYED_OTLP_PROTOCOL} (the deployment's protocol) to a local sink answering 200, metrics every 5 s; ` +
-            traceparentNote(side),
-          'consumer CPU is the whole process (V8 and libuv threads too), main thread its event loop; ' +
-            'on CPU includes a span flush after each trial (outside the rate timing), so it covers exporting every span; ' +
-            'producer on includes the local OTLP sink, which runs in the producer process',
-        ],
-      });
-    }
+        }),
+      );
     return [
       {
         id: `S1-${client}`,
