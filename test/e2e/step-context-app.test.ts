@@ -31,7 +31,14 @@ describe('step-context as its own process', () => {
       const limits = { maxBytes: 32 * 1024, timeoutMs: 5_000 };
       expect(await runHook(hook, { sessionId: 's1', cursor: undefined }, limits)).toEqual({
         type: 'batch',
-        items: [{ kind: 'notice', source: 'hook', content: renderNotice([u]) }],
+        items: [
+          {
+            kind: 'notice',
+            source: 'hook',
+            content: renderNotice([u]),
+            ticketUpdates: [{ source: 'generic', eventId: u.eventId }],
+          },
+        ],
         leftOut: 0,
         cursor: { v: 2, p: { generic: 1 } },
       });

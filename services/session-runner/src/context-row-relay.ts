@@ -45,6 +45,7 @@ export function contextRowEventData(entry: OutboxEntry): ContextRowEventData {
   if (row.row.disable !== undefined) data.disable = row.row.disable;
   if (row.row.enable !== undefined) data.enable = row.row.enable;
   if (row.row.cursor !== undefined) data.cursor = row.row.cursor;
+  if (row.row.ticketUpdates !== undefined) data.ticketUpdates = row.row.ticketUpdates;
   if (row.itemId !== undefined) data.itemId = row.itemId;
   return data;
 }

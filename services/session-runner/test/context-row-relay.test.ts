@@ -15,7 +15,7 @@ import { MemoryRowOutbox } from '../src/adapters/memory-row-outbox.ts';
 import { MemorySessionStore } from '../src/adapters/memory-session-store.ts';
 import { RedisRowOutbox } from '../src/adapters/redis-row-outbox.ts';
 import { RedisSessionStore } from '../src/adapters/redis-session-store.ts';
-import { startContextRowRelay } from '../src/context-row-relay.ts';
+import { contextRowEventData, startContextRowRelay } from '../src/context-row-relay.ts';
 import { createEngine } from '../src/create-engine.ts';
 import type { RowOutbox } from '../src/ports/row-outbox.ts';
 import type { SessionStore } from '../src/ports/session-store.ts';
@@ -142,6 +142,49 @@ describe.each(setups)('context-row events on %s', (_name, setup) => {
     }
     await relay.close();
     await events.close();
+  });
+});
+
+describe('the event of a hook row', () => {
+  it('names the ticket updates the row carried, in order', () => {
+    const ticketUpdates = [
+      { source: 'zendesk', eventId: 'evt-1' },
+      { source: 'zendesk', eventId: 'evt-2' },
+    ];
+    const cursor = { v: 2, p: { zendesk: 2 } };
+    const data = contextRowEventData({
+      ref: '1-0',
+      tenant: DEFAULT_TENANT,
+      sessionId: 'ses_hook',
+      row: {
+        type: 'row',
+        seq: 4,
+        stepId: 'stp_1',
+        at: '2026-12-03T10:00:00.000Z',
+        row: {
+          id: 'row_1',
+          role: 'context',
+          kind: 'notice',
+          source: 'hook',
+          content: 'Ticket 42',
+          cursor,
+          ticketUpdates,
+        },
+      },
+    });
+    expect(contextRowEventDataSchema.parse(data)).toEqual({
+      tenant: DEFAULT_TENANT,
+      sessionId: 'ses_hook',
+      stepId: 'stp_1',
+      rowId: 'row_1',
+      seq: 4,
+      kind: 'notice',
+      source: 'hook',
+      content: 'Ticket 42',
+      cursor,
+      ticketUpdates,
+      at: '2026-12-03T10:00:00.000Z',
+    });
   });
 });
 

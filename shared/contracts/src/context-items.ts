@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { CtxflowError } from './errors.ts';
+import { feedSourceSchema } from './ticket-update.ts';
 
 /** What a context row carries (seed "Context rows"). */
 export const CONTEXT_KINDS = ['instruction', 'notice', 'tools', 'memory'] as const;
@@ -25,20 +26,49 @@ const sourceField = z.enum(ROW_SOURCES).optional();
 const textItem = <K extends 'instruction' | 'notice' | 'memory'>(kind: K) =>
   z.strictObject({ kind: z.literal(kind), content: z.string(), source: sourceField });
 
+const toolsItem = z.strictObject({
+  kind: z.literal('tools'),
+  disable: z.array(toolName).optional(),
+  enable: z.array(toolName).optional(),
+  source: sourceField,
+});
+
 export const contextItemSchema = z.discriminatedUnion('kind', [
   textItem('instruction'),
   textItem('notice'),
   textItem('memory'),
-  z.strictObject({
-    kind: z.literal('tools'),
-    disable: z.array(toolName).optional(),
-    enable: z.array(toolName).optional(),
-    source: sourceField,
-  }),
+  toolsItem,
 ]);
 
-/** An item as a caller adds it: never a row (R2). */
-export type ContextItem = z.infer<typeof contextItemSchema>;
+/**
+ * One ticket update a hook notice carried: its feed and the feed's event id (the delivery id
+ * the feed-ingestor deduplicates by, within the session's tenant).
+ */
+export const ticketUpdateRefSchema = z.strictObject({
+  source: feedSourceSchema,
+  eventId: z.string().min(1).max(256),
+});
+export type TicketUpdateRef = z.infer<typeof ticketUpdateRefSchema>;
+
+/**
+ * The items of a stepContext hook's batch: a notice may name the ticket updates it carries
+ * (`ticketUpdates`, optional: a hook that names none is answered as before). Only the hook's
+ * items carry them; the app's and a tool's never do.
+ */
+export const hookItemSchema = z.discriminatedUnion('kind', [
+  textItem('instruction'),
+  z.strictObject({
+    kind: z.literal('notice'),
+    content: z.string(),
+    source: sourceField,
+    ticketUpdates: z.array(ticketUpdateRefSchema).max(1000).optional(),
+  }),
+  textItem('memory'),
+  toolsItem,
+]);
+
+/** An item as a caller adds it: never a row (R2). A hook's notice may name its ticket updates. */
+export type ContextItem = z.infer<typeof contextItemSchema> | z.infer<typeof hookItemSchema>;
 
 /** An item after validation, with its source decided. */
 export type SourcedItem = ContextItem & { source: RowSource };
@@ -53,6 +83,8 @@ export interface ContextRow {
   disable?: string[];
   enable?: string[];
   cursor?: Cursor;
+  /** Hook rows: the ticket updates the notice carried (several when coalesced). */
+  ticketUpdates?: TicketUpdateRef[];
 }
 
 export function byteLength(value: unknown): number {
@@ -93,7 +125,7 @@ function describeIssue(issue: z.core.$ZodIssue, raw: unknown): string {
 export function validateItems(raw: unknown, origin: ItemOrigin): SourcedItem[] {
   if (!Array.isArray(raw)) throw new CtxflowError('validation_error', 'items: expected an array of context items');
   return raw.map((entry, index) => {
-    const parsed = contextItemSchema.safeParse(entry);
+    const parsed = (origin === 'step-context' ? hookItemSchema : contextItemSchema).safeParse(entry);
     if (!parsed.success) {
       const first = parsed.error.issues[0];
       const message = first ? describeIssue(first, entry) : 'invalid item';

@@ -45,6 +45,17 @@ export const contextRowEventDataSchema = z.strictObject({
     description:
       "Hook rows: the feed position after the ticket updates the row carried (step-context's `{ v: 2, p: { <source>: <seq> } }`).",
   }),
+  ticketUpdates: z
+    .array(
+      z.strictObject({
+        source: z.string().min(1).meta({ description: 'The feed the update came in on.' }),
+        eventId: z.string().min(1).meta({ description: "The feed's event id (the delivery id it deduplicates by)." }),
+      }),
+    )
+    .optional()
+    .meta({
+      description: 'Hook rows: the ticket updates the notice carried, in order (several when coalesced).',
+    }),
   itemId: z
     .string()
     .optional()

@@ -17,6 +17,7 @@ export type {
   ItemOrigin,
   RowSource,
   SourcedItem,
+  TicketUpdateRef,
 } from './context-items.ts';
 export {
   byteLength,
@@ -24,8 +25,10 @@ export {
   contextItemSchema,
   cursorSchema,
   FINISH_TOOL,
+  hookItemSchema,
   MAX_ITEM_BYTES,
   ROW_SOURCES,
+  ticketUpdateRefSchema,
   validateItems,
 } from './context-items.ts';
 export type { ContextRowEventData } from './context-row-event.ts';

@@ -946,6 +946,8 @@ export interface components {
             disable?: string[];
             enable?: string[];
             cursor?: components["schemas"]["Cursor"];
+            /** @description Hook rows: the ticket updates the notice carried (several when coalesced). */
+            ticketUpdates?: components["schemas"]["TicketUpdateRef"][];
         };
         /** CreateAgentRequest */
         CreateAgentRequest: {
@@ -1616,6 +1618,14 @@ export interface components {
             source: string;
             ticket: string;
             scope?: string;
+        };
+        /**
+         * TicketUpdateRef
+         * @description A ticket update: its feed and the feed's event id (the delivery id the feed deduplicates by).
+         */
+        TicketUpdateRef: {
+            source: string;
+            eventId: string;
         };
         /**
          * TooManyRequestsError

@@ -77,6 +77,10 @@ function toRow(id: string, item: SourcedItem, cursor?: Cursor): ContextRow {
     if (item.enable?.length) row.enable = [...item.enable];
   } else {
     row.content = item.content;
+    // A hook notice's ticket updates (receipts); never part of what the model is sent.
+    if ('ticketUpdates' in item && item.ticketUpdates?.length) {
+      row.ticketUpdates = item.ticketUpdates.map(({ source, eventId }) => ({ source, eventId }));
+    }
   }
   if (cursor !== undefined) row.cursor = cursor;
   return row;

@@ -26,6 +26,13 @@ export const cursor = named(
 const rowKind = z.enum(['instruction', 'notice', 'tools', 'memory']);
 const rowSource = z.enum(['app', 'hook', 'tool', 'memory', 'late-answer']);
 
+/** One ticket update a hook row carried. */
+export const ticketUpdateRef = named(
+  z.object({ source: z.string(), eventId: z.string() }),
+  'TicketUpdateRef',
+  "A ticket update: its feed and the feed's event id (the delivery id the feed deduplicates by).",
+);
+
 export const contextRow = named(
   z.object({
     id: z.string(),
@@ -36,6 +43,10 @@ export const contextRow = named(
     disable: z.array(z.string()).optional(),
     enable: z.array(z.string()).optional(),
     cursor: cursor.optional(),
+    ticketUpdates: z
+      .array(ticketUpdateRef)
+      .optional()
+      .describe('Hook rows: the ticket updates the notice carried (several when coalesced).'),
   }),
   'ContextRow',
 );

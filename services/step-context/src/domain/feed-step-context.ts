@@ -1,4 +1,11 @@
-import { byteLength, type Cursor, MAX_ITEM_BYTES, type TicketUpdate, ticketKey } from '@ctxflow/contracts';
+import {
+  byteLength,
+  type Cursor,
+  MAX_ITEM_BYTES,
+  type TicketUpdate,
+  type TicketUpdateRef,
+  ticketKey,
+} from '@ctxflow/contracts';
 import type { SubscriptionStore } from '@ctxflow/subscriptions';
 import type { FeedEntry, FeedPosition, FeedStreams } from '../ports/feed-streams.ts';
 import { renderNotice } from './render-notice.ts';
@@ -21,11 +28,16 @@ export interface FeedRequest {
   traced?(traceparents: readonly string[]): void;
 }
 
-/** One notice as the runner receives it; `source` is what the runner would force anyway. */
+/**
+ * One notice as the runner receives it; `source` is what the runner would force anyway.
+ * `ticketUpdates`: every update the notice covers (a coalesced notice several), in order; the
+ * runner stores them on the row. Counted in the batch's bytes like the rest of the item.
+ */
 export interface FeedItem {
   kind: 'notice';
   source: 'hook';
   content: string;
+  ticketUpdates: TicketUpdateRef[];
 }
 
 export interface FeedBatch {
@@ -130,8 +142,9 @@ export function cursorOf(position: FeedPosition): Cursor {
   return { v: CURSOR_VERSION, p };
 }
 
-function notice(content: string): FeedItem {
-  return { kind: 'notice', source: 'hook', content };
+function notice(content: string, updates: readonly TicketUpdate[]): FeedItem {
+  const ticketUpdates = updates.map((u) => ({ source: u.source, eventId: u.eventId }));
+  return { kind: 'notice', source: 'hook', content, ticketUpdates };
 }
 
 /** Bytes of `JSON.stringify({ items, cursor })` given the items' own JSON sizes. */
@@ -173,7 +186,7 @@ function fitCovered(
     const previous = groups.get(key);
     const updates = [...(previous?.updates ?? []), entry.update];
     const content = renderNotice(updates);
-    const bytes = byteLength(notice(content));
+    const bytes = byteLength(notice(content, updates));
     const sizes = [...groups.values()].map((g) => g.bytes);
     if (previous) sizes[[...groups.keys()].indexOf(key)] = bytes;
     else sizes.push(bytes);
@@ -182,7 +195,8 @@ function fitCovered(
     covered++;
   }
   if (covered === 0) return { batch: shortened(entries[0]!, cursors[0]!, maxBytes), covered: 1 };
-  const batch = { items: [...groups.values()].map((g) => notice(g.content)), cursor: cursors[covered - 1]! };
+  const items = [...groups.values()].map((g) => notice(g.content, g.updates));
+  const batch = { items, cursor: cursors[covered - 1]! };
   if (byteLength(batch) > maxBytes) throw new Error('step-context batch measured over its limit'); // a bug, never data
   return { batch, covered };
 }
@@ -191,8 +205,9 @@ const CUT_MARKER = '\n[shortened by ctxflow: the notice was cut to fit the batch
 
 /** One update too large for the batch on its own: its summary cut, else the whole notice cut. */
 function shortened(entry: FeedEntry, cursor: Cursor, maxBytes: number): FeedBatch {
+  const updates = [entry.update];
   const fits = (content: string) => {
-    const item = notice(content);
+    const item = notice(content, updates);
     return byteLength(item) <= MAX_ITEM_BYTES && byteLength({ items: [item], cursor }) <= maxBytes;
   };
   const summaryLength = Array.from(entry.update.summary).length;
@@ -205,7 +220,7 @@ function shortened(entry: FeedEntry, cursor: Cursor, maxBytes: number): FeedBatc
       if (fits(bySummary(mid))) low = mid;
       else high = mid - 1;
     }
-    return { items: [notice(bySummary(low))], cursor };
+    return { items: [notice(bySummary(low), updates)], cursor };
   }
   // Even without its summary the notice is too large (a long title or link): cut the text itself.
   const points = Array.from(bySummary(0));
@@ -218,5 +233,5 @@ function shortened(entry: FeedEntry, cursor: Cursor, maxBytes: number): FeedBatc
     if (fits(byText(mid))) low = mid;
     else high = mid - 1;
   }
-  return { items: [notice(byText(low))], cursor };
+  return { items: [notice(byText(low), updates)], cursor };
 }

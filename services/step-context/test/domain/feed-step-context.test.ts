@@ -1,4 +1,4 @@
-import { byteLength, type Cursor, DEFAULT_TENANT, MAX_ITEM_BYTES } from '@ctxflow/contracts';
+import { byteLength, type Cursor, DEFAULT_TENANT, MAX_ITEM_BYTES, type TicketUpdate } from '@ctxflow/contracts';
 import { type FeedEntry, FeedStepContext, MemoryFeedStreams } from '@ctxflow/step-context';
 import { MemorySubscriptionStore } from '@ctxflow/subscriptions';
 import { describe, expect, it } from 'vitest';
@@ -12,6 +12,9 @@ function entries(...updates: ReturnType<typeof makeUpdate>[]): FeedEntry[] {
   return updates.map((update, i) => ({ source: update.source, seq: i + 1, update }));
 }
 
+/** The ticket updates a notice names: source and event id of each, in order. */
+const refs = (...updates: TicketUpdate[]) => updates.map((u) => ({ source: u.source, eventId: u.eventId }));
+
 /** The feed's cursor: a position per source. */
 const at = (p: Record<string, number>) => ({ v: 2, p });
 
@@ -23,8 +26,8 @@ describe('fitEntries', () => {
     const batch = fitEntries(entries(a1, b1, a2), 32 * 1024);
     expect(batch).toEqual({
       items: [
-        { kind: 'notice', source: 'hook', content: renderNotice([a1, a2]) },
-        { kind: 'notice', source: 'hook', content: renderNotice([b1]) },
+        { kind: 'notice', source: 'hook', content: renderNotice([a1, a2]), ticketUpdates: refs(a1, a2) },
+        { kind: 'notice', source: 'hook', content: renderNotice([b1]), ticketUpdates: refs(b1) },
       ],
       cursor: at({ generic: 3 }),
     });
@@ -107,7 +110,7 @@ describe('FeedStepContext', () => {
   const fetch = (feed: FeedStepContext, sessionId: string, cursor: Cursor | undefined) =>
     feed.fetch({ sessionId, cursor, maxBytes: 32 * 1024, signal });
   const notices = (...groups: ReturnType<typeof makeUpdate>[][]) =>
-    groups.map((g) => ({ kind: 'notice', source: 'hook', content: renderNotice(g) }));
+    groups.map((g) => ({ kind: 'notice', source: 'hook', content: renderNotice(g), ticketUpdates: refs(...g) }));
 
   it('returns nothing when nothing is new, then what came after the cursor; a rewind reads it again', async () => {
     const { feedStreams, subscriptions, feed } = setup();

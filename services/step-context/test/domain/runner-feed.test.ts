@@ -41,7 +41,10 @@ async function setup() {
   const step = async (sessionId: string) => {
     const res = await harness.call('POST', `/sessions/${sessionId}/steps`, {});
     expect(res.status).toBe(200);
-    return res.body as { rows: { kind: string; source: string; content: string; cursor?: unknown }[]; cursor: unknown };
+    return res.body as {
+      rows: { kind: string; source: string; content: string; cursor?: unknown; ticketUpdates?: unknown }[];
+      cursor: unknown;
+    };
   };
   return { harness, subscriptions, deliver, session, step };
 }
@@ -73,6 +76,7 @@ describe('ticket feed into sessions through the runner', () => {
         source: 'hook',
         content: renderNotice([u1]),
         cursor: at('zendesk', 1),
+        ticketUpdates: [{ source: 'zendesk', eventId: u1.eventId }],
       },
     ]);
     expect(first.cursor).toEqual(at('zendesk', 1));
@@ -94,6 +98,11 @@ describe('ticket feed into sessions through the runner', () => {
     const coalesced = await step(s);
     expect(coalesced.rows.map((r) => [r.content, r.cursor])).toEqual([[renderNotice([u2, u3]), at('zendesk', 3)]]);
     expect(coalesced.rows[0]!.content).toContain('- "status": "open" -> "pending"');
+    // The coalesced row names both updates it carried, in order.
+    expect(coalesced.rows[0]!.ticketUpdates).toEqual([
+      { source: 'zendesk', eventId: u2.eventId },
+      { source: 'zendesk', eventId: u3.eventId },
+    ]);
 
     await deliver(makeUpdate({ source: 'zendesk', ticket: '35436', scope: '1001', version: 1, summary: 'old news' }));
     expect((await step(s)).rows).toEqual([]); // an older version after a newer one adds nothing
