@@ -1,4 +1,4 @@
-export { type CallOptions, CtxflowApiError, CtxflowClient, type CtxflowClientOptions } from './client.ts';
+export { type CallOptions, CtxflowClient, type CtxflowClientOptions } from './client.ts';
 export { type FollowOptions, followStream, type StreamEvent } from './follow.ts';
 export {
   allowedTools,
@@ -12,4 +12,5 @@ export {
   refusalText,
 } from './messages.ts';
 export type * from './provider-types.ts';
+export { CtxflowApiError } from './transport.ts';
 export type * from './types.ts';
