@@ -3,6 +3,8 @@
  * answered, the neutral request and its cache hints: the default step answer (`format: "neutral"`
  * names it). It keeps every v1 field (the other conformance files prove them), v2 only adds fields.
  * Each test names the requirement its rule serves.
+ *
+ * Longer than 400 lines: one test or more per v2 rule, each short; the file is the v2 contract read top to bottom.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';

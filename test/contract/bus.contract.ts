@@ -1,6 +1,8 @@
 /**
  * The bus contract: every adapter of the port in shared/bus/src/bus.ts passes
  * these tests (the in-memory bus and both Kafka adapters, on a real broker).
+ *
+ * Longer than 400 lines: the whole port's contract, one describe per behaviour, so that every adapter is held to all of it by one call.
  */
 import { randomUUID } from 'node:crypto';
 import type {

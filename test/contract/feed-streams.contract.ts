@@ -1,3 +1,7 @@
+/**
+ * The feed streams contract: every adapter of the port (memory, Redis, Redis Cluster) passes these tests.
+ * Longer than 400 lines: it is the whole port's contract, so that every adapter is held to all of it by one call.
+ */
 import { randomUUID } from 'node:crypto';
 import { byteLength, type TicketUpdate } from '@ctxflow/contracts';
 import type { FeedEntry, FeedPosition, FeedStreams } from '@ctxflow/step-context';

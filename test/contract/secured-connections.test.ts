@@ -10,6 +10,8 @@
  * - the session-store contract over TLS Redis with the ACL user, standalone and Cluster;
  * - a started service: ready over both, and no password in any line it writes;
  *   a wrong password or an untrusted certificate stops its start naming the variable.
+ *
+ * Longer than 400 lines: the certificates and private servers it makes once are shared by every case.
  */
 import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';

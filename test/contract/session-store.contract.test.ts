@@ -2,6 +2,8 @@
  * The session store contract against every adapter: in memory, Redis, Redis Cluster;
  * then what only the Redis adapter promises (key layout, a dangling index entry,
  * store_unavailable, NOSCRIPT after a restart).
+ *
+ * Longer than 400 lines: the Redis adapter's own promises (key layout, NOSCRIPT, store_unavailable) need its private servers, started once here.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash, randomUUID } from 'node:crypto';

@@ -3,6 +3,8 @@
  * services/session-runner/src/ports/session-store.ts passes these tests
  * (the in-memory store, the Redis store on a real Redis and a Redis Cluster, and the
  * caching decorator the engine runs on, over the in-memory and the Redis store).
+ *
+ * Longer than 400 lines: it is the whole port's contract, one describe per member, so that every adapter is held to all of it by one call.
  */
 import { randomUUID } from 'node:crypto';
 import type { SourcedItem } from '@ctxflow/contracts';

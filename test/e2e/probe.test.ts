@@ -8,6 +8,9 @@
  * registry (and that code's status and retryable); `/healthz`, polled on its
  * own connection all along, answered within 1 s every time (a bound on the
  * server: no request holds the event loop); RSS back within 20% after.
+ *
+ * Longer than 400 lines: every route's hostile requests run against one app and share its two
+ * tenants and the checks kept throughout (`/healthz`, RSS).
  */
 import { createHmac } from 'node:crypto';
 import { request as httpRequest } from 'node:http';

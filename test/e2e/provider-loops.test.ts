@@ -7,6 +7,8 @@
  * result, a switch-off by that tool mid-run, a gate refusal, the model's answer, a signed
  * ticket update (POST /feeds/generic), a forced completion and a rewind. The type check of this file is the proof that the bodies fit the
  * SDKs' parameter types: no cast anywhere.
+ *
+ * Longer than 400 lines: one agent loop per provider format, each through the same scripted turns so that they can be compared.
  */
 import { createHmac } from 'node:crypto';
 import Anthropic from '@anthropic-ai/sdk';

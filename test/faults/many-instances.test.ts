@@ -35,6 +35,8 @@
  * CTXFLOW_FAULT_KEEP_LOGS=1 keeps them for a passing run too, and
  * CTXFLOW_FAULT_DEBUG=<namespaces> hands DEBUG to the services (e.g.
  * `plt:kafka:consumer` logs the Kafka client's group events to their stderr).
+ *
+ * Longer than 400 lines: one seeded run of six processes on a private cluster; its checks read the whole run's history.
  */
 import { randomUUID } from 'node:crypto';
 import { mkdirSync, writeFileSync } from 'node:fs';

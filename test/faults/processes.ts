@@ -2,6 +2,8 @@
  * Helpers of the fault tests: services as child processes (kill -9, SIGSTOP,
  * restart), private redis-server instances, Kafka group offsets, and waiting.
  * Every process started here is stopped by `stopAll()`.
+ *
+ * Longer than 400 lines: every fault test's process control (spawn, kill -9, SIGSTOP, private Redis, group offsets) shares one registry that stopAll() empties.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomInt } from 'node:crypto';

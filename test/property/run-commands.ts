@@ -9,6 +9,8 @@
  *   (c) the hook is called with the cursor of the last batch in the log, and the
  *       batches in every log form one chain of cursors (none skipped or repeated);
  *   (d) the active tools equal the model's fold of the log.
+ *
+ * Longer than 400 lines: the reference model and the command runner must change together (each command's effect on the model beside its call on the engine).
  */
 
 import { createHash } from 'node:crypto';

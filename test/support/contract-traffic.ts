@@ -2,6 +2,9 @@
  * Traffic over the whole public HTTP API, as users send it: the walkthrough, the Contract v2 flows,
  * `@ctxflow/client` and the examples (typical refusals: contract-refusals.ts). Every call states the status it must get,
  * so the traffic is what it says it is. Run against a base URL (a validating proxy's recorder).
+ *
+ * Longer than 400 lines: the walkthrough, the v2 flows, the client and the examples in one place, each
+ * call with the status it must get, so that the proxy records every route.
  */
 import { execFile } from 'node:child_process';
 import { createHmac } from 'node:crypto';

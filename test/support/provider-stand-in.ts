@@ -38,6 +38,8 @@
  *              written (the last block carries a breakpoint): `cache_read_input_tokens`,
  *              `cache_creation_input_tokens`, `input_tokens` 0 (nothing after the breakpoint),
  *              or all of it `input_tokens` below 1,024
+ *
+ * Longer than 400 lines: the documented request rules of three provider APIs, which the loops' tests need all at once behind one server.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';

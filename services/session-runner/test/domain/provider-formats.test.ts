@@ -2,6 +2,8 @@
  * The provider formats of Contract v2 (services/session-runner/src/domain/provider-formats):
  * exact bodies for hand-built neutral requests, and the prefix property per format over
  * generated sessions.
+ *
+ * Longer than 400 lines: the exact bodies of three formats for the same hand-built requests, side by side.
  */
 import type { CacheHints, ModelRequest, RequestMessage, RequestTool, RowRef } from '@ctxflow/contracts';
 import {

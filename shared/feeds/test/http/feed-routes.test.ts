@@ -1,3 +1,7 @@
+/**
+ * The feed routes on a bare fastify app: refusals that publish nothing, delivery to the bus, the
+ * plugin's scope and logs. Longer than 400 lines: the three share one app, ledger and recorded bus.
+ */
 import { Writable } from 'node:stream';
 import { feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feeds';
 import { createLogger } from '@ctxflow/service-kit';
