@@ -45,8 +45,12 @@ export const contextItemSchema = z.discriminatedUnion('kind', [
  * the feed-ingestor deduplicates by, within the session's tenant).
  */
 export const ticketUpdateRefSchema = z.strictObject({
-  source: feedSourceSchema,
-  eventId: z.string().min(1).max(256),
+  source: feedSourceSchema.meta({ description: 'The feed the update came in on.' }),
+  eventId: z
+    .string()
+    .min(1)
+    .max(256)
+    .meta({ description: "The feed's event id (the delivery id it deduplicates by)." }),
 });
 export type TicketUpdateRef = z.infer<typeof ticketUpdateRefSchema>;
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CONTEXT_KINDS, ROW_SOURCES } from './context-items.ts';
+import { CONTEXT_KINDS, ROW_SOURCES, ticketUpdateRefSchema } from './context-items.ts';
 
 /**
  * The CloudEvent ctxflow publishes for every committed context row, on
@@ -45,17 +45,9 @@ export const contextRowEventDataSchema = z.strictObject({
     description:
       "Hook rows: the feed position after the ticket updates the row carried (step-context's `{ v: 2, p: { <source>: <seq> } }`).",
   }),
-  ticketUpdates: z
-    .array(
-      z.strictObject({
-        source: z.string().min(1).meta({ description: 'The feed the update came in on.' }),
-        eventId: z.string().min(1).meta({ description: "The feed's event id (the delivery id it deduplicates by)." }),
-      }),
-    )
-    .optional()
-    .meta({
-      description: 'Hook rows: the ticket updates the notice carried, in order (several when coalesced).',
-    }),
+  ticketUpdates: z.array(ticketUpdateRefSchema).optional().meta({
+    description: 'Hook rows: the ticket updates the notice carried, in order (several when coalesced).',
+  }),
   itemId: z
     .string()
     .optional()

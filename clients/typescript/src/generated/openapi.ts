@@ -1624,7 +1624,9 @@ export interface components {
          * @description A ticket update: its feed and the feed's event id (the delivery id the feed deduplicates by).
          */
         TicketUpdateRef: {
+            /** @description The feed the update came in on. */
             source: string;
+            /** @description The feed's event id (the delivery id it deduplicates by). */
             eventId: string;
         };
         /**

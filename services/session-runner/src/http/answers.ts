@@ -1,4 +1,4 @@
-import { STEP_MODES } from '@ctxflow/contracts';
+import { STEP_MODES, ticketUpdateRefSchema } from '@ctxflow/contracts';
 import { z } from 'zod';
 import { contextBlockSchema } from '../domain/context-blocks.ts';
 import { anthropicRequest, openAIChatRequest, openAIResponsesRequest } from './provider-answers.ts';
@@ -28,7 +28,7 @@ const rowSource = z.enum(['app', 'hook', 'tool', 'memory', 'late-answer']);
 
 /** One ticket update a hook row carried. */
 export const ticketUpdateRef = named(
-  z.object({ source: z.string(), eventId: z.string() }),
+  ticketUpdateRefSchema,
   'TicketUpdateRef',
   "A ticket update: its feed and the feed's event id (the delivery id the feed deduplicates by).",
 );
