@@ -29,14 +29,26 @@ export class RecordingPublisher implements Publisher {
   failing = false;
   /** When set, publish waits for this promise first (a slow bus). */
   gate: Promise<void> | undefined;
+  /** Publish calls begun, finished or not. */
+  calls = 0;
 
   async publish(topic: string, records: OutgoingRecord[]): Promise<void> {
+    this.calls++;
     if (this.gate) await this.gate;
     if (this.failing) throw new CtxflowError('bus_unavailable', 'broker not reachable');
     for (const record of records) this.published.push({ topic, record });
   }
 
   async close(): Promise<void> {}
+}
+
+/** Resolves once `publisher` has begun `calls` publishes (a request reached the bus), else fails after 5 s. */
+export async function publishing(publisher: RecordingPublisher, calls: number): Promise<void> {
+  const deadline = Date.now() + 5_000;
+  while (publisher.calls < calls) {
+    if (Date.now() > deadline) throw new Error(`${publisher.calls} of ${calls} publish calls after 5 s`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
 }
 
 export function fixture(name: string): Buffer {

@@ -15,6 +15,7 @@ import {
   hmacHex,
   jiraHeaders,
   NOW,
+  publishing,
   RecordingPublisher,
   SECRETS,
   zendeskHeaders,
@@ -396,7 +397,7 @@ describe('delivery to the bus', () => {
       payload: generic,
     };
     const first = app.inject(request);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await publishing(publisher, 1);
     const second = await app.inject(request);
     expect(second.statusCode).toBe(503);
     expect(second.headers['retry-after']).toBe('5');
@@ -418,7 +419,7 @@ describe('delivery to the bus', () => {
       payload: generic,
     };
     void app.inject(request);
-    await new Promise((resolve) => setTimeout(resolve, 20));
+    await publishing(publisher, 1);
     publisher.gate = undefined;
     now = NOW + 4_999;
     const held = await app.inject(request);
