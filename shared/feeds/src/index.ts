@@ -27,5 +27,6 @@ export {
   DEFAULT_RETRY_AFTER_S,
   feedRoutes,
 } from './http/feed-routes.ts';
+export type { DeliveryIndex, DeliveryReceipt } from './ports/delivery-index.ts';
 export type { ClaimOutcome, DeliveryLedger } from './ports/delivery-ledger.ts';
 export { type FeedTelemetry, noopFeedTelemetry } from './ports/feed-telemetry.ts';
