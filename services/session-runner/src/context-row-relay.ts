@@ -12,6 +12,12 @@ import type { OutboxEntry, RowOutbox } from './ports/row-outbox.ts';
 export interface ContextRowRelayDeps {
   outbox: RowOutbox;
   publisher: Publisher;
+  /**
+   * Called with each batch before its events are published and its entries
+   * removed (the receipts: delivery index and receipt webhook). A batch cut
+   * short is handed again, so it must be idempotent per entry.
+   */
+  onEntries?: (entries: readonly OutboxEntry[]) => Promise<void>;
   log?: { warn(obj: object, msg: string): void };
   /** How often the relay looks for entries nobody woke it for (another process's, a dead relay's), ms; default 1000. */
   pollMs?: number;
@@ -118,6 +124,7 @@ export function startContextRowRelay(deps: ContextRowRelayDeps): ContextRowRelay
           await pause(pollMs);
           continue;
         }
+        await deps.onEntries?.(entries);
         // Only context rows have events; anything else an outbox holds is removed unpublished.
         const rows = entries.filter((e) => e.row.type === 'row');
         if (rows.length > 0) await deps.publisher.publish(TOPICS.contextRows, rows.map(contextRowRecord));
