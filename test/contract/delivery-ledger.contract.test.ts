@@ -53,6 +53,30 @@ function ledgerContract(name: string, make: () => DeliveryLedger) {
       expect(await ledger.claim(id, 10_000)).toBe('claimed');
     });
 
+    it('state reads an id without claiming it: undefined, in_flight while leased, done once confirmed', async () => {
+      const ledger = make();
+      const id = `acme:generic:${randomUUID()}`;
+      expect(await ledger.state(id)).toBeUndefined();
+      expect(await ledger.claim(id, 10_000)).toBe('claimed');
+      expect(await ledger.state(id)).toBe('in_flight');
+      await ledger.confirm(id, 60_000);
+      expect(await ledger.state(id)).toBe('done');
+      expect(await ledger.state(`${id}-other`)).toBeUndefined();
+    });
+
+    it('state is undefined once a lease is released or a confirmation ended', async () => {
+      const ledger = make();
+      const released = `acme:generic:${randomUUID()}`;
+      await ledger.claim(released, 10_000);
+      await ledger.release(released);
+      expect(await ledger.state(released)).toBeUndefined();
+      const ended = `acme:generic:${randomUUID()}`;
+      await ledger.claim(ended, 10_000);
+      await ledger.confirm(ended, 50);
+      await sleep(120);
+      expect(await ledger.state(ended)).toBeUndefined();
+    });
+
     it('ids are independent', async () => {
       const ledger = make();
       const a = `generic:${randomUUID()}`;

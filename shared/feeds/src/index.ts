@@ -1,5 +1,7 @@
+export { MemoryDeliveryIndex, type MemoryDeliveryIndexOptions } from './adapters/memory-delivery-index.ts';
 export { MemoryDeliveryLedger } from './adapters/memory-delivery-ledger.ts';
 export { createFeedTelemetry } from './adapters/otel-feed-telemetry.ts';
+export { RedisDeliveryIndex, type RedisDeliveryIndexOptions } from './adapters/redis-delivery-index.ts';
 export { RedisDeliveryLedger } from './adapters/redis-delivery-ledger.ts';
 export {
   CE_BATCH,
@@ -27,6 +29,6 @@ export {
   DEFAULT_RETRY_AFTER_S,
   feedRoutes,
 } from './http/feed-routes.ts';
-export type { DeliveryIndex, DeliveryReceipt } from './ports/delivery-index.ts';
-export type { ClaimOutcome, DeliveryLedger } from './ports/delivery-ledger.ts';
+export { byCommit, type DeliveryIndex, type DeliveryReceipt } from './ports/delivery-index.ts';
+export type { ClaimOutcome, DeliveryLedger, LedgerState } from './ports/delivery-ledger.ts';
 export { type FeedTelemetry, noopFeedTelemetry } from './ports/feed-telemetry.ts';

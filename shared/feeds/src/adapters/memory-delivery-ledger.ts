@@ -1,4 +1,4 @@
-import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
+import type { ClaimOutcome, DeliveryLedger, LedgerState } from '../ports/delivery-ledger.ts';
 
 interface Entry {
   readonly id: string;
@@ -73,6 +73,12 @@ export class MemoryDeliveryLedger implements DeliveryLedger {
 
   async release(id: string): Promise<void> {
     if (this.#entries.get(id)?.state === 'pending') this.#entries.delete(id);
+  }
+
+  async state(id: string): Promise<LedgerState> {
+    const entry = this.#entries.get(id);
+    if (!entry || entry.expiresAt <= this.#clock()) return undefined;
+    return entry.state === 'done' ? 'done' : 'in_flight';
   }
 
   /** Ids held: live ones and ended ones not dropped yet (a claim drops them). */

@@ -1,7 +1,7 @@
 import { CtxflowError } from '@ctxflow/contracts';
 import { loadLuaScript } from '@ctxflow/service-kit';
 import type { Cluster, Redis } from 'ioredis';
-import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
+import type { ClaimOutcome, DeliveryLedger, LedgerState } from '../ports/delivery-ledger.ts';
 import { ledgerKeys } from './redis/keys.ts';
 
 const RELEASE_DELIVERY = loadLuaScript(new URL('./redis/release-delivery.lua', import.meta.url));
@@ -53,6 +53,12 @@ export class RedisDeliveryLedger implements DeliveryLedger {
 
   async release(id: string): Promise<void> {
     await this.#guard(() => this.#redis.releaseDelivery(this.#keys.delivery(id)));
+  }
+
+  async state(id: string): Promise<LedgerState> {
+    const state = await this.#guard(() => this.#redis.get(this.#keys.delivery(id)));
+    if (state === 'done') return 'done';
+    return state === 'pending' ? 'in_flight' : undefined;
   }
 
   async close(): Promise<void> {

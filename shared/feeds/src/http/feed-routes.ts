@@ -37,7 +37,7 @@ import {
   verifyStandardWebhooks,
 } from '../domain/verifiers/standard-webhooks.ts';
 import { secretKey } from '../domain/verifiers/verifier.ts';
-import type { ClaimOutcome, DeliveryLedger } from '../ports/delivery-ledger.ts';
+import { type ClaimOutcome, DEFAULT_RETAIN_MS, type DeliveryLedger } from '../ports/delivery-ledger.ts';
 import { type FeedTelemetry, noopFeedTelemetry } from '../ports/feed-telemetry.ts';
 import { expectedMediaTypes, fromFastify, mediaTypeIsCloudEvents, parseJson, routeSource } from './feed-request.ts';
 
@@ -88,8 +88,7 @@ interface FeedKeys {
 export const DEFAULT_FEED_MAX_BYTES = 256 * 1024;
 /** How long a delivery being published blocks a concurrent copy, in milliseconds. */
 export const DEFAULT_LEASE_MS = 30_000;
-/** How long a published delivery id is remembered, in milliseconds (72 h: GitHub keeps deliveries 3 days). */
-export const DEFAULT_RETAIN_MS = 72 * 60 * 60 * 1000;
+export { DEFAULT_RETAIN_MS };
 /** The `Retry-After` of a 503, in seconds. */
 export const DEFAULT_RETRY_AFTER_S = 5;
 

@@ -18,6 +18,16 @@ export type ClaimOutcome =
   /** The id was confirmed within its retention: publish nothing. */
   | 'done';
 
+/** How long a published delivery id is remembered, in milliseconds (72 h: GitHub keeps deliveries 3 days). */
+export const DEFAULT_RETAIN_MS = 72 * 60 * 60 * 1000;
+
+/**
+ * What the ledger holds for an id now: `in_flight` (claimed, its publish not confirmed and
+ * the lease not ended), `done` (confirmed, within its retention), or undefined (never
+ * claimed, released, or its lease or retention ended).
+ */
+export type LedgerState = 'in_flight' | 'done' | undefined;
+
 export interface DeliveryLedger {
   /**
    * Takes the id for `leaseMs` milliseconds if nobody holds it and it was not
@@ -28,5 +38,7 @@ export interface DeliveryLedger {
   confirm(id: string, retainMs: number): Promise<void>;
   /** Drops an unconfirmed lease so the next claim succeeds; a confirmed id stays done. */
   release(id: string): Promise<void>;
+  /** The id's state, read only (the receipts route): nothing is claimed or extended. */
+  state(id: string): Promise<LedgerState>;
   close(): Promise<void>;
 }
