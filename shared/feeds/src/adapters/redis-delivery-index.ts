@@ -54,7 +54,10 @@ export class RedisDeliveryIndex implements DeliveryIndex {
         for (const [err] of replies) if (err) throw this.#wrap(err);
         const values = replies.at(-1)![1] as (string | null)[];
         const bySession = new Map<string, DeliveryReceipt>();
-        list.forEach((r, i) => bySession.set(r.sessionId, values[i] ? (JSON.parse(values[i]) as DeliveryReceipt) : r));
+        for (const [i, r] of list.entries()) {
+          const stored = values[i];
+          bySession.set(r.sessionId, stored ? (JSON.parse(stored) as DeliveryReceipt) : r);
+        }
         kept.set(key, bySession);
       }),
     );
