@@ -11,7 +11,8 @@ import type { OutboxEntry, RowOutbox } from './ports/row-outbox.ts';
 
 export interface ContextRowRelayDeps {
   outbox: RowOutbox;
-  publisher: Publisher;
+  /** Where the rows' events go (CTXFLOW_CONTEXT_ROW_EVENTS); absent: events are off, only `onEntries` runs. */
+  publisher?: Publisher;
   /**
    * Called with each batch before its events are published and its entries
    * removed (the receipts: delivery index and receipt webhook). A batch cut
@@ -127,7 +128,8 @@ export function startContextRowRelay(deps: ContextRowRelayDeps): ContextRowRelay
         await deps.onEntries?.(entries);
         // Only context rows have events; anything else an outbox holds is removed unpublished.
         const rows = entries.filter((e) => e.row.type === 'row');
-        if (rows.length > 0) await deps.publisher.publish(TOPICS.contextRows, rows.map(contextRowRecord));
+        if (rows.length > 0 && deps.publisher)
+          await deps.publisher.publish(TOPICS.contextRows, rows.map(contextRowRecord));
         await deps.outbox.acknowledge(entries);
       } catch (err) {
         deps.log?.warn(

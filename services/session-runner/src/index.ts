@@ -26,6 +26,7 @@ export {
   startContextRowRelay,
 } from './context-row-relay.ts';
 export { createEngine, type EngineDeps } from './create-engine.ts';
+export { type DeliveryReceiptsDeps, deliveryReceipts, receiptsOf } from './delivery-receipts.ts';
 export type {
   AgentInput,
   MessageInput,
@@ -85,7 +86,7 @@ export {
 export type { Clock } from './ports/clock.ts';
 export { systemClock } from './ports/clock.ts';
 export type { MemoryRecall } from './ports/memory-recall.ts';
-export type { OutboxEntry, RowOutbox } from './ports/row-outbox.ts';
+export { carriesTicketUpdates, type OutboxEntry, outboxRows, type RowOutbox } from './ports/row-outbox.ts';
 export type { SessionEvents } from './ports/session-events.ts';
 export type { SessionFeedData } from './ports/session-feed-data.ts';
 export type {

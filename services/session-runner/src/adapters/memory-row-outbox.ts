@@ -1,5 +1,5 @@
 import type { LogEntry, RowEntry } from '../domain/model.ts';
-import type { OutboxEntry, RowOutbox } from '../ports/row-outbox.ts';
+import { type OutboxEntry, outboxRows, type RowOutbox } from '../ports/row-outbox.ts';
 
 /**
  * The in-process outbox of the embedded default: MemorySessionStore appends a
@@ -9,19 +9,28 @@ import type { OutboxEntry, RowOutbox } from '../ports/row-outbox.ts';
 export class MemoryRowOutbox implements RowOutbox {
   readonly #entries = new Map<string, OutboxEntry>();
   readonly #listeners: (() => void)[] = [];
+  readonly #events: boolean;
   #next = 0;
 
-  /** The store's write: one entry per context row of `rows` (messages have none). */
-  append(tenant: string, sessionId: string, rows: readonly LogEntry[]): void {
-    let added = false;
-    for (const row of rows) {
-      if (row.type !== 'row') continue;
+  /**
+   * `events` (CTXFLOW_CONTEXT_ROW_EVENTS; default true): every row is taken; false: only the
+   * rows that carry ticket updates (the receipts').
+   */
+  constructor(options: { events?: boolean } = {}) {
+    this.#events = options.events ?? true;
+  }
+
+  /** The store's write: one entry per context row of `rows` this outbox takes (messages have none). */
+  append(tenant: string, sessionId: string, rows: readonly LogEntry[], requestId?: string): void {
+    const taken = outboxRows(rows, this.#events);
+    for (const i of taken) {
       this.#next += 1;
       const ref = String(this.#next);
-      this.#entries.set(ref, { ref, tenant, sessionId, row: structuredClone(row) as RowEntry });
-      added = true;
+      const entry: OutboxEntry = { ref, tenant, sessionId, row: structuredClone(rows[i]) as RowEntry };
+      if (requestId) entry.requestId = requestId;
+      this.#entries.set(ref, entry);
     }
-    if (added) for (const listener of this.#listeners) queueMicrotask(listener);
+    if (taken.length > 0) for (const listener of this.#listeners) queueMicrotask(listener);
   }
 
   async pending(max: number): Promise<OutboxEntry[]> {

@@ -48,7 +48,7 @@ export interface MemorySessionStoreOptions {
   /** Retention in ms (CTXFLOW_SESSION_TTL_MS): a session no write touched for this long is gone. 0 (default): kept. */
   ttlMs?: number;
   clock?: Clock;
-  /** CTXFLOW_CONTEXT_ROW_EVENTS: every commit's rows also go to this outbox, in the same write. */
+  /** The row outbox (events and receipts): a commit's rows it takes go there, in the same write. */
   outbox?: MemoryRowOutbox;
   /** Request-id records a session keeps (request-retention.ts); default DEFAULT_REQUEST_IDS_KEPT. */
   requestIdsKept?: number;
@@ -267,7 +267,7 @@ export class MemorySessionStore implements SessionStore {
       }
     }
     slot.meta = copy(commit.meta);
-    this.#outbox?.append(commit.meta.tenant, sessionId, commit.rows);
+    this.#outbox?.append(commit.meta.tenant, sessionId, commit.rows, requestId);
     return { outcome: 'committed', version: written(slot).version };
   }
 

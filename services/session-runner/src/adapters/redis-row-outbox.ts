@@ -3,12 +3,12 @@ import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
-import type { RowEntry } from '../domain/model.ts';
-import type { OutboxEntry, RowOutbox } from '../ports/row-outbox.ts';
+import type { LogEntry, RowEntry } from '../domain/model.ts';
+import { type OutboxEntry, outboxRows, type RowOutbox } from '../ports/row-outbox.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
 
 /**
- * The row outbox on Redis (CTXFLOW_CONTEXT_ROW_EVENTS), on a standalone Redis or a Cluster.
+ * The row outbox on Redis (events and receipts), on a standalone Redis or a Cluster.
  *
  * Each session has its own outbox stream (keys.ts `outbox`, in the session's slot), which
  * the commit script writes in the same write as the rows (commit-step.lua, KEYS[11]). A
@@ -43,6 +43,12 @@ export interface RedisRowOutboxOptions {
    * across restarts (the host and port) lets a restarted relay take its own leases at once.
    */
   owner?: string;
+  /**
+   * CTXFLOW_CONTEXT_ROW_EVENTS (default true): the outbox takes every row of a commit; false:
+   * only the rows that carry ticket updates (the receipts'), and a commit without one writes
+   * nothing here and marks nothing.
+   */
+  events?: boolean;
 }
 
 type Scripts = {
@@ -73,6 +79,7 @@ export class RedisRowOutbox implements RowOutbox {
   readonly #leaseMs: number;
   readonly #graceMs: number;
   readonly #owner: string;
+  readonly #events: boolean;
   /** The first sweeps after start read marks of any age (what this relay left when it died), page by page. */
   #recovery: number | undefined = 0;
   /** Sessions this process committed rows of, not yet seen empty: member -> session. */
@@ -85,6 +92,7 @@ export class RedisRowOutbox implements RowOutbox {
     this.#leaseMs = options.leaseMs ?? 5_000;
     this.#graceMs = options.graceMs ?? 30_000;
     this.#owner = options.owner ?? `${hostname()}:${process.pid}`;
+    this.#events = options.events ?? true;
     const defined = client as unknown as Partial<Scripts>;
     const scripts = {
       ctxOutboxLease: 'outbox-lease.lua',
@@ -96,6 +104,14 @@ export class RedisRowOutbox implements RowOutbox {
         client.defineCommand(name, { numberOfKeys: 1, lua: lua(file) });
     }
     this.#scripts = client as unknown as Scripts;
+  }
+
+  /**
+   * The store, before a commit: which of its entries go to the outbox, `all` (events on) or
+   * their indexes (the rows that carry ticket updates; empty: none, and no mark is needed).
+   */
+  rowsOf(entries: readonly LogEntry[]): 'all' | number[] {
+    return this.#events ? 'all' : outboxRows(entries, false);
   }
 
   /** The outbox stream the commit script writes (KEYS[11]). */
@@ -175,7 +191,10 @@ export class RedisRowOutbox implements RowOutbox {
       for (const [id, fields] of read) {
         const at = fields.indexOf('row');
         const row = JSON.parse(fields[at + 1]!) as RowEntry;
-        out.push({ ref: id, tenant: session.tenant, sessionId: session.sessionId, row });
+        const entry: OutboxEntry = { ref: id, tenant: session.tenant, sessionId: session.sessionId, row };
+        const request = fields.indexOf('request');
+        if (request >= 0 && request % 2 === 0) entry.requestId = fields[request + 1]!;
+        out.push(entry);
       }
     }
   }

@@ -73,9 +73,9 @@ export interface RedisSessionStoreOptions {
    */
   ttlMs?: number;
   /**
-   * CTXFLOW_CONTEXT_ROW_EVENTS: every step commit also writes its rows to the session's
-   * outbox stream, in the same script (commit-step.lua KEYS[11]), marked in the outbox's
-   * index first (redis-row-outbox.ts).
+   * The row outbox (events and receipts): a step commit also writes the rows it takes
+   * (`rowsOf`) to the session's outbox stream, in the same script (commit-step.lua KEYS[11]),
+   * marked in the outbox's index first (redis-row-outbox.ts).
    */
   outbox?: RedisRowOutbox;
 }
@@ -374,10 +374,14 @@ export class RedisSessionStore implements SessionStore {
       nonce: versionNonce(),
       drain: commit.drain,
       rows: commit.rows,
+      outboxRows,
     });
     // The prompt's text only when the session's last commit did not store or use it.
     const known = promptId !== '' && this.#sessionPrompts.get(sessionId) === promptId;
-    const outbox = commit.rows.length > 0 ? this.#outbox : undefined;
+    // The outbox takes every row (events) or the rows that carry ticket updates (receipts).
+    const taken = commit.rows.length > 0 ? this.#outbox?.rowsOf(commit.rows) : undefined;
+    const outbox = taken === 'all' || (taken !== undefined && taken.length > 0) ? this.#outbox : undefined;
+    const outboxRows = outbox && Array.isArray(taken) ? taken : undefined;
     const markedAt = outbox ? await outbox.mark(meta.tenant, sessionId) : 0;
     const outboxKey = outbox?.streamKey(sessionId);
     const run = (withText: boolean) =>

@@ -24,8 +24,9 @@
 
   KEYS (keys.ts SESSION_KEY_ORDER):
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
-    11 (only with CTXFLOW_CONTEXT_ROW_EVENTS) the session's row outbox stream: each row
-       committed is also XADDed there (field `row`), in this same write (redis-row-outbox.ts)
+    11 (only with an outbox) the session's row outbox stream: each row committed (or each
+       named by `outbox`) is also XADDed there (field `row`, and `request` the requestId when
+       there is one), in this same write (redis-row-outbox.ts)
   ARGV[1]: JSON object (session-scripts.ts CommitStepArgs); an absent field is nil:
     ttlMs       number: the retention (expire-session.lua)
     logLength   number: the log length the pass was computed on
@@ -42,6 +43,7 @@
     nonce       string: a random nonce for the next version (never the same twice); absent
                 for the server's time
     drain       string[]: ids of the queued items these rows deliver
+    outbox      number[]: the ARGV indexes of the rows KEYS[11] takes; absent: every row
   ARGV[2]: the StepRecord JSON as stored (with `systemRef` prompt.id when there is a prompt)
   ARGV[3..]: the LogEntry JSON rows, in log order
   ARGV[2..] are stored verbatim: their bytes are never decoded or encoded again (packed, they
@@ -160,8 +162,19 @@ local function commit()
   end
   removeDrained()
   if KEYS[11] then
-    for j = 3, #ARGV do
-      redis.call('XADD', KEYS[11], '*', 'row', ARGV[j])
+    local taken = args.outbox
+    if taken == nil then
+      taken = {}
+      for j = 3, #ARGV do
+        taken[#taken + 1] = j
+      end
+    end
+    for _, j in ipairs(taken) do
+      if requestId then
+        redis.call('XADD', KEYS[11], '*', 'row', ARGV[j], 'request', requestId)
+      else
+        redis.call('XADD', KEYS[11], '*', 'row', ARGV[j])
+      end
     end
   end
   redis.call('HSET', KEYS[7], args.stepId, ARGV[2])

@@ -133,6 +133,8 @@ export interface CommitStepArgs {
   /** Ids of the queued items the rows deliver. */
   drain: readonly string[];
   rows: readonly LogEntry[];
+  /** With an outbox: the indexes in `rows` of the entries it takes; absent: every one. */
+  outboxRows?: readonly number[] | undefined;
 }
 
 /** commit-step.lua's ARGV: the packed argument, then the step record and the rows as stored. */
@@ -157,6 +159,8 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
     wholeQueue: a.wholeQueue ? true : undefined,
     nonce: a.nonce,
     drain: a.drain,
+    // ARGV indexes: the rows follow the packed argument and the step record.
+    outbox: a.outboxRows?.map((i) => i + 3),
   });
   return [packed, JSON.stringify(a.step), ...a.rows.map((row) => JSON.stringify(row))];
 }
@@ -281,7 +285,7 @@ const COMMANDS = {
   ctxEnqueue: { file: 'enqueue.lua', keys: 10 },
   ctxAppendMessages: { file: 'append-messages.lua', keys: 10 },
   ctxCommitStep: { file: 'commit-step.lua', keys: 10 },
-  // commit-step.lua with the session's row outbox stream as KEYS[11] (CTXFLOW_CONTEXT_ROW_EVENTS).
+  // commit-step.lua with the session's row outbox stream as KEYS[11] (events and receipts).
   ctxCommitStepOutbox: { file: 'commit-step.lua', keys: 11 },
   ctxRewind: { file: 'rewind.lua', keys: 10 },
   ctxPutMeta: { file: 'put-meta.lua', keys: 10 },
