@@ -1,5 +1,13 @@
 import { type Bus, createBus } from '@ctxflow/bus';
-import { type FeedSecrets, type FeedTelemetry, feedRoutes, MemoryDeliveryLedger } from '@ctxflow/feeds';
+import {
+  type DeliveryIndex,
+  deliveryRoutes,
+  type FeedSecrets,
+  type FeedTelemetry,
+  feedRoutes,
+  MemoryDeliveryIndex,
+  MemoryDeliveryLedger,
+} from '@ctxflow/feeds';
 import {
   type Authenticate,
   closeHttp,
@@ -13,10 +21,12 @@ import {
   type Clock,
   type ContextTelemetry,
   createEngine,
+  deliveryReceipts,
   inspectorRoutes,
   MemoryRowOutbox,
   MemorySessionStore,
   MemoryStepUsageStore,
+  type RowOutbox,
   type SessionStore,
   type StepUsageStore,
   startContextRowRelay,
@@ -42,7 +52,7 @@ export interface EmbeddedDeps {
     sessionTtlMs?: number;
     ratePerMinute?: number | undefined;
     maxSessions?: number | undefined;
-    /** CTXFLOW_CONTEXT_ROW_EVENTS: committed rows as CloudEvents on TOPICS.contextRows of the in-process bus (default store only). */
+    /** CTXFLOW_CONTEXT_ROW_EVENTS: committed rows as CloudEvents on TOPICS.contextRows of the in-process bus (with `stores`: its outbox's). */
     contextRowEvents?: boolean;
   };
   logger?: Logger;
@@ -64,6 +74,10 @@ export interface EmbeddedDeps {
     feedStreams: FeedStreams;
     subscriptions: SubscriptionStore;
     usage?: StepUsageStore;
+    /** The outbox `sessions` writes its commits' rows to (the receipts, the events); absent: none is relayed. */
+    outbox?: RowOutbox;
+    /** The delivery index the receipts go to; default in memory. */
+    deliveries?: DeliveryIndex;
   };
   /** More route plugins without credentials, after the feeds (the benchmark adds its baseline route). */
   openRoutes?: ((app: FastifyInstance) => Promise<void>)[];
@@ -98,15 +112,19 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   // are stored only in streams some session follows (an erased session follows none).
   const ttlMs = deps.config.sessionTtlMs ?? 0;
   const memorySubscriptions = new MemorySubscriptionStore({ ttlMs, clock });
-  // Committed rows go to an in-process outbox in the commit's own write, relayed onto the bus.
-  const outbox = deps.config.contextRowEvents === true && !deps.stores ? new MemoryRowOutbox() : undefined;
+  // Committed rows go to an in-process outbox in the commit's own write: every row with
+  // CTXFLOW_CONTEXT_ROW_EVENTS (relayed onto the bus), else those that carry ticket updates (receipts).
+  const events = deps.config.contextRowEvents === true;
+  const memoryOutbox = deps.stores ? undefined : new MemoryRowOutbox({ events });
+  const outbox: RowOutbox | undefined = deps.stores ? deps.stores.outbox : memoryOutbox;
+  const deliveries = deps.stores?.deliveries ?? new MemoryDeliveryIndex();
   const {
     sessions: store,
     feedStreams,
     subscriptions,
     usage = new MemoryStepUsageStore({ ttlMs, clock }),
   } = deps.stores ?? {
-    sessions: new MemorySessionStore({ ttlMs, clock, ...(outbox ? { outbox } : {}) }),
+    sessions: new MemorySessionStore({ ttlMs, clock, ...(memoryOutbox ? { outbox: memoryOutbox } : {}) }),
     subscriptions: memorySubscriptions,
     feedStreams: new MemoryFeedStreams({ ttlMs, clock, subscriptions: memorySubscriptions }),
   };
@@ -131,7 +149,12 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
   });
   await stepContext.start();
   const relay = outbox
-    ? startContextRowRelay({ outbox, publisher: bus.publisher, ...(deps.logger ? { log: deps.logger } : {}) })
+    ? startContextRowRelay({
+        outbox,
+        ...(events ? { publisher: bus.publisher } : {}),
+        onEntries: deliveryReceipts({ index: deliveries }),
+        ...(deps.logger ? { log: deps.logger } : {}),
+      })
     : undefined;
   const directory = { tenantOf: async (sessionId: string) => (await store.load(sessionId))?.meta.tenant };
   const app = buildRunnerApp({
@@ -147,6 +170,7 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     protectedRoutes: [
       async (scope) => {
         await subscriptionRoutes(scope, { subscriptions, directory });
+        await deliveryRoutes(scope, { deliveries, ledger, sessions: directory });
       },
     ],
     openRoutes: [

@@ -3,9 +3,13 @@ import { createBus } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
 import {
   createFeedTelemetry,
+  type DeliveryIndex,
   type DeliveryLedger,
+  deliveryRoutes,
   feedRoutes,
+  MemoryDeliveryIndex,
   MemoryDeliveryLedger,
+  RedisDeliveryIndex,
   RedisDeliveryLedger,
 } from '@ctxflow/feeds';
 import {
@@ -40,6 +44,7 @@ import { buildRunnerApp } from './build-app.ts';
 import { loadRunnerConfig } from './config.ts';
 import { startContextRowRelay } from './context-row-relay.ts';
 import { createEngine } from './create-engine.ts';
+import { deliveryReceipts } from './delivery-receipts.ts';
 import { inspectorRoutes } from './http/inspector-routes.ts';
 import type { MemoryRecall } from './ports/memory-recall.ts';
 import type { RowOutbox } from './ports/row-outbox.ts';
@@ -68,19 +73,17 @@ await runService({
     const redis = connectRedis(config);
     if (redis) await connect('Redis', config.redisSecurity, () => verifyRedis(redis));
     const ttlMs = config.sessionTtlMs;
-    // CTXFLOW_CONTEXT_ROW_EVENTS: the store writes committed rows to an outbox in the commit's write.
-    const memoryOutbox = config.contextRowEvents && !redis ? new MemoryRowOutbox() : undefined;
-    const redisOutbox =
-      config.contextRowEvents && redis
-        ? new RedisRowOutbox(redis, { prefix: config.redisPrefix, owner: `${hostname()}:${config.port}` })
-        : undefined;
-    const outbox: RowOutbox | undefined = memoryOutbox ?? redisOutbox;
+    // The store writes committed rows to an outbox in the commit's write: every row with
+    // CTXFLOW_CONTEXT_ROW_EVENTS, else the hook rows that carry ticket updates (the receipts').
+    const events = config.contextRowEvents;
+    const redisOutbox = redis
+      ? new RedisRowOutbox(redis, { prefix: config.redisPrefix, owner: `${hostname()}:${config.port}`, events })
+      : undefined;
+    // Without Redis, the in-memory store's.
+    const memoryOutbox = new MemoryRowOutbox({ events });
+    const outbox: RowOutbox = redisOutbox ?? memoryOutbox;
     const requestIdsKept = config.requestIdsKept;
-    let store: SessionStore = new MemorySessionStore({
-      ttlMs,
-      requestIdsKept,
-      ...(memoryOutbox ? { outbox: memoryOutbox } : {}),
-    });
+    let store: SessionStore = new MemorySessionStore({ ttlMs, requestIdsKept, outbox: memoryOutbox });
     let memory: MemoryRecall | undefined;
     if (redis) {
       store = new RedisSessionStore(redis, {
@@ -106,6 +109,9 @@ await runService({
     const ledger: DeliveryLedger = redis
       ? new RedisDeliveryLedger({ redis, prefix: config.redisPrefix })
       : new MemoryDeliveryLedger();
+    const deliveries: DeliveryIndex = redis
+      ? new RedisDeliveryIndex({ redis, prefix: config.redisPrefix })
+      : new MemoryDeliveryIndex();
     const engine = createEngine({
       store,
       feed: new HttpStepContext(
@@ -144,7 +150,7 @@ await runService({
           { name: TOPICS.stepRequests, partitions: 12 },
           { name: TOPICS.stepResults, partitions: 12 },
           { name: TOPICS.stepRequestsDlq, partitions: 12 },
-          ...(outbox ? [{ name: TOPICS.contextRows, partitions: 12 }] : []),
+          ...(events ? [{ name: TOPICS.contextRows, partitions: 12 }] : []),
           ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
         ]),
       );
@@ -159,8 +165,14 @@ await runService({
       });
     }
 
-    // On the in-memory bus (no KAFKA_BROKERS) the events stay in this process.
-    const relay = outbox ? startContextRowRelay({ outbox, publisher: bus.publisher, log: logger }) : undefined;
+    // On the in-memory bus (no KAFKA_BROKERS) the events stay in this process. Events off: the
+    // relay publishes nothing and only records the receipts.
+    const relay = startContextRowRelay({
+      outbox,
+      ...(events ? { publisher: bus.publisher } : {}),
+      onEntries: deliveryReceipts({ index: deliveries }),
+      log: logger,
+    });
 
     const app = buildRunnerApp({
       engine,
@@ -176,6 +188,7 @@ await runService({
       protectedRoutes: [
         async (scope) => {
           await subscriptionRoutes(scope, { subscriptions, directory });
+          await deliveryRoutes(scope, { deliveries, ledger, sessions: directory });
         },
       ],
       openRoutes: [
@@ -203,7 +216,7 @@ await runService({
       app, // closed first: new requests refused; in-flight HTTP steps commit and answer
       close: [
         { name: 'consumer', run: async () => consumer?.close() }, // the in-flight step request finishes, offsets commit
-        { name: 'relay', run: async () => relay?.close() }, // the batch in flight is published and removed
+        { name: 'relay', run: () => relay.close() }, // the batch in flight is recorded, published and removed
         { name: 'publisher', run: () => bus.publisher.close() },
         { name: 'admin', run: () => bus.admin.close() },
         { name: 'redis', run: async () => redis?.disconnect() },

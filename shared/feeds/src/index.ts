@@ -21,6 +21,7 @@ export {
 } from './domain/feed-secrets.ts';
 export type { Feed } from './domain/feeds.ts';
 export { configuredFeed, feedOf } from './domain/feeds.ts';
+export { type DeliveryRoutesDeps, deliveryRoutes } from './http/delivery-routes.ts';
 export type { FeedRoutesDeps } from './http/feed-routes.ts';
 export {
   DEFAULT_FEED_MAX_BYTES,
