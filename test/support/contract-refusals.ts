@@ -86,6 +86,7 @@ export async function refusals(target: TrafficTarget): Promise<void> {
   );
   await call('POST', `/sessions/${s}/tool-calls`, { callId: 'x' }, { status: 400, expect: 'request-violation' });
   await call('DELETE', `/agents/${agentId}?cascade=maybe`, undefined, { status: 400, expect: 'request-violation' });
+  await call('GET', '/deliveries/Not_A_Source/evt-1', undefined, { status: 400, expect: 'request-violation' });
   // 400: refusals only the server can judge (a delta in a provider format, a result for no call,
   // a rewind naming no step).
   await call('POST', `/sessions/${s}/rewind`, {}, { status: 400 });

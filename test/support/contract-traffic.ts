@@ -324,6 +324,9 @@ export async function contractFlows(target: TrafficTarget): Promise<void> {
   });
   await new Promise((resolve) => setTimeout(resolve, 200));
   await call('POST', `${base}/steps`, {}, { status: 200 });
+  // Where the update went (a delivery never seen answers the same shape).
+  await call('GET', `/deliveries/generic/evt-${s}`, undefined, { status: 200 });
+  await call('GET', `/deliveries/generic/never-${s}`, undefined, { status: 200 });
   await call('DELETE', `${base}/subscriptions`, { source: 'generic', ticket: '*' }, { status: 200 });
   await call('DELETE', `${base}/subscriptions?source=generic&ticket=T-7`, undefined, { status: 200 });
   // Rewinds and branches (a restart began a new run: steps of it).

@@ -409,6 +409,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/deliveries/{source}/{eventId}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Where a ticket-update delivery went: accepted, published, each session and step it reached */
+        get: operations["getDelivery"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/inspector": {
         parameters: {
             query?: never;
@@ -978,6 +995,29 @@ export interface components {
          * @description An opaque cursor: send it back as it came; null before the first batch.
          */
         Cursor: unknown;
+        /** DeliveryReceipt */
+        DeliveryReceipt: {
+            source: string;
+            eventId: string;
+            /** @description The feed verified the delivery and took it: it is being handed to the bus, was handed to it, or reached a session */
+            accepted: boolean;
+            /** @description The bus acknowledged the update (the feed's ledger holds it as done, within its retention), or it reached a session */
+            published: boolean;
+            /** @description Each of the tenant's sessions the update reached, in commit order */
+            sessions: components["schemas"]["DeliverySession"][];
+        };
+        /** DeliverySession */
+        DeliverySession: {
+            sessionId: string;
+            /** @description The step whose commit wrote the hook row: its model request first carried the update */
+            stepId: string;
+            /** @description The hook row that carries the update */
+            rowId: string;
+            /** @description The step's request id (the model request), when its runtime sent one */
+            requestId?: string;
+            /** @description When the step committed, ISO 8601 */
+            at: string;
+        };
         /** FeedAccepted */
         FeedAccepted: {
             /** @description The delivery was taken (true when present) */
@@ -5206,6 +5246,102 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["UnsupportedMediaTypeError"];
+                };
+            };
+            /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TooManyRequestsError"];
+                };
+            };
+            /** @description `header_too_large`: request headers over the server limit; the connection is closed */
+            431: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HeaderTooLargeError"];
+                };
+            };
+            /** @description `internal_error`: an unexpected failure; nothing was half-written */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["InternalError"];
+                };
+            };
+            /** @description `bus_unavailable`: the message bus did not acknowledge; retry after the Retry-After delay; `store_unavailable`: the store did not answer; retry */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnavailableError"];
+                };
+            };
+        };
+    };
+    getDelivery: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                source: string;
+                /** @description The feed's event id (the delivery id it deduplicates by) */
+                eventId: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryReceipt"];
+                };
+            };
+            /** @description `validation_error`: bad body, unknown kind, __finish__ switched off, item over 32 KiB */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["BadRequestError"];
+                };
+            };
+            /** @description `unauthorized`: missing or wrong credentials, bad webhook signature */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UnauthorizedError"];
+                };
+            };
+            /** @description `forbidden`: valid credentials without the route's scope */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ForbiddenError"];
+                };
+            };
+            /** @description `request_timeout`: the request did not arrive completely in time; the connection is closed */
+            408: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RequestTimeoutError"];
                 };
             };
             /** @description `rate_limited`: the tenant is over its request rate; retry after the Retry-After delay; `quota_exceeded`: a session over the tenant's cap of live sessions */
