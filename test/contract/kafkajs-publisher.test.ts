@@ -11,7 +11,7 @@ import { createKafkajsBus } from '@ctxflow/bus';
 import type { Kafka, Producer, ProducerBatch, ProducerConfig } from 'kafkajs';
 import kafkajs from 'kafkajs';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import { KafkajsPublisher } from '../../shared/bus/src/kafkajs-bus.ts';
+import { KafkajsPublisher } from '../../shared/bus/src/kafkajs-publisher.ts';
 import { requireKafka } from '../support/services.ts';
 
 interface Deferred {

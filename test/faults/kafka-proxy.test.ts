@@ -26,7 +26,7 @@
  * back when a produce's answer is lost, so a concurrent send would take it
  * again and be answered as a duplicate without being written: the kafkajs
  * bus makes one send at a time and takes a fresh producer after a failed one
- * (shared/bus/src/kafkajs-bus.ts).
+ * (shared/bus/src/kafkajs-publisher.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { KafkaClientName } from '@ctxflow/bus';
