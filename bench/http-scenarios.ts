@@ -9,10 +9,9 @@
  * the load generator (autocannon, 10 connections, no pipelining) runs in this
  * process, so on 2 cores each side has one.
  */
-import { createHmac, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
+import { FEED_SCENARIOS, FEED_SECRET, type FeedScenario, NOTICE } from './lib/feed-deliveries.ts';
 import { BASELINE_PATH, type ServerProcess, startServerProcess } from './lib/http-server.ts';
 import { combine, type LoadRequest, type LoadResult, runLoad } from './lib/load.ts';
 import { progress } from './lib/progress.ts';
@@ -34,11 +33,8 @@ export interface HttpOptions {
 }
 
 const JSON_HEADERS = { 'content-type': 'application/json' };
-const FEED_SECRET = 'bench-feed-secret';
 /** Signed deliveries precomputed per second of a run; a run that uses them all is flagged. */
 const SIGNED_PER_SECOND = 60_000;
-const NOTICE =
-  'Ticket PROJ-4312 moved to In Progress by alice@example.com: "Checkout fails for carts over 50 items" (priority P2).';
 
 /**
  * A setup request (outside the timing). A trial longer than the server's
@@ -74,110 +70,6 @@ function newKeyBodies(sessions: string[]): () => string {
     const sessionId = sessions[n % sessions.length]!;
     n += 1;
     return JSON.stringify({ sessionId, items: [{ kind: 'notice', content: NOTICE }], key: `k-${n}-${sessionId}` });
-  };
-}
-
-/** Signed generic-feed deliveries, each with a fresh eventId, signed before the run. */
-function signedDeliveries(count: number): { next: () => LoadRequest; used: () => number } {
-  const timestamp = String(Math.floor(Date.now() / 1000));
-  const pool: { headers: Record<string, string>; body: string }[] = [];
-  for (let i = 0; i < count; i++) {
-    const body = JSON.stringify({
-      eventId: randomUUID(),
-      ticket: `PROJ-${i % 500}`,
-      summary: NOTICE,
-      kind: 'updated',
-    });
-    const signature = createHmac('sha256', FEED_SECRET).update(`${timestamp}.${body}`).digest('hex');
-    pool.push({
-      headers: { ...JSON_HEADERS, 'x-ctxflow-timestamp': timestamp, 'x-ctxflow-signature': `sha256=${signature}` },
-      body,
-    });
-  }
-  let n = 0;
-  return {
-    next: () => {
-      const delivery = pool[n % pool.length]!;
-      n += 1;
-      return { path: '/feeds/generic', ...delivery };
-    },
-    used: () => n,
-  };
-}
-
-/**
- * incident.io deliveries (incident updated, a fresh `webhook-id` each), signed
- * with Standard Webhooks before the run. The bench secret is raw (no `whsec_`):
- * the key is its UTF-8 bytes.
- */
-function standardDeliveries(count: number): { next: () => LoadRequest; used: () => number } {
-  const timestamp = String(Math.floor(Date.now() / 1000));
-  const pool: { headers: Record<string, string>; body: string }[] = [];
-  for (let i = 0; i < count; i++) {
-    const id = `msg_${randomUUID()}`;
-    const body = JSON.stringify({
-      event_type: 'public_incident.incident_updated_v2',
-      'public_incident.incident_updated_v2': {
-        id: '01FDAG4SAP5TYPT98WGR2N7W91',
-        reference: `INC-${i % 500}`,
-        name: 'Checkout fails for carts over 50 items',
-        summary: NOTICE,
-        permalink: `https://app.incident.io/incidents/${i % 500}`,
-        incident_status: { id: '01FCNDV6P870EA6S7TK1DSYD5H', name: 'Fixing', category: 'active' },
-        severity: { id: '01FCNDV6P870EA6S7TK1DSYDG0', name: 'Major', rank: 2 },
-        updated_at: '2026-05-01T09:30:00.000Z',
-        visibility: 'public',
-      },
-    });
-    const signature = createHmac('sha256', FEED_SECRET).update(`${id}.${timestamp}.${body}`).digest('base64');
-    pool.push({
-      headers: {
-        ...JSON_HEADERS,
-        'webhook-id': id,
-        'webhook-timestamp': timestamp,
-        'webhook-signature': `v1,${signature}`,
-      },
-      body,
-    });
-  }
-  let n = 0;
-  return {
-    next: () => {
-      const delivery = pool[n % pool.length]!;
-      n += 1;
-      return { path: '/feeds/incidentio', ...delivery };
-    },
-    used: () => n,
-  };
-}
-
-/** PagerDuty's documented `incident.priority_updated` payload, the body of the PagerDuty feed's deliveries. */
-const PAGERDUTY_EXAMPLE = readFileSync(
-  new URL('../shared/feeds/test/fixtures/pagerduty-incident-priority-updated.json', import.meta.url),
-  'utf8',
-);
-
-/**
- * PagerDuty deliveries: the documented payload for 500 incidents, each signed
- * before the run (the signature covers the body only); each request a new
- * X-Webhook-Id, so each is a new delivery.
- */
-function pagerdutyDeliveries(path = '/feeds/pagerduty'): () => LoadRequest {
-  const run = randomUUID();
-  const pool = Array.from({ length: 500 }, (_, i) => {
-    const body = PAGERDUTY_EXAMPLE.replaceAll('PGR0VU2', `PBENCH${i}`);
-    const signature = createHmac('sha256', FEED_SECRET).update(body).digest('hex');
-    return { body, signature: `v1=${signature}` };
-  });
-  let n = 0;
-  return () => {
-    const delivery = pool[n % pool.length]!;
-    n += 1;
-    return {
-      path,
-      headers: { ...JSON_HEADERS, 'x-pagerduty-signature': delivery.signature, 'x-webhook-id': `${run}-${n}` },
-      body: delivery.body,
-    };
   };
 }
 
@@ -229,21 +121,17 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
       SIGNED_PER_SECOND *
         Math.max(options.slices * runSeconds(options.sliceSeconds), runSeconds(options.warmupSeconds)),
     );
-    const signedVariant = (
-      name: string,
-      server: ServerProcess,
-      path?: string,
-      sign: typeof signedDeliveries = signedDeliveries,
-    ): Variant => ({
-      name,
-      server,
+    const feedVariant = (feed: FeedScenario, path?: string): Variant => ({
+      name: path === undefined ? `POST ${feed.path}` : `hello (${feed.body} body)`,
+      server: plain,
       async prepare() {
-        const deliveries = sign(signedCount);
+        const deliveries = feed.deliveries(signedCount);
+        const used = deliveries.used;
         return {
           next: path ? () => ({ ...deliveries.next(), path }) : deliveries.next,
           check: () =>
-            deliveries.used() > signedCount
-              ? `used ${deliveries.used()} of ${signedCount} signed deliveries`
+            used !== undefined && used() > signedCount
+              ? `used ${used()} of ${signedCount} signed deliveries`
               : undefined,
         };
       },
@@ -269,16 +157,7 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
           };
         },
       },
-      signedVariant('hello (webhook body)', plain, BASELINE_PATH),
-      signedVariant('POST /feeds/generic', plain),
-      signedVariant('hello (incident.io body)', plain, BASELINE_PATH, standardDeliveries),
-      signedVariant('POST /feeds/incidentio', plain, undefined, standardDeliveries),
-      {
-        name: 'hello (pagerduty body)',
-        server: plain,
-        prepare: async () => ({ next: pagerdutyDeliveries(BASELINE_PATH) }),
-      },
-      { name: 'POST /feeds/pagerduty', server: plain, prepare: async () => ({ next: pagerdutyDeliveries() }) },
+      ...FEED_SCENARIOS.flatMap((feed) => [feedVariant(feed, BASELINE_PATH), feedVariant(feed)]),
       newKeyVariant('POST /context new key, OpenTelemetry on', otel, '/context'),
     ];
 
@@ -375,38 +254,16 @@ export async function runHttpScenarios(options: HttpOptions): Promise<ScenarioRe
         { op: '>=', value: 0.8 },
         [setup, '50 sessions, each request repeats a recorded key with the same items (recorded: 0)'],
       ),
-      scenario(
-        'S4',
-        'Signed webhook ingest, POST /feeds/generic',
-        'req/s over the hello route (same signed bodies)',
-        ['webhook', 'POST /feeds/generic'],
-        ['hello', 'hello (webhook body)'],
-        { op: '>=', value: 0.5 },
-        [setup, 'fresh eventId per request, signed before the run; embedded in-memory bus and ledger'],
-      ),
-      scenario(
-        'S4b',
-        'Standard Webhooks ingest, POST /feeds/incidentio',
-        'req/s over the hello route (same signed bodies)',
-        ['webhook', 'POST /feeds/incidentio'],
-        ['hello', 'hello (incident.io body)'],
-        { op: '>=', value: 0.5 },
-        [
-          setup,
-          'incident updated events, fresh webhook-id per request, signed before the run; embedded in-memory bus and ledger',
-        ],
-      ),
-      scenario(
-        'S4-pagerduty',
-        'Signed webhook ingest, POST /feeds/pagerduty',
-        'req/s over the hello route (same signed bodies)',
-        ['webhook', 'POST /feeds/pagerduty'],
-        ['hello', 'hello (pagerduty body)'],
-        { op: '>=', value: 0.5 },
-        [
-          setup,
-          "PagerDuty's documented incident.priority_updated payload (2.3 KB) for 500 incidents, signed before the run; a new X-Webhook-Id per request; embedded in-memory bus and ledger",
-        ],
+      ...FEED_SCENARIOS.map((feed) =>
+        scenario(
+          feed.id,
+          feed.title,
+          'req/s over the hello route (same signed bodies)',
+          ['webhook', `POST ${feed.path}`],
+          ['hello', `hello (${feed.body} body)`],
+          { op: '>=', value: 0.5 },
+          [setup, `${feed.note}; embedded in-memory bus and ledger`],
+        ),
       ),
       scenario(
         'S6',
