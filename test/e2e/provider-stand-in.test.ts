@@ -334,3 +334,32 @@ describe('the converters pass the stand-in through the official SDKs', () => {
     ]);
   });
 });
+
+describe('the stand-in streams an Anthropic answer as the API does', () => {
+  it('messages.stream() reads a text and a tool call back, with the stop reason and usage', async () => {
+    standIn.script({ text: 'Looking it up.', toolCalls: [{ name: 'lookup', arguments: { id: 7, tags: ['a'] } }] });
+    const stream = anthropic.messages.stream({
+      model: 'test-model',
+      max_tokens: 256,
+      tools: [{ name: 'lookup', input_schema: { ...SCHEMA, type: 'object' } }],
+      context_management: { edits: [{ type: 'clear_thinking_20251015', keep: 'all' }] },
+      output_config: { effort: 'high' },
+      messages: [{ role: 'user', content: 'Where is order 7?' }],
+    });
+    const texts: string[] = [];
+    stream.on('text', (delta) => texts.push(delta));
+    const message = await stream.finalMessage();
+    expect(texts).toEqual(['Looking it up.']);
+    expect(message).toMatchObject({
+      role: 'assistant',
+      model: 'test-model',
+      stop_reason: 'tool_use',
+      content: [
+        { type: 'text', text: 'Looking it up.' },
+        { type: 'tool_use', name: 'lookup', input: { id: 7, tags: ['a'] } },
+      ],
+      usage: { output_tokens: 1 },
+    });
+    expect(standIn.requests.at(-1)).toMatchObject({ api: 'anthropic', status: 200, body: { stream: true } });
+  });
+});

@@ -44,6 +44,7 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { sendAnthropicStream } from './anthropic-stream.ts';
 
 export type StandInApi = 'openai-chat' | 'openai-responses' | 'anthropic';
 
@@ -466,6 +467,8 @@ const ANTHROPIC_PARAMS = [
   'thinking',
   'service_tier',
   'cache_control',
+  'context_management',
+  'output_config',
 ] as const;
 
 function checkAnthropic(body: Json, headers: IncomingMessage['headers']): void {
@@ -497,7 +500,11 @@ function checkAnthropic(body: Json, headers: IncomingMessage['headers']): void {
     if (!Array.isArray(body.tools)) throw new Invalid('tools: Input should be a valid list');
     body.tools.forEach((t, i) => {
       const tool = expectObject(t, `tools.${i}`);
-      onlyKeys(tool, ['name', 'description', 'input_schema', 'strict', 'cache_control', 'type'], `tools.${i}`);
+      onlyKeys(
+        tool,
+        ['name', 'description', 'input_schema', 'strict', 'cache_control', 'type', 'defer_loading'],
+        `tools.${i}`,
+      );
       checkToolName(tool.name, `tools.${i}.name`, declared);
       if (tool.input_schema === undefined) throw new Invalid(`tools.${i}.custom.input_schema: Field required`);
       checkSchema(tool.input_schema, `tools.${i}.input_schema`, tool.strict === true);
@@ -825,7 +832,8 @@ export async function startProviderStandIn(): Promise<ProviderStandIn> {
       record.tokens = { input: use.input, cached: use.cached };
       if (api === 'openai-chat') return send(res, 200, chatAnswer(model, turn, ids, use));
       if (api === 'openai-responses') return send(res, 200, responsesAnswer(model, turn, ids, use));
-      return send(res, 200, anthropicAnswer(model, turn, ids, use));
+      const answer = anthropicAnswer(model, turn, ids, use);
+      return json.stream === true ? sendAnthropicStream(res, answer) : send(res, 200, answer);
     } catch (err) {
       if (!(err instanceof Invalid)) throw err;
       record.status = 400;
