@@ -488,7 +488,7 @@ function checkAnthropic(body: Json, headers: IncomingMessage['headers']): void {
   };
   const text = (value: unknown, at: string) => {
     const block = expectObject(value, at);
-    onlyKeys(block, ['type', 'text', 'cache_control'], at);
+    onlyKeys(block, ['type', 'text', 'cache_control', 'citations'], at);
     if (expectString(block.text, `${at}.text`).trim().length === 0) {
       throw new Invalid(`${at}: text content blocks must contain non-whitespace text`);
     }

@@ -16,6 +16,7 @@ describe('@ctxflow/client as published', () => {
     expect(manifest.type).toBe('module');
     // The SDKs and runtimes are peers for their types only, each optional.
     expect(Object.keys(manifest.peerDependencies).sort()).toEqual([
+      '@anthropic-ai/claude-agent-sdk',
       '@anthropic-ai/sdk',
       '@langchain/core',
       '@mastra/core',
@@ -124,6 +125,25 @@ describe('@ctxflow/client as published', () => {
     expect(tsc(['langchain.ts'], { skipLibCheck: true })).toEqual([]);
     const loaded = execFileSync(process.execPath, [join(work, 'langchain.ts')], { cwd: work, encoding: 'utf8' });
     expect(loaded.trim()).toBe('ctxflow');
+    // With the Claude Agent SDK installed, the iterable from the dist is a `query` prompt as it is.
+    for (const peer of ['@anthropic-ai/claude-agent-sdk', '@modelcontextprotocol/sdk']) {
+      mkdirSync(dirname(join(work, 'node_modules', peer)), { recursive: true });
+      symlinkSync(resolve('node_modules', peer), join(work, 'node_modules', peer));
+    }
+    writeFileSync(
+      join(work, 'claude-agent.ts'),
+      [
+        "import { query } from '@anthropic-ai/claude-agent-sdk';",
+        "import { CtxflowClient } from '@ctxflow/client';",
+        "import { ctxflowTurns } from '@ctxflow/client/claude-agent';",
+        "const client = new CtxflowClient({ baseURL: 'http://127.0.0.1:9' });",
+        "export const run = () => query({ prompt: ctxflowTurns({ client, sessionId: 's' }) });",
+        'console.log(typeof ctxflowTurns);',
+      ].join('\n'),
+    );
+    expect(tsc(['claude-agent.ts'], { skipLibCheck: true })).toEqual([]);
+    const turns = execFileSync(process.execPath, [join(work, 'claude-agent.ts')], { cwd: work, encoding: 'utf8' });
+    expect(turns.trim()).toBe('function');
     // Node runs the consumer against the package's dist (no source condition).
     const out = execFileSync(process.execPath, [join(work, 'consumer.ts')], { cwd: work, encoding: 'utf8' });
     expect(out.trim()).toBe('function not_found');

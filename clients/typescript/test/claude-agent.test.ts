@@ -1,0 +1,149 @@
+/**
+ * `@ctxflow/client/claude-agent` with @anthropic-ai/claude-agent-sdk's own `query` and its CLI,
+ * pointed at the provider stand-in (test/support/provider-stand-in.ts, Anthropic's Messages API
+ * streamed), which refuses a request that breaks the API's documented rules. The CLI runs with a
+ * scratch HOME and a dummy key, and calls nothing but the stand-in. One session: the user's question
+ * as the first turn, the CLI's own tool call and its result, a signed ticket update reaching the
+ * next turn, each row handed over once, and the cursor acknowledged only for a turn the SDK took.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { query } from '@anthropic-ai/claude-agent-sdk';
+import { CtxflowClient } from '@ctxflow/client';
+import { ctxflowTurns } from '@ctxflow/client/claude-agent';
+import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type ProviderStandIn, startProviderStandIn } from '../../../test/support/provider-stand-in.ts';
+import { deliverSigned, untilApplied } from '../../../test/support/signed-update.ts';
+
+const FEED_SECRET = 'claude-agent-feed-secret';
+const NEWS = 'Customer replied: the parcel arrived damaged';
+
+let embedded: EmbeddedApp;
+let client: CtxflowClient;
+let standIn: ProviderStandIn;
+let home: string;
+beforeAll(async () => {
+  embedded = await buildEmbeddedApp({
+    config: { apiKeys: new Map(), secrets: { generic: [{ tenant: 'default', secret: FEED_SECRET }] } },
+  });
+  client = new CtxflowClient({ baseURL: await embedded.app.listen({ port: 0, host: '127.0.0.1' }) });
+  standIn = await startProviderStandIn();
+  home = mkdtempSync(join(tmpdir(), 'ctxflow-claude-agent-'));
+});
+afterAll(async () => {
+  await standIn.close();
+  await embedded.close();
+  rmSync(home, { recursive: true, force: true });
+});
+
+type Block = { type: string; text?: string; tool_use_id?: string; content?: unknown };
+type Body = { messages: { role: string; content: string | Block[] }[]; tools: { name: string }[]; stream: boolean };
+
+/** The text of a message's blocks, joined. */
+function text(message: Body['messages'][number]): string {
+  return typeof message.content === 'string' ? message.content : JSON.stringify(message.content);
+}
+
+describe('@ctxflow/client/claude-agent with @anthropic-ai/claude-agent-sdk 0.3.335 (its CLI, Messages stand-in)', () => {
+  it('the question, a tool call and its result, a ticket update at the next turn; rows handed over once', async () => {
+    const { agentId } = await client.agents.create({ context: 'You are the order desk.' });
+    const { sessionId } = await client.sessions.create({ agentId });
+    await client.subscriptions.create(sessionId, { source: 'generic', ticket: 'T-7' });
+    await client.messages.create(sessionId, { role: 'user', content: 'What does order.txt say about order 7?' });
+    const file = join(home, 'order.txt');
+    writeFileSync(file, 'order 7: shipped Monday');
+    standIn.script(
+      { toolCalls: [{ name: 'Read', arguments: { file_path: file } }] },
+      { text: 'Order 7 shipped on Monday.' },
+      { text: 'The parcel arrived damaged.' },
+    );
+    const from = standIn.requests.length;
+
+    const controller = new AbortController();
+    const acknowledged: number[] = [];
+    const turns = ctxflowTurns({
+      client,
+      sessionId,
+      pollMs: 20,
+      signal: controller.signal,
+      onAcknowledge: (since) => {
+        acknowledged.push(since);
+      },
+    });
+    const run = query({
+      prompt: turns,
+      options: {
+        cwd: home,
+        model: 'claude-sonnet-4-5',
+        settingSources: [],
+        env: {
+          PATH: process.env.PATH,
+          HOME: home,
+          ANTHROPIC_BASE_URL: standIn.origin,
+          ANTHROPIC_API_KEY: 'stand-in',
+          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+          DISABLE_TELEMETRY: '1',
+        },
+      },
+    });
+    const results: string[] = [];
+    for await (const message of run) {
+      if (message.type !== 'result') continue;
+      results.push(message.subtype === 'success' ? message.result : message.subtype);
+      if (results.length === 1) {
+        // The first turn is answered: a signed ticket update becomes a row at a later step.
+        expect(
+          await deliverSigned(embedded, FEED_SECRET, {
+            eventId: `claude-${sessionId}`,
+            ticket: 'T-7',
+            summary: NEWS,
+            version: 1,
+          }),
+        ).toBe(202);
+        await untilApplied(embedded);
+      } else controller.abort();
+    }
+    expect(results).toEqual(['Order 7 shipped on Monday.', 'The parcel arrived damaged.']);
+
+    const sent = standIn.requests.slice(from);
+    expect(sent.map((r) => [r.api, r.status])).toEqual([
+      ['anthropic', 200],
+      ['anthropic', 200],
+      ['anthropic', 200],
+    ]);
+    const [first, second, third] = sent.map((r) => r.body as Body);
+    expect([first!.stream, second!.stream, third!.stream]).toEqual([true, true, true]);
+    // The question as the first user turn; the CLI's tool list unchanged at every call.
+    expect(text(first!.messages.at(-1)!)).toContain('What does order.txt say about order 7?');
+    expect(second!.tools.map((t) => t.name)).toEqual(first!.tools.map((t) => t.name));
+    expect(third!.tools.map((t) => t.name)).toEqual(first!.tools.map((t) => t.name));
+    // The CLI ran its Read tool: its result answers the call in the next request.
+    const result = (second!.messages.at(-1)!.content as Block[]).find((b) => b.type === 'tool_result');
+    expect(result).toMatchObject({ tool_use_id: expect.stringMatching(/^toolu_/) });
+    expect(JSON.stringify(result!.content)).toContain('order 7: shipped Monday');
+    // The ticket update reaches the next turn as a hook notice, and only that turn.
+    expect(text(third!.messages.at(-1)!)).toContain(NEWS);
+    expect(JSON.stringify([first, second])).not.toContain(NEWS);
+    expect(JSON.stringify(third!.messages.slice(0, -1))).not.toContain(NEWS);
+    // The system prefix and the question (2 messages), then the notice (3).
+    expect(acknowledged).toEqual([2, 3]);
+
+    // Started again from the acknowledged cursor: only what is new since, nothing handed over before.
+    await client.context.add({ sessionId, items: [{ kind: 'instruction', content: 'Answer in French.' }] });
+    const again = ctxflowTurns({ client, sessionId, since: 3, pollMs: 20 });
+    const next = await again.next();
+    expect(next.done).toBe(false);
+    const content = next.value!.message.content as Block[];
+    expect(content).toHaveLength(1);
+    expect(content[0]!.text).toContain('Answer in French.');
+    // A turn not taken (the SDK never asked for the next one) is not acknowledged: it comes back.
+    await again.return();
+    const acks: number[] = [];
+    const third3 = ctxflowTurns({ client, sessionId, since: 3, pollMs: 20, onAcknowledge: (s) => void acks.push(s) });
+    expect((await third3.next()).value).toEqual(next.value);
+    expect(acks).toEqual([]);
+    await third3.return();
+  }, 120_000);
+});
