@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createServer } from 'node:http';
+import { createServer, type ServerResponse } from 'node:http';
 import type { Turn } from './stand-in-openai.ts';
 
 /** A block of a message the stand-in reads: its type (and a tool_use's id, a tool_result's tool_use_id). */
@@ -27,8 +27,37 @@ function refusal(body: { max_tokens?: unknown; messages?: { role: string; conten
   return undefined;
 }
 
+/** A message as the API streams it (`stream: true`): Anthropic's server-sent events, in its order. */
+function stream(res: ServerResponse, message: { content: Record<string, unknown>[]; stop_reason: string }) {
+  const events: Record<string, unknown>[] = [
+    { type: 'message_start', message: { ...message, content: [], stop_reason: null } },
+  ];
+  message.content.forEach((block, index) => {
+    const tool = block.type === 'tool_use';
+    events.push({
+      type: 'content_block_start',
+      index,
+      content_block: tool ? { ...block, input: {} } : { ...block, text: '' },
+    });
+    const delta = tool
+      ? { type: 'input_json_delta', partial_json: JSON.stringify(block.input) }
+      : { type: 'text_delta', text: block.text };
+    events.push({ type: 'content_block_delta', index, delta }, { type: 'content_block_stop', index });
+  });
+  events.push(
+    {
+      type: 'message_delta',
+      delta: { stop_reason: message.stop_reason, stop_sequence: null },
+      usage: { output_tokens: 1 },
+    },
+    { type: 'message_stop' },
+  );
+  res.writeHead(200, { 'content-type': 'text/event-stream' });
+  res.end(events.map((e) => `event: ${String(e.type)}\ndata: ${JSON.stringify(e)}\n\n`).join(''));
+}
+
 /**
- * A local stand-in for Anthropic's Messages API (`POST /v1/messages`, not streamed): answers the
+ * A local stand-in for Anthropic's Messages API (`POST /v1/messages`, streamed when asked): answers the
  * scripted turns in order, refuses bodies the API refuses (400), keeps every request body. Not a model.
  */
 export async function startAnthropicStandIn(script: Turn[]) {
@@ -57,19 +86,19 @@ export async function startAnthropicStandIn(script: Turn[]) {
           input: c.arguments,
         })),
       ];
+      const message = {
+        id: `msg_${randomUUID()}`,
+        type: 'message',
+        role: 'assistant',
+        model: body.model,
+        content,
+        stop_reason: turn.calls?.length ? 'tool_use' : 'end_turn',
+        stop_sequence: null,
+        usage: { input_tokens: 1, output_tokens: 1 },
+      };
+      if (body.stream === true) return stream(res, message);
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          id: `msg_${randomUUID()}`,
-          type: 'message',
-          role: 'assistant',
-          model: body.model,
-          content,
-          stop_reason: turn.calls?.length ? 'tool_use' : 'end_turn',
-          stop_sequence: null,
-          usage: { input_tokens: 1, output_tokens: 1 },
-        }),
-      );
+      res.end(JSON.stringify(message));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

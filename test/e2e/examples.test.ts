@@ -80,4 +80,15 @@ describe('examples/', () => {
       roles: ['user', 'assistant', 'tool', 'assistant'],
     });
   });
+
+  it('claude-agent.ts: query with the ctxflow turns answers the question, then the notice as the next turn', async () => {
+    const out = await example('claude-agent.ts');
+    // The system prefix and the question (2 messages), then the notice (3): the cursor after the last turn taken.
+    expect(out).toEqual({
+      results: ['Order 7 shipped on Monday.', 'Sorry to hear the parcel arrived damaged.'],
+      cursor: 3,
+      requests: 2,
+      notice: true,
+    });
+  });
 });
