@@ -7,7 +7,8 @@
  */
 import { createHmac, randomUUID } from 'node:crypto';
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { type BrowserContext, chromium } from 'playwright-core';
@@ -110,6 +111,25 @@ describe('session inspector in headless Chromium', () => {
       );
     }
 
+    // The page's stream connections to this session, in order: each one's request, socket and what the server wrote.
+    const streams: { lastEventId: string | undefined; socket: Socket; written: string }[] = [];
+    embedded.app.server.on('request', (req: IncomingMessage, res: ServerResponse) => {
+      if (req.url !== `/sessions/${sessionId}/stream` || !req.headers['user-agent']?.includes('Chrome')) return;
+      const stream = {
+        lastEventId: req.headers['last-event-id'] as string | undefined,
+        socket: req.socket,
+        written: '',
+      };
+      streams.push(stream);
+      const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
+      res.write = ((chunk: unknown, ...rest: unknown[]) => {
+        stream.written += String(chunk);
+        return write(chunk, ...rest);
+      }) as typeof res.write;
+    });
+    /** The event ids in what the server wrote. */
+    const ids = (text: string) => [...text.matchAll(/^id: (.*)$/gm)].map((m) => m[1]);
+
     browser = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
       headless: true,
@@ -201,6 +221,26 @@ describe('session inspector in headless Chromium', () => {
     const liveRow = page.locator('#log-table tr[data-kind="notice"][data-source="app"]');
     await liveRow.waitFor();
     expect(await liveRow.locator('pre').textContent()).toBe(live);
+
+    // The stream's connection killed server-side: the page reconnects with the last event id it read and
+    // the server replays what came after it; a row committed meanwhile shows, no event lost or repeated.
+    const before = streams.length;
+    const killed = streams.at(-1)!;
+    killed.socket.destroy();
+    const missed = `Missed notice ${randomUUID()}`;
+    await call('POST', '/context', { sessionId, items: [{ kind: 'notice', content: missed }] }, 200);
+    await call('POST', `/sessions/${sessionId}/steps`, {}, 200);
+    await page.locator('#log-table tr[data-kind="notice"][data-source="app"] pre', { hasText: missed }).waitFor();
+    await expect.poll(() => page.locator('body').getAttribute('data-live')).toBe('live');
+    expect(streams.length).toBe(before + 1);
+    const resumed = streams.at(-1)!;
+    expect(resumed.lastEventId).toBe(ids(killed.written).at(-1));
+    const all = await fetch(`${base}/sessions/${sessionId}/stream?follow=false`, {
+      headers: { authorization: `Bearer ${apiKey}` },
+    });
+    const every = ids(await all.text());
+    expect(every.length).toBeGreaterThan(ids(killed.written).length);
+    expect([...ids(killed.written), ...ids(resumed.written)]).toEqual(every);
 
     mkdirSync('test-results', { recursive: true });
     await page.screenshot({ path: SCREENSHOT, fullPage: true });
