@@ -37,6 +37,14 @@ export interface CtxflowLangChainOptions {
   allowedTools?: false;
   /** Called with every step answer (rows committed, cache hints). */
   onStep?: (step: NeutralStepAnswer) => void;
+  /**
+   * Asks a person about a call of a tool declared with `needsApproval` (the gate answered
+   * `approval_required`); its answer goes to ctxflow (`approvals.answer`), which then decides: run
+   * it, or refuse it (`approval_denied`, whose result ctxflow records). Without it such a call gets
+   * the waiting refusal text and the next step is refused (`state_calls_pending`) until the call's
+   * approval is answered elsewhere.
+   */
+  approve?: (call: { callId: string; name: string; args: Record<string, unknown> }) => Promise<boolean>;
 }
 
 /** ctxflow's completion tool, as ctxflow declares it; the run ends when the model calls it. */
@@ -120,7 +128,7 @@ function openAIApi(model: unknown): 'chat' | 'responses' | undefined {
  * committed. The graph's own `state.messages` is never rewritten (it stays LangChain's transcript),
  * so a history passed in again, with or without a checkpointer, is never recorded twice. After the
  * model, its turn (text and calls) is recorded; `wrapToolCall` asks the gate before each call, runs
- * it and records its result; a refused call gets ctxflow's refusal text as its LangChain result and
+ * it and records its result (a call that needs an approval is first put to `approve`); a refused call gets ctxflow's refusal text as its LangChain result and
  * is not recorded (ctxflow records that result itself). The tool list is the agent's, with
  * `__finish__` added, on every call; the active set goes to OpenAI as `allowed_tools`. One middleware
  * (and so one agent) per session: it counts the model calls of the session's current run.
@@ -179,7 +187,11 @@ export function ctxflowMiddleware(options: CtxflowLangChainOptions) {
       const callId = request.toolCall.id ?? '';
       // `__finish__` is answered by ctxflow itself (`Finished.`), as the tool answers it here.
       if (name === FINISH_TOOL) return handler(request);
-      const decision = await client.toolCalls.gate(sessionId, { callId, name });
+      let decision = await client.toolCalls.gate(sessionId, { callId, name });
+      if (!decision.execute && decision.reason === 'approval_required' && options.approve) {
+        const approved = await options.approve({ callId, name, args: request.toolCall.args });
+        decision = await client.approvals.answer(sessionId, callId, approved);
+      }
       if (!decision.execute) {
         return new ToolMessage({
           content: refusalText(name, decision.reason ?? 'tool_unavailable'),

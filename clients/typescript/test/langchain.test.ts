@@ -217,3 +217,86 @@ describe('@ctxflow/client/langchain with a LangGraph checkpointer', () => {
     ]);
   });
 });
+
+describe('@ctxflow/client/langchain with a tool that needs an approval', () => {
+  it('each call is put to a person: the approved one runs, the denied one gets approval_denied, the tool list unchanged', async () => {
+    const from = standIn.requests.length;
+    const refunded: string[] = [];
+    const refund = tool(
+      async ({ id }) => {
+        refunded.push(id);
+        return `order ${id}: refunded`;
+      },
+      { name: 'refund', description: 'Refund an order', schema: z.object({ id: z.string() }) },
+    );
+    const { agentId } = await client.agents.create({
+      context: 'You are a support agent.',
+      tools: toolDeclarations([refund]).map((t) => ({ ...t, needsApproval: true })),
+    });
+    const { sessionId } = await client.sessions.create({ agentId });
+    const asked: [string, Record<string, unknown>][] = [];
+    const agent = createAgent({
+      model: new ChatOpenAI({
+        model: 'gpt-5-mini',
+        apiKey: 'stand-in',
+        configuration: { baseURL: `${standIn.origin}/v1` },
+        maxRetries: 0,
+      }),
+      tools: [refund],
+      middleware: [
+        ctxflowMiddleware({
+          client,
+          sessionId,
+          // The person approves the refund of order 7 and denies that of order 8.
+          approve: async ({ name, args }) => {
+            asked.push([name, args]);
+            return args.id === '7';
+          },
+        }),
+      ],
+    });
+    standIn.script(
+      { toolCalls: [{ name: 'refund', arguments: { id: '7' } }] },
+      { toolCalls: [{ name: 'refund', arguments: { id: '8' } }] },
+      { toolCalls: [{ name: '__finish__', arguments: { result: 'Refunded order 7.' } }] },
+    );
+    const question = 'Refund orders 7 and 8.';
+    await client.messages.create(sessionId, { role: 'user', content: question });
+    const run = await agent.invoke({ messages: [{ role: 'user', content: question }] });
+
+    expect(asked).toEqual([
+      ['refund', { id: '7' }],
+      ['refund', { id: '8' }],
+    ]);
+    expect(refunded).toEqual(['7']);
+    expect(standIn.requests.slice(from).map((r) => [r.status, r.error])).toEqual([
+      [200, undefined],
+      [200, undefined],
+      [200, undefined],
+    ]);
+    expect(sent(from + 1).tools).toEqual(sent(from).tools);
+    expect(sent(from + 2).tools).toEqual(sent(from).tools);
+    // The approved call's result reaches the next model call; the denied one holds ctxflow's refusal,
+    // in LangChain and as the call's one result in ctxflow's log.
+    expect(JSON.stringify(turns(from + 1))).toContain('order 7: refunded');
+    const denied = refusalText('refund', 'approval_denied');
+    expect(JSON.stringify(turns(from + 2))).toContain(denied);
+    expect(run.messages.map((m) => [m.type, m.text])).toEqual([
+      ['human', question],
+      ['ai', ''],
+      ['tool', 'order 7: refunded'],
+      ['ai', ''],
+      ['tool', denied],
+      ['ai', ''],
+      ['tool', 'Finished.'],
+    ]);
+    expect((await client.messages.list(sessionId)).map((m) => [m.role, m.content, m.outcome])).toEqual([
+      ['user', question, undefined],
+      ['assistant', '', undefined],
+      ['tool', 'order 7: refunded', undefined],
+      ['assistant', '', undefined],
+      ['tool', denied, 'approval_denied'],
+      ['assistant', '', undefined],
+    ]);
+  });
+});
