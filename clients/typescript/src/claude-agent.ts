@@ -46,6 +46,8 @@ function fresh(step: NeutralStepAnswer, since: number): { messages: RequestMessa
  * step, and an iterable started again from the acknowledged cursor repeats none. While nothing is
  * new it runs a step every `pollMs` (ticket updates become rows in a step). Turns are marked
  * `client_composed`: the CLI takes their text as written (no `@path` expansion of ticket text).
+ * After a rewind below the cursor (a whole answer) the messages after what survived are handed over,
+ * a row the rewind queued again among them.
  * The SDK's tool list is left as it is; a switch-off row reaches the model as its text only.
  */
 export async function* ctxflowTurns(options: CtxflowTurnsOptions): AsyncGenerator<SDKUserMessage, void, undefined> {

@@ -4,7 +4,8 @@
  * streamed), which refuses a request that breaks the API's documented rules. The CLI runs with a
  * scratch HOME and a dummy key, and calls nothing but the stand-in. One session: the user's question
  * as the first turn, the CLI's own tool call and its result, a signed ticket update reaching the
- * next turn, each row handed over once, and the cursor acknowledged only for a turn the SDK took.
+ * next turn, each row handed over once, and the cursor acknowledged only for a turn the SDK took;
+ * and, with the client alone, a ctxflow rewind below the cursor.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -146,4 +147,41 @@ describe('@ctxflow/client/claude-agent with @anthropic-ai/claude-agent-sdk 0.3.3
     expect(acks).toEqual([]);
     await third3.return();
   }, 120_000);
+
+  it('a rewind below the cursor: the rows after what survived (the requeued one again), nothing that survived', async () => {
+    const { sessionId } = await client.sessions.create({ context: 'You are the order desk.' });
+    await client.messages.create(sessionId, { role: 'user', content: 'Where is order 7?' });
+    const stepIds: string[] = [];
+    const acknowledged: number[] = [];
+    /** One turn from the cursor, taken (the iterable is asked for the next one, which acknowledges it and ends it). */
+    const take = async (since: number) => {
+      const controller = new AbortController();
+      const turns = ctxflowTurns({
+        client,
+        sessionId,
+        since,
+        pollMs: 20,
+        signal: controller.signal,
+        onStep: (s) => stepIds.push(s.stepId),
+        onAcknowledge: (s) => {
+          acknowledged.push(s);
+          controller.abort();
+        },
+      });
+      const turn = (await turns.next()).value!;
+      expect((await turns.next()).done).toBe(true);
+      return (turn.message.content as Block[]).map((b) => b.text);
+    };
+    expect(await take(0)).toEqual(['Where is order 7?']);
+    const rewindTo = stepIds.at(-1)!;
+    await client.context.add({ sessionId, items: [{ kind: 'instruction', content: 'Be brief.' }] });
+    expect(await take(2)).toEqual([expect.stringContaining('Be brief.')]);
+    // The rewind cuts the row and queues its item again (README: delivered once at the next step): the
+    // whole answer hands over it and the new one, not the question that survived.
+    await client.rewind(sessionId, { toStepId: rewindTo });
+    await client.context.add({ sessionId, items: [{ kind: 'instruction', content: 'Answer in French.' }] });
+    expect(await take(3)).toEqual([expect.stringContaining('Be brief.'), expect.stringContaining('Answer in French.')]);
+    // The system prefix and the question, then the row, then both rows after the two that survived.
+    expect(acknowledged).toEqual([2, 3, 4]);
+  });
 });
