@@ -150,6 +150,7 @@ describe('GET /openapi.json', () => {
     const reads = Object.keys(scopes).filter((id) => scopes[id]![0] === 'ctxflow:read');
     expect(reads.sort()).toEqual([
       'getAgent',
+      'getDelivery',
       'getSession',
       'inspectSession',
       'listMessages',
@@ -158,7 +159,7 @@ describe('GET /openapi.json', () => {
       'streamSession',
     ]);
     expect(Object.values(scopes).every((s) => s.length === 1 && /^ctxflow:(read|write)$/.test(s[0]!))).toBe(true);
-    expect(Object.keys(scopes)).toHaveLength(27);
+    expect(Object.keys(scopes)).toHaveLength(28);
     expect(doc.components.securitySchemes.bearer).toMatchObject({ type: 'http', scheme: 'bearer' });
     expect(doc.paths['/agents/{agentId}'].delete.description).toContain('ctxflow:admin');
     expect(doc.paths['/agents/{agentId}'].get.responses['403'].description).toContain('`forbidden`');
