@@ -35,7 +35,11 @@ async function keysOf(redis: Redis, sessionId: string): Promise<{ key: string; p
   do {
     const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*{${sessionId}}*`, 'COUNT', 1000);
     cursor = next;
-    for (const key of keys) found.push({ key, pttl: await redis.pttl(key) });
+    for (const key of keys) {
+      const pttl = await redis.pttl(key);
+      // -2: gone since the scan (a row outbox the relay emptied); a key without a TTL is -1 and kept.
+      if (pttl !== -2) found.push({ key, pttl });
+    }
   } while (cursor !== '0');
   return found;
 }
