@@ -1,5 +1,6 @@
 export { HttpStepContext } from './adapters/http-step-context.ts';
 export { MemoryMemoryRecall } from './adapters/memory-memory-recall.ts';
+export { MemoryReceiptQueue, type MemoryReceiptQueueOptions } from './adapters/memory-receipt-queue.ts';
 export { MemoryRowOutbox } from './adapters/memory-row-outbox.ts';
 export { MemorySessionEvents } from './adapters/memory-session-events.ts';
 export { MemorySessionStore } from './adapters/memory-session-store.ts';
@@ -11,6 +12,7 @@ export {
   noopContextTelemetry,
   type PassSpan,
 } from './adapters/otel-runner-telemetry.ts';
+export { RedisReceiptQueue, type RedisReceiptQueueOptions } from './adapters/redis-receipt-queue.ts';
 export { RedisRowOutbox, type RedisRowOutboxOptions } from './adapters/redis-row-outbox.ts';
 export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
 export { RedisStepUsageStore, type RedisStepUsageStoreOptions } from './adapters/redis-step-usage-store.ts';
@@ -86,6 +88,10 @@ export {
 export type { Clock } from './ports/clock.ts';
 export { systemClock } from './ports/clock.ts';
 export type { MemoryRecall } from './ports/memory-recall.ts';
+export type { DeadReceipt, QueuedReceipt, ReceiptQueue } from './ports/receipt-queue.ts';
+export { receiptId } from './ports/receipt-queue.ts';
+export type { ReceiptSink } from './ports/receipt-sink.ts';
+export { noReceiptSink } from './ports/receipt-sink.ts';
 export { carriesTicketUpdates, type OutboxEntry, outboxRows, type RowOutbox } from './ports/row-outbox.ts';
 export type { SessionEvents } from './ports/session-events.ts';
 export type { SessionFeedData } from './ports/session-feed-data.ts';
