@@ -26,10 +26,13 @@ import {
   MemoryRowOutbox,
   MemorySessionStore,
   MemoryStepUsageStore,
+  type ReceiptWebhook,
+  type ReceiptWebhookConfig,
   type RowOutbox,
   type SessionStore,
   type StepUsageStore,
   startContextRowRelay,
+  startReceiptWebhook,
   systemClock,
 } from '@ctxflow/session-runner';
 import {
@@ -54,6 +57,8 @@ export interface EmbeddedDeps {
     maxSessions?: number | undefined;
     /** CTXFLOW_CONTEXT_ROW_EVENTS: committed rows as CloudEvents on TOPICS.contextRows of the in-process bus (with `stores`: its outbox's). */
     contextRowEvents?: boolean;
+    /** CTXFLOW_RECEIPT_URL and its secret: the receipt webhook, on an in-process queue. */
+    receiptWebhook?: ReceiptWebhookConfig | undefined;
   };
   logger?: Logger;
   /** The callers' credentials (createIdentity); default: `config.apiKeys` (CTXFLOW_API_KEYS). */
@@ -93,6 +98,8 @@ export interface EmbeddedApp {
   subscriptions: SubscriptionStore;
   /** The in-memory bus the feeds publish on and step-context consumes (dead letters included). */
   bus: Bus;
+  /** The receipt webhook: `receipts.sink` takes the receipts the relay records. */
+  receipts: ReceiptWebhook;
   /**
    * Stops HTTP (open streams end with a `shutdown` event; connections still
    * open after `forceAfterMs`, default half of DEFAULT_SHUTDOWN_GRACE_MS, are
@@ -156,6 +163,10 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
         ...(deps.logger ? { log: deps.logger } : {}),
       })
     : undefined;
+  const receipts = startReceiptWebhook({
+    webhook: deps.config.receiptWebhook,
+    ...(deps.logger ? { log: deps.logger } : {}),
+  });
   const directory = { tenantOf: async (sessionId: string) => (await store.load(sessionId))?.meta.tenant };
   const app = buildRunnerApp({
     engine,
@@ -193,10 +204,12 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     feedStreams,
     subscriptions,
     bus,
+    receipts,
     async close(options = {}) {
       await closeHttp(app, options.forceAfterMs ?? DEFAULT_SHUTDOWN_GRACE_MS * HTTP_GRACE_SHARE);
       await stepContext.stop();
       await relay?.close();
+      await receipts.close();
       await bus.publisher.close();
     },
   };

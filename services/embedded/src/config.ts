@@ -11,6 +11,7 @@ import {
   sessionTtlVar,
   shutdownGraceVar,
 } from '@ctxflow/service-kit';
+import { receiptWebhookOf, receiptWebhookVars } from '@ctxflow/session-runner';
 import { z } from 'zod';
 
 /**
@@ -45,11 +46,12 @@ export const embeddedConfigSchema = z
     CTXFLOW_LOG_LEVEL: logLevelVar(),
     CTXFLOW_SHUTDOWN_GRACE_MS: shutdownGraceVar(),
     CTXFLOW_SESSION_TTL_MS: sessionTtlVar(),
+    ...receiptWebhookVars(),
   })
   // Kept: every other CTXFLOW_FEED_SECRET_<NAME> configures a source (feed-secrets.ts).
   .loose()
   .superRefine(refineFeedSecrets, REFINE_ALWAYS)
-  .transform((env) => {
+  .transform((env, ctx) => {
     const { secrets } = readFeedSecrets(env);
     return {
       host: env.CTXFLOW_HOST,
@@ -61,6 +63,7 @@ export const embeddedConfigSchema = z
       ratePerMinute: env.CTXFLOW_RATE_LIMIT_PER_MINUTE,
       maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,
       contextRowEvents: env.CTXFLOW_CONTEXT_ROW_EVENTS,
+      receiptWebhook: receiptWebhookOf(env, ctx),
     };
   });
 

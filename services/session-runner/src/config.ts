@@ -12,6 +12,7 @@ import {
   stackVars,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
+import { receiptWebhookOf, receiptWebhookVars } from './receipt-config.ts';
 
 /**
  * The session-runner's environment when it runs as its own process (the
@@ -60,6 +61,7 @@ export const runnerConfigSchema = z
     CTXFLOW_FEED_SECRET_PAGERDUTY: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_LINEAR: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_GITLAB: blank(z.string().min(1).optional()),
+    ...receiptWebhookVars(),
     ...stackVars(),
   })
   // Kept: every other CTXFLOW_FEED_SECRET_<NAME> configures a source (feed-secrets.ts).
@@ -79,6 +81,7 @@ export const runnerConfigSchema = z
     ratePerMinute: env.CTXFLOW_RATE_LIMIT_PER_MINUTE,
     maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,
     contextRowEvents: env.CTXFLOW_CONTEXT_ROW_EVENTS,
+    receiptWebhook: receiptWebhookOf(env, ctx),
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,

@@ -108,5 +108,18 @@ export type { StepContextRequest, StepContextSource } from './ports/step-context
 export type { RecordedUsage, StepUsageStore } from './ports/step-usage-store.ts';
 export type { RunnerTelemetry } from './ports/telemetry.ts';
 export { noopRunnerTelemetry } from './ports/telemetry.ts';
+export { type ReceiptWebhookConfig, receiptWebhookOf, receiptWebhookVars } from './receipt-config.ts';
+export {
+  createReceiptTelemetry,
+  RECEIPT_EVENT_TYPE,
+  type ReceiptOutcome,
+  type ReceiptSender,
+  type ReceiptSenderDeps,
+  type ReceiptTelemetry,
+  receiptBody,
+  retryAfterMs,
+  startReceiptSender,
+} from './receipt-sender.ts';
+export { type ReceiptWebhook, startReceiptWebhook } from './receipt-webhook.ts';
 export type { ConsumerLag, StepRequestConsumerDeps, StepResultRecord } from './step-request-consumer.ts';
 export { STEP_CONSUMER_GROUP, startStepRequestConsumer } from './step-request-consumer.ts';

@@ -50,6 +50,7 @@ import type { MemoryRecall } from './ports/memory-recall.ts';
 import type { RowOutbox } from './ports/row-outbox.ts';
 import type { SessionFeedData } from './ports/session-feed-data.ts';
 import type { SessionStore } from './ports/session-store.ts';
+import { startReceiptWebhook } from './receipt-webhook.ts';
 import { startStepRequestConsumer } from './step-request-consumer.ts';
 
 /**
@@ -165,12 +166,19 @@ await runService({
       });
     }
 
+    // CTXFLOW_RECEIPT_URL: the receipts the relay records go to `receipts.sink`; the sender calls the webhook.
+    const receipts = startReceiptWebhook({
+      webhook: config.receiptWebhook,
+      redis,
+      prefix: config.redisPrefix,
+      log: logger,
+    });
     // On the in-memory bus (no KAFKA_BROKERS) the events stay in this process. Events off: the
     // relay publishes nothing and only records the receipts.
     const relay = startContextRowRelay({
       outbox,
       ...(events ? { publisher: bus.publisher } : {}),
-      onEntries: deliveryReceipts({ index: deliveries }),
+      onEntries: deliveryReceipts({ index: deliveries, sink: receipts.sink }),
       log: logger,
     });
 
@@ -217,6 +225,7 @@ await runService({
       close: [
         { name: 'consumer', run: async () => consumer?.close() }, // the in-flight step request finishes, offsets commit
         { name: 'relay', run: () => relay.close() }, // the batch in flight is recorded, published and removed
+        { name: 'receipt-sender', run: () => receipts.close() }, // calls in flight are put back in the queue
         { name: 'publisher', run: () => bus.publisher.close() },
         { name: 'admin', run: () => bus.admin.close() },
         { name: 'redis', run: async () => redis?.disconnect() },

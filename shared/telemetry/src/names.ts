@@ -62,6 +62,8 @@ export const ATTR_PROVIDER_FORMAT = 'ctxflow.provider.format';
 export const ATTR_CACHED_TOKENS = 'ctxflow.provider.cached_tokens';
 /** Input tokens the step's unchanged prefix predicted the provider would read from cache (log records). */
 export const ATTR_PREDICTED_TOKENS = 'ctxflow.provider.predicted_tokens';
+/** Outcome of one receipt webhook call: `sent`, `retried`, `dead_lettered`. */
+export const ATTR_RECEIPT_OUTCOME = 'ctxflow.receipt.outcome';
 
 // ---------------------------------------------------------------- skip reasons
 
@@ -141,6 +143,12 @@ export const METRIC_PROVIDER_PREDICTED_TOKENS = 'ctxflow.provider.predicted_toke
  * predicted ({@link EVENT_PROVIDER_CACHE_SHORTFALL}), attributes: tenant, provider format.
  */
 export const METRIC_PROVIDER_CACHE_SHORTFALLS = 'ctxflow.provider.cache_shortfalls';
+/**
+ * Counter, unit `{call}`: calls of the receipt webhook (CTXFLOW_RECEIPT_URL), attributes:
+ * receipt outcome (`sent`: answered 2xx; `retried`: failed, due again later;
+ * `dead_lettered`: failed for the last time or refused, moved to the dead-letter path).
+ */
+export const METRIC_RECEIPT_WEBHOOK_CALLS = 'ctxflow.receipt_webhook.calls';
 
 // ---------------------------------------------------------------- spans
 
