@@ -4,6 +4,7 @@
  *
  *   npm run dlq -- list   [--topic ticket-updates|step-requests] [--reason not_json|invalid|failed] [--offset N] [--all]
  *   npm run dlq -- replay [--topic ticket-updates|step-requests] [--reason ...] [--offset N]
+ *   npm run dlq -- list|replay --topic receipts [--tenant T] [--id rcpt_...]   (scripts/receipt-dlq.ts)
  *
  * Reads KAFKA_BROKERS, KAFKA_TOPIC_PREFIX and the secured-connection variables
  * (KAFKA_SSL, KAFKA_SSL_CA_FILE, KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE,
@@ -46,6 +47,10 @@ import {
   topicPrefixVar,
 } from '@ctxflow/service-kit';
 import { z } from 'zod';
+import { type ReceiptDlqConnection, receiptDlqConnectionFromEnv, runReceiptDlq } from './receipt-dlq.ts';
+
+/** `--topic receipts`: the receipt webhook's dead letters, on Redis (scripts/receipt-dlq.ts). */
+export const RECEIPTS_TOPIC = 'receipts';
 
 export const DLQ_TOPICS = {
   'ticket-updates': TOPICS.ticketUpdatesDlq,
@@ -252,7 +257,30 @@ function row(l: DeadLetter): string {
   ].join('  ');
 }
 
-const USAGE = `usage: npm run dlq -- list|replay [--topic ticket-updates|step-requests] [--reason ${DEAD_LETTER_REASONS.join('|')}] [--offset N] [--partition P] [--all]`;
+const USAGE = `usage: npm run dlq -- list|replay [--topic ticket-updates|step-requests] [--reason ${DEAD_LETTER_REASONS.join('|')}] [--offset N] [--partition P] [--all]
+       npm run dlq -- list|replay --topic ${RECEIPTS_TOPIC} [--tenant T] [--id rcpt_...]`;
+
+/** The receipt webhook's dead letters: on Redis, in the receipt queue (scripts/receipt-dlq.ts). */
+async function receiptsMain(command: 'list' | 'replay', values: { tenant?: string; id?: string }): Promise<number> {
+  let connection: ReceiptDlqConnection;
+  try {
+    connection = receiptDlqConnectionFromEnv(process.env);
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`dlq: ${err.message}\n`);
+    return 2;
+  }
+  const filter = {
+    ...(values.tenant === undefined ? {} : { tenant: values.tenant }),
+    ...(values.id === undefined ? {} : { id: values.id }),
+  };
+  const log = createAuditLog(createLogger({ service: 'ctxflow-dlq', destination: process.stderr }));
+  await runReceiptDlq(command, connection, filter, process.stdout, {
+    log,
+    subject: `operator:${process.env.USER ?? 'unknown'}`,
+  });
+  return 0;
+}
 
 async function main(argv: string[]): Promise<number> {
   const { positionals, values } = parseArgs({
@@ -264,6 +292,8 @@ async function main(argv: string[]): Promise<number> {
       offset: { type: 'string' },
       partition: { type: 'string' },
       all: { type: 'boolean', default: false },
+      tenant: { type: 'string' },
+      id: { type: 'string' },
     },
   });
   const command = positionals[0];
@@ -271,6 +301,7 @@ async function main(argv: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
+  if (values.topic === RECEIPTS_TOPIC) return receiptsMain(command, values);
   let connection: DlqConnection;
   try {
     connection = dlqConnectionFromEnv(process.env);
@@ -280,7 +311,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (values.topic !== undefined && !(values.topic in DLQ_TOPICS)) {
-    process.stderr.write(`--topic must be one of ${Object.keys(DLQ_TOPICS).join(', ')}\n`);
+    process.stderr.write(`--topic must be one of ${[...Object.keys(DLQ_TOPICS), RECEIPTS_TOPIC].join(', ')}\n`);
     return 2;
   }
   if (values.reason !== undefined && !(DEAD_LETTER_REASONS as readonly string[]).includes(values.reason)) {
