@@ -155,18 +155,19 @@ export async function buildEmbeddedApp(deps: EmbeddedDeps): Promise<EmbeddedApp>
     ...(deps.consumerTelemetry ? { telemetry: deps.consumerTelemetry } : {}),
   });
   await stepContext.start();
-  const relay = outbox
-    ? startContextRowRelay({
-        outbox,
-        ...(events ? { publisher: bus.publisher } : {}),
-        onEntries: deliveryReceipts({ index: deliveries }),
-        ...(deps.logger ? { log: deps.logger } : {}),
-      })
-    : undefined;
+  // CTXFLOW_RECEIPT_URL: the receipts the relay records go to `receipts.sink`; the sender calls the webhook.
   const receipts = startReceiptWebhook({
     webhook: deps.config.receiptWebhook,
     ...(deps.logger ? { log: deps.logger } : {}),
   });
+  const relay = outbox
+    ? startContextRowRelay({
+        outbox,
+        ...(events ? { publisher: bus.publisher } : {}),
+        onEntries: deliveryReceipts({ index: deliveries, sink: receipts.sink }),
+        ...(deps.logger ? { log: deps.logger } : {}),
+      })
+    : undefined;
   const directory = { tenantOf: async (sessionId: string) => (await store.load(sessionId))?.meta.tenant };
   const app = buildRunnerApp({
     engine,
