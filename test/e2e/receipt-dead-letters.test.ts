@@ -113,7 +113,8 @@ describe('receipt dead letters', () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
     }
-  });
+    // Three runs of the tool, each a Node process loading the runner's modules.
+  }, 120_000);
 
   it('without Redis the tool exits 2 naming REDIS_URL', async () => {
     const failed = await run(process.execPath, ['scripts/dlq.ts', 'list', '--topic', 'receipts'], {
@@ -121,5 +122,5 @@ describe('receipt dead letters', () => {
     }).catch((err: { code: number; stderr: string }) => err);
     expect('code' in failed ? failed.code : 0).toBe(2);
     expect(failed.stderr).toContain('REDIS_URL');
-  });
+  }, 60_000);
 });
