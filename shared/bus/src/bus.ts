@@ -109,8 +109,53 @@ export interface Subscriber {
   subscribe(options: SubscribeOptions): Promise<Subscription>;
 }
 
-/** Creates topics if missing (idempotent). */
+/** A topic to create: `config` holds topic configs set at creation (`cleanup.policy`...). */
+export interface TopicSpec {
+  name: string;
+  partitions: number;
+  config?: Record<string, string>;
+}
+
+/** Creates topics if missing (idempotent); an existing topic is left as it is. */
 export interface TopicAdmin {
-  ensureTopics(topics: { name: string; partitions: number }[]): Promise<void>;
+  ensureTopics(topics: TopicSpec[]): Promise<void>;
   close(): Promise<void>;
+}
+
+/** Records for one topic within a transaction; `partition` set: all of them go there, not by key. */
+export interface TopicWrite {
+  topic: string;
+  records: OutgoingRecord[];
+  partition?: number;
+}
+
+/**
+ * A transactional producer (Kafka transactions): each `commit` writes its
+ * records, over any topics, as one transaction, so a read_committed consumer
+ * sees all of them or none. Opening a producer with a transactional id fences
+ * every earlier producer of that id (their later commits reject) and ends
+ * the transaction they left open (aborted).
+ */
+export interface TransactionalPublisher {
+  /**
+   * Writes and commits one transaction; resolves once committed. Rejects with
+   * a `bus_unavailable` CtxflowError otherwise: the transaction was aborted,
+   * or its outcome is unknown (the commit's answer lost), so the producer is
+   * unusable: close it, open another and read what was committed
+   * (`lastCommitted`). A fenced producer rejects every commit.
+   */
+  commit(writes: TopicWrite[]): Promise<void>;
+  /**
+   * The last record with `key` that a committed transaction wrote to
+   * `partition` of `topic` (read_committed); undefined when there is none.
+   * Read after this producer's open, it sees every transaction an earlier
+   * producer of the same id committed.
+   */
+  lastCommitted(topic: string, partition: number, key: string): Promise<IncomingRecord | undefined>;
+  close(): Promise<void>;
+}
+
+export interface Transactions {
+  /** A producer of `transactionalId`, its transactions initialised (every earlier producer of that id fenced). */
+  open(transactionalId: string): Promise<TransactionalPublisher>;
 }

@@ -2,7 +2,7 @@
  * Picks the bus adapter from configuration: the in-memory bus when no brokers
  * are given (the embedded default), else Kafka through the chosen client.
  */
-import type { Publisher, Subscriber, TopicAdmin } from './bus.ts';
+import type { Publisher, Subscriber, TopicAdmin, Transactions } from './bus.ts';
 import type { BusLog, KafkaBusOptions } from './kafka-options.ts';
 import { createKafkajsBus } from './kafkajs-bus.ts';
 import type { MemoryBusOptions } from './memory-bus.ts';
@@ -28,6 +28,8 @@ export interface Bus {
   publisher: Publisher;
   subscriber: Subscriber;
   admin: TopicAdmin;
+  /** Kafka transactions (kafkajs and the in-memory bus); absent on @platformatic/kafka. */
+  transactions?: Transactions;
 }
 
 export function createBus(options: CreateBusOptions): Bus {

@@ -7,6 +7,10 @@ export type {
   Subscriber,
   Subscription,
   TopicAdmin,
+  TopicSpec,
+  TopicWrite,
+  TransactionalPublisher,
+  Transactions,
 } from './bus.ts';
 export type { Bus, CreateBusOptions, KafkaClientName } from './create-bus.ts';
 export { createBus } from './create-bus.ts';

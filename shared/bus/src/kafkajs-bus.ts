@@ -6,12 +6,13 @@
 
 import type { KafkaConfig, LogEntry } from 'kafkajs';
 import kafkajs from 'kafkajs';
-import type { Publisher, Subscriber, TopicAdmin } from './bus.ts';
+import type { Publisher, Subscriber, TopicAdmin, Transactions } from './bus.ts';
 import type { KafkaBusOptions } from './kafka-options.ts';
 import { resolveKafkaBusOptions } from './kafka-options.ts';
 import { KafkajsPublisher } from './kafkajs-publisher.ts';
 import { KafkajsSubscriber } from './kafkajs-subscription.ts';
 import { KafkajsTopicAdmin } from './kafkajs-topic-admin.ts';
+import { KafkajsTransactions } from './kafkajs-transactions.ts';
 
 export { KafkajsPublisher } from './kafkajs-publisher.ts';
 
@@ -21,6 +22,7 @@ export interface KafkajsBus {
   publisher: Publisher;
   subscriber: Subscriber;
   admin: TopicAdmin;
+  transactions: Transactions;
 }
 
 export function createKafkajsBus(options: KafkaBusOptions): KafkajsBus {
@@ -45,6 +47,7 @@ export function createKafkajsBus(options: KafkaBusOptions): KafkajsBus {
     publisher: new KafkajsPublisher(kafka, resolved),
     subscriber: new KafkajsSubscriber(kafka, resolved),
     admin: new KafkajsTopicAdmin(kafka, resolved),
+    transactions: new KafkajsTransactions(kafka, resolved),
   };
 }
 

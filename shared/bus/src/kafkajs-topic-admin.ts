@@ -1,7 +1,7 @@
 /** `ensureTopics` on kafkajs's admin: creates what is missing and waits for each partition's leader. */
 
 import type { Admin, Kafka } from 'kafkajs';
-import type { TopicAdmin } from './bus.ts';
+import type { TopicAdmin, TopicSpec } from './bus.ts';
 import type { ResolvedKafkaBusOptions } from './kafka-options.ts';
 import { busUnavailable, onlyTopicAlreadyExists } from './kafka-options.ts';
 
@@ -15,7 +15,7 @@ export class KafkajsTopicAdmin implements TopicAdmin {
     this.#options = options;
   }
 
-  async ensureTopics(topics: { name: string; partitions: number }[]): Promise<void> {
+  async ensureTopics(topics: TopicSpec[]): Promise<void> {
     try {
       if (!this.#connected) {
         await this.#admin.connect();
@@ -29,6 +29,7 @@ export class KafkajsTopicAdmin implements TopicAdmin {
             topic: t.name,
             numPartitions: t.partitions,
             replicationFactor: this.#options.replicationFactor,
+            configEntries: Object.entries(t.config ?? {}).map(([name, value]) => ({ name, value })),
           })),
         });
       } catch (err) {

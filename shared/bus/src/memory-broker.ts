@@ -128,11 +128,12 @@ export class MemoryBroker {
     }
   }
 
-  publish(topicName: string, records: OutgoingRecord[]): void {
+  /** Appends `records`, each to its key's partition, or all to `to` when given. */
+  publish(topicName: string, records: OutgoingRecord[], to?: number): void {
     const logs = this.topic(topicName);
     const touched = new Set<number>();
     for (const record of records) {
-      const partition = partitionForKey(record.key, logs.length);
+      const partition = to ?? partitionForKey(record.key, logs.length);
       logs[partition]?.records.push({ key: record.key, value: record.value, headers: { ...(record.headers ?? {}) } });
       touched.add(partition);
     }

@@ -12,8 +12,9 @@
  * partition. A group that starts later reads from the oldest record kept, as a
  * Kafka consumer with `auto.offset.reset=earliest` does after retention.
  */
-import type { Publisher, Subscriber, Subscription, TopicAdmin } from './bus.ts';
+import type { Publisher, Subscriber, Subscription, TopicAdmin, Transactions } from './bus.ts';
 import { type Member, MemoryBroker, type MemoryBusOptions } from './memory-broker.ts';
+import { memoryTransactions } from './memory-transactions.ts';
 
 export type { MemoryBusOptions } from './memory-broker.ts';
 
@@ -21,6 +22,7 @@ export interface MemoryBus {
   publisher: Publisher;
   subscriber: Subscriber;
   admin: TopicAdmin;
+  transactions: Transactions;
   /** Records of `topic` still held, over all its partitions (0 for a topic never seen). */
   retainedRecords(topic: string): number;
   /**
@@ -77,6 +79,7 @@ export function createMemoryBus(options: MemoryBusOptions = {}): MemoryBus {
     publisher,
     subscriber,
     admin,
+    transactions: memoryTransactions(broker),
     retainedRecords: (topic) => broker.retained(topic),
     recreateTopic: (topic) => broker.recreate(topic),
     topicId: (topic) => broker.topicId(topic),

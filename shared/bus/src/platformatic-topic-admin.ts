@@ -1,7 +1,7 @@
 /** `ensureTopics` on @platformatic/kafka's Admin: creates what is missing and waits for each partition's leader. */
 
 import { Admin } from '@platformatic/kafka';
-import type { TopicAdmin } from './bus.ts';
+import type { TopicAdmin, TopicSpec } from './bus.ts';
 import type { ResolvedKafkaBusOptions } from './kafka-options.ts';
 import { busUnavailable, onlyTopicAlreadyExists, pause } from './kafka-options.ts';
 import { baseOptions } from './platformatic-options.ts';
@@ -15,7 +15,7 @@ export class PlatformaticTopicAdmin implements TopicAdmin {
     this.#admin = new Admin(baseOptions(options));
   }
 
-  async ensureTopics(topics: { name: string; partitions: number }[]): Promise<void> {
+  async ensureTopics(topics: TopicSpec[]): Promise<void> {
     try {
       const existing = new Set(await this.#admin.listTopics());
       const missing = topics.filter((t) => !existing.has(t.name));
@@ -25,6 +25,7 @@ export class PlatformaticTopicAdmin implements TopicAdmin {
             topics: [topic.name],
             partitions: topic.partitions,
             replicas: this.#options.replicationFactor,
+            configs: Object.entries(topic.config ?? {}).map(([name, value]) => ({ name, value })),
           });
         } catch (err) {
           // A concurrent creator can win the race; that is success too (decided by the error code: a

@@ -1,9 +1,10 @@
-import type { Publisher, Subscriber, TopicAdmin } from './bus.ts';
+import type { Publisher, Subscriber, TopicAdmin, TransactionalPublisher, Transactions } from './bus.ts';
 
 interface PrefixableBus {
   publisher: Publisher;
   subscriber: Subscriber;
   admin: TopicAdmin;
+  transactions?: Transactions;
 }
 
 /**
@@ -28,5 +29,20 @@ export function withTopicPrefix<B extends PrefixableBus>(bus: B, prefix: string)
       ensureTopics: (topics) => bus.admin.ensureTopics(topics.map((t) => ({ ...t, name: `${prefix}${t.name}` }))),
       close: () => bus.admin.close(),
     },
+    ...(bus.transactions ? { transactions: prefixedTransactions(bus.transactions, prefix) } : {}),
   } satisfies PrefixableBus;
+}
+
+function prefixedTransactions(transactions: Transactions, prefix: string): Transactions {
+  return {
+    async open(transactionalId) {
+      const producer = await transactions.open(transactionalId);
+      const prefixed: TransactionalPublisher = {
+        commit: (writes) => producer.commit(writes.map((w) => ({ ...w, topic: `${prefix}${w.topic}` }))),
+        lastCommitted: (topic, partition, key) => producer.lastCommitted(`${prefix}${topic}`, partition, key),
+        close: () => producer.close(),
+      };
+      return prefixed;
+    },
+  };
 }
