@@ -105,8 +105,8 @@ class KafkajsTransactionalPublisher implements TransactionalPublisher {
       let from = end;
       let window = FIRST_WINDOW;
       while (from > start) {
-        const to = from;
-        from = to - window > start ? to - window : start;
+        from -= window;
+        if (from < start) from = start;
         const found = await this.#readBack(topic, partition, key, from, end);
         if (found !== undefined) return found;
         window *= WINDOW_GROWTH;
