@@ -53,6 +53,11 @@ export const runnerConfigSchema = z
         .transform((v) => v === 'true' || v === '1')
         .default(false),
     ),
+    /**
+     * Shards the row outbox spreads sessions over: one relay (and one Kafka transactional id)
+     * per shard at a time. Changed only with every runner stopped and the outbox relayed.
+     */
+    CTXFLOW_CONTEXT_ROW_SHARDS: blank(z.coerce.number().int().min(1).max(256).default(4)),
     CTXFLOW_FEED_SECRET_GENERIC: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_GITHUB: blank(z.string().min(1).optional()),
     CTXFLOW_FEED_SECRET_JIRA: blank(z.string().min(1).optional()),
@@ -82,6 +87,7 @@ export const runnerConfigSchema = z
     maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,
     contextRowEvents: env.CTXFLOW_CONTEXT_ROW_EVENTS,
     receiptWebhook: receiptWebhookOf(env, ctx),
+    contextRowShards: env.CTXFLOW_CONTEXT_ROW_SHARDS,
     logLevel: env.CTXFLOW_LOG_LEVEL,
     shutdownGraceMs: env.CTXFLOW_SHUTDOWN_GRACE_MS,
     sessionTtlMs: env.CTXFLOW_SESSION_TTL_MS,

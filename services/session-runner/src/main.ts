@@ -35,6 +35,7 @@ import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemoryRowOutbox } from './adapters/memory-row-outbox.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
 import { MemoryStepUsageStore } from './adapters/memory-step-usage-store.ts';
+import { createRelayTelemetry } from './adapters/otel-relay-telemetry.ts';
 import { createConsumerLag, createContextTelemetry } from './adapters/otel-runner-telemetry.ts';
 import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
 import { RedisRowOutbox } from './adapters/redis-row-outbox.ts';
@@ -42,7 +43,7 @@ import { RedisSessionStore } from './adapters/redis-session-store.ts';
 import { RedisStepUsageStore } from './adapters/redis-step-usage-store.ts';
 import { buildRunnerApp } from './build-app.ts';
 import { loadRunnerConfig } from './config.ts';
-import { startContextRowRelay } from './context-row-relay.ts';
+import { CONTEXT_ROW_PROGRESS_CONFIG, CONTEXT_ROW_PROGRESS_TOPIC, startContextRowRelay } from './context-row-relay.ts';
 import { createEngine } from './create-engine.ts';
 import { deliveryReceipts } from './delivery-receipts.ts';
 import { inspectorRoutes } from './http/inspector-routes.ts';
@@ -77,11 +78,17 @@ await runService({
     // The store writes committed rows to an outbox in the commit's write: every row with
     // CTXFLOW_CONTEXT_ROW_EVENTS, else the hook rows that carry ticket updates (the receipts').
     const events = config.contextRowEvents;
+    const shards = config.contextRowShards;
     const redisOutbox = redis
-      ? new RedisRowOutbox(redis, { prefix: config.redisPrefix, owner: `${hostname()}:${config.port}`, events })
+      ? new RedisRowOutbox(redis, {
+          prefix: config.redisPrefix,
+          owner: `${hostname()}:${config.port}`,
+          events,
+          shards,
+        })
       : undefined;
     // Without Redis, the in-memory store's.
-    const memoryOutbox = new MemoryRowOutbox({ events });
+    const memoryOutbox = new MemoryRowOutbox({ events, shards });
     const outbox: RowOutbox = redisOutbox ?? memoryOutbox;
     const requestIdsKept = config.requestIdsKept;
     let store: SessionStore = new MemorySessionStore({ ttlMs, requestIdsKept, outbox: memoryOutbox });
@@ -152,6 +159,9 @@ await runService({
           { name: TOPICS.stepResults, partitions: 12 },
           { name: TOPICS.stepRequestsDlq, partitions: 12 },
           ...(events ? [{ name: TOPICS.contextRows, partitions: 12 }] : []),
+          ...(events && bus.transactions
+            ? [{ name: CONTEXT_ROW_PROGRESS_TOPIC, partitions: shards, config: CONTEXT_ROW_PROGRESS_CONFIG }]
+            : []),
           ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
         ]),
       );
@@ -179,6 +189,11 @@ await runService({
       outbox,
       ...(events ? { publisher: bus.publisher } : {}),
       onEntries: deliveryReceipts({ index: deliveries, sink: receipts.sink }),
+      // With Kafka transactions (kafkajs): one transactional id per shard, named after the outbox's keys.
+      ...(events && config.kafkaBrokers && bus.transactions
+        ? { transactions: bus.transactions, transactionalIdPrefix: config.redisPrefix }
+        : {}),
+      telemetry: createRelayTelemetry(),
       log: logger,
     });
 

@@ -17,7 +17,7 @@ import { RedisRowOutbox } from '../src/adapters/redis-row-outbox.ts';
 import { RedisSessionStore } from '../src/adapters/redis-session-store.ts';
 import { contextRowEventData, startContextRowRelay } from '../src/context-row-relay.ts';
 import { createEngine } from '../src/create-engine.ts';
-import type { RowOutbox } from '../src/ports/row-outbox.ts';
+import { type RowOutbox, shardOf } from '../src/ports/row-outbox.ts';
 import type { SessionStore } from '../src/ports/session-store.ts';
 
 const clients: (Redis | Cluster)[] = [];
@@ -62,6 +62,13 @@ const setups: [string, () => { store: SessionStore; outbox: RowOutbox }][] = [
   ['Redis', () => redisPair(standalone())],
   ['Redis Cluster', () => redisPair(cluster())],
 ];
+
+/** Entries pending over all the outbox's shards. */
+async function pendingEverywhere(outbox: RowOutbox): Promise<number> {
+  let n = 0;
+  for (let shard = 0; shard < outbox.shards; shard++) n += (await outbox.pending(shard, 10)).length;
+  return n;
+}
 
 /** Every record of TOPICS.contextRows on `bus`, as it arrives. */
 async function listen(bus: ReturnType<typeof createMemoryBus>) {
@@ -108,7 +115,7 @@ describe.each(setups)('context-row events on %s', (_name, setup) => {
     const log = (await store.load(sessionId))!.log.filter((e) => e.type === 'row');
     expect(log.map((e) => e.type === 'row' && e.row.content)).toEqual(['first', undefined, 'second']);
     await until(() => events.records.length >= 3, 'three events');
-    await until(async () => (await outbox.pending(10)).length === 0, 'an empty outbox');
+    await until(async () => (await pendingEverywhere(outbox)) === 0, 'an empty outbox');
     expect(events.records).toHaveLength(3);
     expect(events.records.map((r) => r.headers.ce_id)).toEqual(log.map((e) => e.type === 'row' && e.row.id));
     for (const [i, record] of events.records.entries()) {
@@ -197,7 +204,8 @@ describe('context-row events off, and a relay that died', () => {
     const { sessionId } = await engine.createSession(DEFAULT_TENANT, {});
     await engine.addContext(DEFAULT_TENANT, { sessionId, items: [{ kind: 'notice', content: 'n' }] });
     await engine.step(DEFAULT_TENANT, sessionId);
-    expect(await client.exists(`${prefix}:{${sessionId}}:outbox`, `${prefix}:{outbox}:sessions`)).toBe(0);
+    const indexes = Array.from({ length: 4 }, (_, shard) => `${prefix}:{outbox:${shard}}:sessions`);
+    expect(await client.exists(`${prefix}:{${sessionId}}:outbox`, ...indexes)).toBe(0);
   });
 
   it('rows committed but never relayed (the process died) are published by the next relay, once removed', async () => {
@@ -209,7 +217,8 @@ describe('context-row events off, and a relay that died', () => {
     await engine.step(DEFAULT_TENANT, sessionId);
     // No relay ran: the row waits in the outbox, marked in the index.
     expect(await client.xlen(`${first.prefix}:{${sessionId}}:outbox`)).toBe(1);
-    expect(await client.zcard(`${first.prefix}:{outbox}:sessions`)).toBe(1);
+    const shard = shardOf(sessionId, first.outbox.shards);
+    expect(await client.zcard(`${first.prefix}:{outbox:${shard}}:sessions`)).toBe(1);
 
     // A new process under the same owner name (a restart): its first sweep reads every mark.
     const restarted = new RedisRowOutbox(client, { prefix: first.prefix, owner: 'runner-a' });
@@ -217,7 +226,7 @@ describe('context-row events off, and a relay that died', () => {
     const events = await listen(bus);
     const relay = startContextRowRelay({ outbox: restarted, publisher: bus.publisher, pollMs: 50 });
     await until(() => events.records.length === 1, 'the left row published');
-    await until(async () => (await client.exists(`${first.prefix}:{${sessionId}}:outbox`)) === 0, 'the outbox removed');
+    await until(async () => (await client.xlen(`${first.prefix}:{${sessionId}}:outbox`)) === 0, 'the outbox emptied');
     expect(JSON.parse(events.records[0]!.value)).toMatchObject({ sessionId, content: 'left behind' });
     await relay.close();
     await events.close();

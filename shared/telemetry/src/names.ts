@@ -46,6 +46,10 @@ export const ATTR_CONSUMER_GROUP = 'ctxflow.consumer.group';
 export const ATTR_DLQ_REASON = 'ctxflow.dlq.reason';
 /** Kafka partition (consumer lag). */
 export const ATTR_PARTITION = 'ctxflow.partition';
+/** The row-outbox shard a relay batch belongs to (a number). */
+export const ATTR_OUTBOX_SHARD = 'ctxflow.outbox.shard';
+/** Where a relay attempt failed: `lease`, `takeover`, `read`, `receipts`, `publish`, `remove`. */
+export const ATTR_RELAY_STAGE = 'ctxflow.relay.stage';
 /**
  * Why a stored consumer offset does not fit its partition's log: `topic_id`
  * (it was read from another topic of that name), `beyond_end` (past the log's
@@ -127,6 +131,13 @@ export const METRIC_DEAD_LETTERS = 'ctxflow.consumer.dead_letters';
  * consumer group, topic, partition, offset mismatch, offset reset.
  */
 export const METRIC_OFFSET_MISMATCHES = 'ctxflow.consumer.offset_mismatches';
+
+/** Counter, unit `{event}`: context-row events the relay published (committed), attributes: outbox shard. */
+export const METRIC_ROW_EVENTS_PUBLISHED = 'ctxflow.row_events.published';
+/** Counter, unit `{batch}`: outbox batches the relay published and removed, attributes: outbox shard. */
+export const METRIC_ROW_EVENT_BATCHES = 'ctxflow.row_events.batches';
+/** Counter, unit `{failure}`: relay attempts that failed (tried again), attributes: outbox shard, relay stage. */
+export const METRIC_ROW_EVENT_FAILURES = 'ctxflow.row_events.failures';
 
 /** Counter, unit `{token}`: input tokens of model requests as the provider reported them, attributes: tenant, provider format. */
 export const METRIC_PROVIDER_INPUT_TOKENS = 'ctxflow.provider.input_tokens';

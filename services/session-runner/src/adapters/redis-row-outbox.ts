@@ -4,18 +4,19 @@ import { hostname } from 'node:os';
 import { CtxflowError } from '@ctxflow/contracts';
 import type { Cluster, Redis } from 'ioredis';
 import type { LogEntry, RowEntry } from '../domain/model.ts';
-import { type OutboxEntry, outboxRows, type RowOutbox } from '../ports/row-outbox.ts';
+import { type OutboxEntry, outboxRows, type RowOutbox, shardOf } from '../ports/row-outbox.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
 
 /**
  * The row outbox on Redis (events and receipts), on a standalone Redis or a Cluster.
  *
  * Each session has its own outbox stream (keys.ts `outbox`, in the session's slot), which
- * the commit script writes in the same write as the rows (commit-step.lua, KEYS[11]). A
- * relay must find the sessions whose outbox holds entries without scanning the keyspace:
- * the index (`outboxIndex`, one sorted set in its own slot) names them. A script cannot
- * write both slots, so the store MARKS the session in the index before its commit (`mark`),
- * each mark with a new score (its time in µs plus a random part). Then:
+ * the commit script writes in the same write as the rows (commit-step.lua, KEYS[11]).
+ * Sessions are spread over `shards` shards (`shardOf`, ports/row-outbox.ts). A relay must
+ * find the sessions whose outbox holds entries without scanning the keyspace: per shard an
+ * index (`outboxIndex`, a sorted set in a slot of its own) names them. A script cannot write
+ * both slots, so the store MARKS the session in its shard's index before its commit
+ * (`mark`), each mark with a new score (its time in µs plus a random part). Then:
  * - a commit that landed is in an outbox whose session is in the index (its mark came first);
  * - a mark whose commit failed leaves an empty outbox: harmless;
  * - the relay drops a session from the index only when its outbox is empty, its mark is
@@ -23,20 +24,21 @@ import { type StoreKeys, storeKeys } from './redis/keys.ts';
  *   again when one took longer) and no commit marked it since it read the mark
  *   (outbox-unmark.lua).
  *
- * A relay serves first the sessions this process committed, then sweeps the index for
- * marks older than `graceMs` (what a relay that died, or another replica, left); its first
- * sweeps after start read every mark, so a restarted relay publishes what it left at once.
- * Per session a lease (outbox-lease.lua, `leaseMs`) keeps relays from publishing the same
- * entries at once; an entry is removed (outbox-ack.lua) only after its event was
- * acknowledged, so an entry is published at least once, and more than once only when a
- * relay died (or lost its lease) between the bus's acknowledgement and the removal.
+ * A relay reads a shard only while it holds the shard's lease (outbox-lease.lua, `leaseMs`,
+ * renewed by every `lease` call; outbox-release.lua gives it up). It serves first the
+ * sessions of the shard this process committed, then sweeps the shard's index page by page
+ * (what other processes committed, or a relay that died left). An entry is removed
+ * (outbox-ack.lua) by its stream id; an emptied stream is kept until the session expires, so
+ * its ids only grow and a removed id never names another entry.
  */
 export interface RedisRowOutboxOptions {
   /** Key prefix (CTXFLOW_REDIS_PREFIX); the session store's. */
   prefix?: string;
-  /** How long a relay holds a session's outbox before another may take it (ms); default 5000. */
+  /** Shards the sessions are spread over (CTXFLOW_CONTEXT_ROW_SHARDS); default 4. */
+  shards?: number;
+  /** How long a relay holds a shard before another may take it (ms); default 5000. */
   leaseMs?: number;
-  /** How old a mark must be before the sweep looks at it and may drop it (ms); default 30000. */
+  /** How old a mark must be before the sweep may drop it (ms); default 30000. */
   graceMs?: number;
   /**
    * This relay's name in the leases; default `<hostname>:<pid>`. A name that stays the same
@@ -53,6 +55,7 @@ export interface RedisRowOutboxOptions {
 
 type Scripts = {
   ctxOutboxLease: (lease: string, owner: string, ms: string) => Promise<number>;
+  ctxOutboxRelease: (lease: string, owner: string) => Promise<number>;
   ctxOutboxAck: (stream: string, ...ids: string[]) => Promise<number>;
   ctxOutboxUnmark: (index: string, member: string, score: string) => Promise<number>;
 };
@@ -61,18 +64,19 @@ function lua(file: string): string {
   return readFileSync(new URL(`./redis/${file}`, import.meta.url), 'utf8');
 }
 
-/** Sessions the sweep reads from the index at once. */
+/** Sessions the sweep reads from an index at once. */
 const SWEEP_PAGE = 100;
 
 interface Marked {
   tenant: string;
   sessionId: string;
   member: string;
-  /** The mark's score as Redis wrote it; undefined: not read (a session this process committed). */
+  /** The mark's score as Redis wrote it, when older than the grace; undefined: never dropped on this read. */
   score?: string;
 }
 
 export class RedisRowOutbox implements RowOutbox {
+  readonly shards: number;
   readonly #client: Redis | Cluster;
   readonly #scripts: Scripts;
   readonly #keys: StoreKeys;
@@ -80,22 +84,26 @@ export class RedisRowOutbox implements RowOutbox {
   readonly #graceMs: number;
   readonly #owner: string;
   readonly #events: boolean;
-  /** The first sweeps after start read marks of any age (what this relay left when it died), page by page. */
-  #recovery: number | undefined = 0;
-  /** Sessions this process committed rows of, not yet seen empty: member -> session. */
-  readonly #recent = new Map<string, Marked>();
+  /** Per shard, where the next sweep of its index starts. */
+  readonly #sweepAt: number[];
+  /** Per shard, the sessions this process committed rows of, not yet seen empty: member -> session. */
+  readonly #recent: Map<string, Marked>[];
   readonly #listeners: (() => void)[] = [];
 
   constructor(client: Redis | Cluster, options: RedisRowOutboxOptions = {}) {
     this.#client = client;
     this.#keys = storeKeys(options.prefix);
+    this.shards = options.shards ?? 4;
     this.#leaseMs = options.leaseMs ?? 5_000;
     this.#graceMs = options.graceMs ?? 30_000;
     this.#owner = options.owner ?? `${hostname()}:${process.pid}`;
     this.#events = options.events ?? true;
+    this.#sweepAt = Array.from({ length: this.shards }, () => 0);
+    this.#recent = Array.from({ length: this.shards }, () => new Map());
     const defined = client as unknown as Partial<Scripts>;
     const scripts = {
       ctxOutboxLease: 'outbox-lease.lua',
+      ctxOutboxRelease: 'outbox-release.lua',
       ctxOutboxAck: 'outbox-ack.lua',
       ctxOutboxUnmark: 'outbox-unmark.lua',
     };
@@ -119,11 +127,12 @@ export class RedisRowOutbox implements RowOutbox {
     return this.#keys.session(sessionId).outbox;
   }
 
-  /** The store, before a commit that may write rows: marks the session in the index. Returns the mark's time (ms). */
+  /** The store, before a commit that may write rows: marks the session in its shard's index. Returns the mark's time (ms). */
   async mark(tenant: string, sessionId: string): Promise<number> {
     const now = Date.now();
     const member = JSON.stringify([tenant, sessionId]);
-    await this.#guard(() => this.#client.zadd(this.#keys.outboxIndex(), now * 1000 + randomInt(1000), member));
+    const index = this.#keys.outboxIndex(shardOf(sessionId, this.shards));
+    await this.#guard(() => this.#client.zadd(index, now * 1000 + randomInt(1000), member));
     return now;
   }
 
@@ -132,7 +141,7 @@ export class RedisRowOutbox implements RowOutbox {
     // The commit stands: a failed mark again leaves only the (rare) slow-commit case uncovered.
     if (Date.now() - markedAt > this.#graceMs / 2) await this.mark(tenant, sessionId).catch(() => undefined);
     const member = JSON.stringify([tenant, sessionId]);
-    this.#recent.set(member, { tenant, sessionId, member });
+    this.#recent[shardOf(sessionId, this.shards)]!.set(member, { tenant, sessionId, member });
     for (const listener of this.#listeners) queueMicrotask(listener);
   }
 
@@ -140,51 +149,65 @@ export class RedisRowOutbox implements RowOutbox {
     this.#listeners.push(listener);
   }
 
-  async pending(max: number): Promise<OutboxEntry[]> {
+  async lease(shard: number): Promise<boolean> {
+    const held = await this.#guard(() =>
+      this.#scripts.ctxOutboxLease(this.#keys.outboxLease(shard), this.#owner, String(this.#leaseMs)),
+    );
+    // Another relay holds the shard: it finds this process's sessions in the index.
+    if (held !== 1) this.#recent[shard]?.clear();
+    return held === 1;
+  }
+
+  async release(shard: number): Promise<void> {
+    await this.#guard(() => this.#scripts.ctxOutboxRelease(this.#keys.outboxLease(shard), this.#owner));
+  }
+
+  async pending(shard: number, max: number): Promise<OutboxEntry[]> {
     const out: OutboxEntry[] = [];
-    const recent = [...this.#recent.values()];
-    await this.#take(recent, max, out);
-    const taken = new Set(recent.map((s) => s.member));
-    if (out.length < max) {
-      const graceCutoff = (Date.now() - this.#graceMs) * 1000;
-      const recovery = this.#recovery;
-      const [cutoff, offset] = recovery === undefined ? [String(graceCutoff), 0] : ['+inf', recovery];
-      const flat = await this.#guard(() =>
-        this.#client.zrangebyscore(this.#keys.outboxIndex(), '-inf', cutoff, 'WITHSCORES', 'LIMIT', offset, SWEEP_PAGE),
-      );
-      if (recovery !== undefined) this.#recovery = flat.length / 2 < SWEEP_PAGE ? undefined : recovery + SWEEP_PAGE;
-      const swept: Marked[] = [];
-      for (let i = 0; i + 1 < flat.length; i += 2) {
-        if (taken.has(flat[i]!)) continue;
-        const [tenant, sessionId] = JSON.parse(flat[i]!) as [string, string];
-        // A mark younger than the grace may belong to a commit still landing: never dropped.
-        const old = Number(flat[i + 1]) <= graceCutoff;
-        swept.push({ tenant, sessionId, member: flat[i]!, ...(old ? { score: flat[i + 1]! } : {}) });
-      }
-      await this.#take(swept, max, out);
+    const recent = this.#recent[shard];
+    if (recent === undefined) return out;
+    const served = [...recent.values()];
+    await this.#take(shard, served, max, out);
+    if (out.length >= max) return out;
+    const taken = new Set(served.map((s) => s.member));
+    const graceCutoff = (Date.now() - this.#graceMs) * 1000;
+    const offset = this.#sweepAt[shard]!;
+    const flat = await this.#guard(() =>
+      this.#client.zrangebyscore(
+        this.#keys.outboxIndex(shard),
+        '-inf',
+        '+inf',
+        'WITHSCORES',
+        'LIMIT',
+        offset,
+        SWEEP_PAGE,
+      ),
+    );
+    // The next sweep reads the next page; after the last, the first again.
+    this.#sweepAt[shard] = flat.length / 2 < SWEEP_PAGE ? 0 : offset + SWEEP_PAGE;
+    const swept: Marked[] = [];
+    for (let i = 0; i + 1 < flat.length; i += 2) {
+      if (taken.has(flat[i]!)) continue;
+      const [tenant, sessionId] = JSON.parse(flat[i]!) as [string, string];
+      // A mark younger than the grace may belong to a commit still landing: never dropped.
+      const old = Number(flat[i + 1]) <= graceCutoff;
+      swept.push({ tenant, sessionId, member: flat[i]!, ...(old ? { score: flat[i + 1]! } : {}) });
     }
+    await this.#take(shard, swept, max, out);
     return out;
   }
 
-  /** Reads the outboxes of `sessions` this relay holds the lease of, up to `max` entries in all, into `out`. */
-  async #take(sessions: Marked[], max: number, out: OutboxEntry[]): Promise<void> {
-    const held = await Promise.all(
-      sessions.map((s) =>
-        this.#guard(() =>
-          this.#scripts.ctxOutboxLease(this.#keys.session(s.sessionId).outboxLease, this.#owner, String(this.#leaseMs)),
-        ),
-      ),
-    );
-    for (const [i, session] of sessions.entries()) {
+  /** Reads the outboxes of `sessions`, up to `max` entries in all, into `out`. */
+  async #take(shard: number, sessions: Marked[], max: number, out: OutboxEntry[]): Promise<void> {
+    for (const session of sessions) {
       if (out.length >= max) return;
-      if (held[i] !== 1) continue;
       const stream = this.streamKey(session.sessionId);
       const read = await this.#guard(() => this.#client.xrange(stream, '-', '+', 'COUNT', max - out.length));
       if (read.length === 0) {
-        this.#recent.delete(session.member);
+        this.#recent[shard]?.delete(session.member);
         if (session.score !== undefined) {
           const { member, score } = session;
-          await this.#guard(() => this.#scripts.ctxOutboxUnmark(this.#keys.outboxIndex(), member, score));
+          await this.#guard(() => this.#scripts.ctxOutboxUnmark(this.#keys.outboxIndex(shard), member, score));
         }
         continue;
       }
@@ -199,7 +222,7 @@ export class RedisRowOutbox implements RowOutbox {
     }
   }
 
-  async acknowledge(entries: readonly OutboxEntry[]): Promise<void> {
+  async acknowledge(entries: readonly Pick<OutboxEntry, 'sessionId' | 'ref'>[]): Promise<void> {
     const bySession = new Map<string, string[]>();
     for (const entry of entries) {
       const ids = bySession.get(entry.sessionId) ?? [];

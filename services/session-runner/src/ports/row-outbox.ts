@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import type { LogEntry, RowEntry } from '../domain/model.ts';
 
 /** One committed context row waiting for its event to be published, or its receipts to be recorded. */
 export interface OutboxEntry {
-  /** The adapter's handle of the entry; `acknowledge` names entries by it. */
+  /** The adapter's handle of the entry; `acknowledge` names entries by it (with the session). */
   ref: string;
   tenant: string;
   sessionId: string;
@@ -16,21 +17,36 @@ export interface OutboxEntry {
  * row in the same atomic write as the commit, and the relay (context-row-relay.ts) hands
  * them to the receipts (delivery-receipts.ts) and, with CTXFLOW_CONTEXT_ROW_EVENTS,
  * publishes them. Which rows an outbox takes: every row with events on, else only the
- * hook rows that carry ticket updates (`outboxRows`). Adapters: memory-row-outbox.ts (the
- * embedded default), redis-row-outbox.ts.
+ * hook rows that carry ticket updates (`outboxRows`). Sessions are spread over a fixed
+ * number of shards (`shardOf`); a relay reads a shard's entries only while it holds the
+ * shard's lease. A ref is never given to two entries of one session, so removing refs
+ * already removed removes nothing else. Adapters: memory-row-outbox.ts (the embedded
+ * default), redis-row-outbox.ts.
  */
 export interface RowOutbox {
+  /** How many shards the sessions are spread over. */
+  readonly shards: number;
   /**
-   * Up to `max` entries not yet acknowledged, in commit order per session. An
-   * entry is handed out again (to this or another relay) until it is
-   * acknowledged, so an entry whose publish was cut short by a crash is
-   * published again: consumers keep the first event per id.
+   * Takes or renews this relay's lease of `shard`; true while it holds it.
+   * Another relay takes the shard only once the lease ran out or was released.
    */
-  pending(max: number): Promise<OutboxEntry[]>;
-  /** Removes entries whose events the bus acknowledged; entries already removed are ignored. */
-  acknowledge(entries: readonly OutboxEntry[]): Promise<void>;
+  lease(shard: number): Promise<boolean>;
+  /** Gives the lease of `shard` up (the relay stops): another relay may take it at once. */
+  release(shard: number): Promise<void>;
+  /**
+   * Up to `max` entries of `shard` not yet acknowledged, in commit order per
+   * session. An entry is handed out again until it is acknowledged.
+   */
+  pending(shard: number, max: number): Promise<OutboxEntry[]>;
+  /** Removes entries (by session and ref); entries already removed are ignored. */
+  acknowledge(entries: readonly Pick<OutboxEntry, 'sessionId' | 'ref'>[]): Promise<void>;
   /** `listener` is called after a commit of this process wrote entries (the relay wakes at once). */
   onAppend(listener: () => void): void;
+}
+
+/** The shard of a session: the first 32 bits of the SHA-1 of its id, modulo `shards`. */
+export function shardOf(sessionId: string, shards: number): number {
+  return createHash('sha1').update(sessionId).digest().readUInt32BE(0) % shards;
 }
 
 /** Whether a committed entry is a row that names ticket updates (a hook notice: its receipts). */

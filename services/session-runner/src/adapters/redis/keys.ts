@@ -45,8 +45,6 @@ export interface SessionKeys {
    * LogEntry JSON), written by the commit script (KEYS[11]) when CTXFLOW_CONTEXT_ROW_EVENTS is on.
    */
   outbox: string;
-  /** String: the relay instance publishing the session's outbox now, with a TTL (redis-row-outbox.ts). */
-  outboxLease: string;
 }
 
 /** The order in which session keys are passed to every session script (KEYS[1..10]). */
@@ -72,10 +70,13 @@ export interface StoreKeys {
   /** Sorted set: sessionId scored by creation time (ms since the epoch). */
   tenantSessions(tenant: string): string;
   /**
-   * Sorted set: `[tenant, sessionId]` JSON of every session whose outbox may hold entries,
-   * scored by the time (ms) of the last commit that marked it; one slot (`{outbox}`).
+   * Sorted set: `[tenant, sessionId]` JSON of every session of row-outbox shard `shard` whose
+   * outbox may hold entries, scored by the time (µs) of the last commit that marked it; one
+   * slot per shard (`{outbox:<shard>}`).
    */
-  outboxIndex(): string;
+  outboxIndex(shard: number): string;
+  /** String: the relay holding row-outbox shard `shard`, with a TTL (redis-row-outbox.ts). */
+  outboxLease(shard: number): string;
 }
 
 /**
@@ -101,7 +102,6 @@ export function storeKeys(prefix = 'ctx'): StoreKeys {
       counters: `${base}:counters`,
       prompts: `${base}:prompts`,
       outbox: `${base}:outbox`,
-      outboxLease: `${base}:outbox-lease`,
     };
   };
   return {
@@ -112,7 +112,8 @@ export function storeKeys(prefix = 'ctx'): StoreKeys {
     },
     agent: (agentId) => `${prefix}:{agent:${agentId}}`,
     tenantSessions: (tenant) => `${prefix}:{tenant:${tenant}}:sessions`,
-    outboxIndex: () => `${prefix}:{outbox}:sessions`,
+    outboxIndex: (shard) => `${prefix}:{outbox:${shard}}:sessions`,
+    outboxLease: (shard) => `${prefix}:{outbox:${shard}}:lease`,
   };
 }
 

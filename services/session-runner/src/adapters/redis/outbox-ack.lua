@@ -1,14 +1,12 @@
 --[[
-  Removes outbox entries whose events the bus acknowledged; an outbox left empty is
-  deleted (a commit writing after this recreates it).
+  Removes outbox entries whose events were published. An outbox left empty is kept (it
+  expires with the session): a stream's ids only grow while it exists, so a ref removed
+  once never comes back as another entry's (the relay removes a committed batch's refs
+  again after a takeover, redis-row-outbox.ts).
 
   KEYS: 1 the session's outbox stream (keys.ts outbox)
   ARGV: the stream ids of the entries
   Returns: the entries left in the stream
 ]]
 redis.call('XDEL', KEYS[1], unpack(ARGV))
-local left = redis.call('XLEN', KEYS[1])
-if left == 0 then
-  redis.call('DEL', KEYS[1])
-end
-return left
+return redis.call('XLEN', KEYS[1])

@@ -1,8 +1,8 @@
 --[[
-  Takes or renews the lease of a session's row outbox: a relay publishes a session's
-  entries only while it holds the lease, so two relays rarely publish the same entry.
+  Takes or renews the lease of a row-outbox shard: a relay reads and publishes a shard's
+  entries only while it holds the lease.
 
-  KEYS: 1 the session's outbox lease (keys.ts outboxLease)
+  KEYS: 1 the shard's lease (keys.ts outboxLease)
   ARGV: 1 the relay's owner id  2 the lease in ms
   Returns: 1 held by ARGV[1] now; 0 another relay holds it
 ]]
