@@ -27,6 +27,8 @@ import { baseOptions } from './platformatic-options.ts';
 /** Offsets read back from a partition's end first; each further try reads this many times more. */
 const FIRST_WINDOW = 256n;
 const WINDOW_GROWTH = 16n;
+/** transaction.timeout.ms of the producers (the broker's default cap is 15 minutes). */
+const TRANSACTION_TIMEOUT_MS = 15_000;
 
 export class KafkajsTransactions implements Transactions {
   readonly #kafka: Kafka;
@@ -42,6 +44,9 @@ export class KafkajsTransactions implements Transactions {
       transactionalId,
       idempotent: true,
       maxInFlightRequests: 1,
+      // A relay's transaction is one send and its commit; one left open by a dead relay (and
+      // holding back read_committed readers of its partitions) is aborted by the broker after this.
+      transactionTimeout: TRANSACTION_TIMEOUT_MS,
       retry: { retries: this.#options.retries },
     });
     try {
