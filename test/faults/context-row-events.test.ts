@@ -103,8 +103,6 @@ describe('fault: kill -9 of the session-runner between commit and the relay of i
           KAFKA_SESSION_TIMEOUT_MS: String(SESSION_TIMEOUT_MS),
           CTXFLOW_LOG_LEVEL: 'error',
           CTXFLOW_CONTEXT_ROW_EVENTS: 'true',
-          // Kafka transactions: the kafkajs bus (exactly once on the topic).
-          KAFKA_CLIENT: 'kafkajs',
         }),
       });
       cleanups.push(() => next.stop());

@@ -159,7 +159,7 @@ await runService({
           { name: TOPICS.stepResults, partitions: 12 },
           { name: TOPICS.stepRequestsDlq, partitions: 12 },
           ...(events ? [{ name: TOPICS.contextRows, partitions: 12 }] : []),
-          ...(events && bus.transactions
+          ...(events
             ? [{ name: CONTEXT_ROW_PROGRESS_TOPIC, partitions: shards, config: CONTEXT_ROW_PROGRESS_CONFIG }]
             : []),
           ...(feeds ? [{ name: TOPICS.ticketUpdates, partitions: 12 }] : []),
@@ -189,8 +189,8 @@ await runService({
       outbox,
       ...(events ? { publisher: bus.publisher } : {}),
       onEntries: deliveryReceipts({ index: deliveries, sink: receipts.sink }),
-      // With Kafka transactions (kafkajs): one transactional id per shard, named after the outbox's keys.
-      ...(events && config.kafkaBrokers && bus.transactions
+      // With Kafka transactions: one transactional id per shard, named after the outbox's keys.
+      ...(events && config.kafkaBrokers
         ? { transactions: bus.transactions, transactionalIdPrefix: config.redisPrefix }
         : {}),
       telemetry: createRelayTelemetry(),

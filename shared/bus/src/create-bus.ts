@@ -28,8 +28,8 @@ export interface Bus {
   publisher: Publisher;
   subscriber: Subscriber;
   admin: TopicAdmin;
-  /** Kafka transactions (kafkajs and the in-memory bus); absent on @platformatic/kafka. */
-  transactions?: Transactions;
+  /** Kafka transactions (through kafkajs on both Kafka clients) and the in-memory bus's. */
+  transactions: Transactions;
 }
 
 export function createBus(options: CreateBusOptions): Bus {

@@ -4,10 +4,10 @@
  * (kafkajs-topic-admin.ts) on one kafkajs client, its log routed to the bus log.
  */
 
-import type { KafkaConfig, LogEntry } from 'kafkajs';
+import type { Kafka, KafkaConfig, LogEntry } from 'kafkajs';
 import kafkajs from 'kafkajs';
 import type { Publisher, Subscriber, TopicAdmin, Transactions } from './bus.ts';
-import type { KafkaBusOptions } from './kafka-options.ts';
+import type { KafkaBusOptions, ResolvedKafkaBusOptions } from './kafka-options.ts';
 import { resolveKafkaBusOptions } from './kafka-options.ts';
 import { KafkajsPublisher } from './kafkajs-publisher.ts';
 import { KafkajsSubscriber } from './kafkajs-subscription.ts';
@@ -25,9 +25,9 @@ export interface KafkajsBus {
   transactions: Transactions;
 }
 
-export function createKafkajsBus(options: KafkaBusOptions): KafkajsBus {
-  const resolved = resolveKafkaBusOptions(options);
-  const kafka = new KafkaClient({
+/** A kafkajs client of the bus's options, its WARN and ERROR logs routed to the bus log. */
+export function kafkajsClient(resolved: ResolvedKafkaBusOptions): Kafka {
+  return new KafkaClient({
     clientId: resolved.clientId,
     brokers: resolved.brokers,
     connectionTimeout: resolved.connectTimeoutMs,
@@ -43,6 +43,11 @@ export function createKafkajsBus(options: KafkaBusOptions): KafkajsBus {
       else resolved.log.warn(data, message);
     },
   });
+}
+
+export function createKafkajsBus(options: KafkaBusOptions): KafkajsBus {
+  const resolved = resolveKafkaBusOptions(options);
+  const kafka = kafkajsClient(resolved);
   return {
     publisher: new KafkajsPublisher(kafka, resolved),
     subscriber: new KafkajsSubscriber(kafka, resolved),

@@ -274,10 +274,10 @@ export class RedisSessionStore implements SessionStore {
     const meta = await this.#readMeta(sessionId);
     // One DEL of keys sharing one slot: atomic. The meta goes with the rest, so a retry after
     // a failed index update finds nothing to do, and the index entry left is removed when read.
-    // The row outbox and its lease go too: rows not yet relayed are neither published nor
-    // recorded as receipts (its index entry goes when a relay sees the outbox empty).
-    const { outbox, outboxLease } = this.#keys.session(sessionId);
-    await this.#guard(() => this.#client.del(...this.#keys.sessionList(sessionId), outbox, outboxLease));
+    // The row outbox goes too: rows not yet relayed are neither published nor recorded as
+    // receipts (its index entry goes when a relay sees the outbox empty).
+    const { outbox } = this.#keys.session(sessionId);
+    await this.#guard(() => this.#client.del(...this.#keys.sessionList(sessionId), outbox));
     if (meta !== undefined)
       await this.#guard(() => this.#client.zrem(this.#keys.tenantSessions(meta.tenant), sessionId));
     this.#sessionPrompts.set(sessionId, ''); // a hint only: the next commit sends its prompt's text
