@@ -101,6 +101,8 @@ type ServiceName = (typeof SERVICES)[number]['name'];
 
 /** ConfigMap settings that are addresses of the cluster: replaced with this run's local ones. */
 const ADDRESSES = new Set(['CTXFLOW_HOST', 'CTXFLOW_STEP_CONTEXT_URL']);
+/** Files the pods mount from Secrets: the soak runs without API keys or a service token, as before they existed. */
+const MOUNTED = new Set(['CTXFLOW_API_KEYS_FILE', 'CTXFLOW_SERVICE_TOKEN_FILE']);
 
 type Doc = Record<string, any>;
 
@@ -131,7 +133,7 @@ export function deployedSettings(): Record<ServiceName, { env: Record<string, st
   if (!config) throw new Error('no ConfigMap ctxflow-config in deploy/kubernetes');
   const shared = Object.fromEntries(
     Object.entries(config.data as Record<string, string>).filter(
-      ([k]) => k.startsWith('CTXFLOW_') && !ADDRESSES.has(k),
+      ([k]) => k.startsWith('CTXFLOW_') && !ADDRESSES.has(k) && !MOUNTED.has(k),
     ),
   );
   const out = {} as Record<ServiceName, { env: Record<string, string>; memoryLimitBytes: number }>;
@@ -145,7 +147,7 @@ export function deployedSettings(): Record<ServiceName, { env: Record<string, st
     const own = Object.fromEntries(
       (container.env as Doc[])
         .filter((e) => typeof e.value === 'string' && (e.name === 'NODE_OPTIONS' || e.name.startsWith('CTXFLOW_')))
-        .filter((e) => e.name !== service.portVar)
+        .filter((e) => e.name !== service.portVar && !MOUNTED.has(e.name))
         .map((e) => [e.name, e.value as string]),
     );
     if (!own.NODE_OPTIONS) throw new Error(`Deployment ${service.name} sets no NODE_OPTIONS`);
