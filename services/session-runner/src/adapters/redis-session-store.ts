@@ -365,7 +365,12 @@ export class RedisSessionStore implements SessionStore {
       commit.expectedVersion !== '' &&
       meta.lastStepAt !== undefined &&
       meta.lastRequestEnd !== undefined
-        ? { steps: meta.steps, lastStepAt: meta.lastStepAt, lastRequestEnd: meta.lastRequestEnd }
+        ? {
+            steps: meta.steps,
+            lastStepAt: meta.lastStepAt,
+            lastRequestEnd: meta.lastRequestEnd,
+            logFold: meta.logFold,
+          }
         : undefined;
     const args = (withText: boolean): CommitStepArgs => ({
       logLength: commit.expectedLogLength,

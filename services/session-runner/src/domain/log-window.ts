@@ -1,9 +1,11 @@
 /**
- * The log window. A session's meta keeps the fold of its log before where the last request
- * ended when the last user message came (SessionMeta.logFold): the cursor, the `tools` rows and
- * the view's size there. A context pass answering a delta and a message append need nothing
- * older, so they read the log from there on (its window) and their cost does not grow with the
- * log. What needs more (a whole request, a rewind, a branch, the history) reads the whole log.
+ * The log window. A session's meta keeps the fold of its log before where the last step ended
+ * (SessionMeta.logFold): the cursor, the `tools` rows and the view's size there. A context pass
+ * answering a delta and a message append need nothing older, so they read the log from there on
+ * (its window) and their cost does not grow with the log, however many steps a user turn has. For
+ * an agent that recalls memory the fold is where the last request ended when the last user message
+ * came, since its passes look at the rows of the user turn (R34). What needs more (a whole request,
+ * a rewind, a branch, the history) reads the whole log.
  */
 
 import { type LogView, type ViewOrigin, viewBytes } from './log-view.ts';
@@ -41,6 +43,15 @@ export function foldAt(view: LogView, at: number): LogFold | undefined {
   const fold: LogFold = { at, toolRows: [...view.toolRows], bytes };
   if (view.cursor !== undefined) fold.cursor = view.cursor;
   return fold;
+}
+
+/**
+ * The fold after a step that ends the log at `logEnd` (its view: `view`): there, so that the next
+ * delta, which starts where this request ends, and the messages after it read nothing older.
+ * Undefined for an agent that recalls memory (`recalls`): its fold moves with user messages.
+ */
+export function foldAfterStep(view: LogView, logEnd: number, recalls: boolean): LogFold | undefined {
+  return recalls ? undefined : foldAt(view, logEnd);
 }
 
 /** The state's window: its log cut at its meta's fold when the fold is past its start. */

@@ -11,7 +11,7 @@ import { DEFAULT_CACHE_TTL_MS, toolsOf } from './agent-defaults.ts';
 import { renderSystemPrefix, sameBlocks } from './context-blocks.ts';
 import type { HookOutcome } from './hook-batch.ts';
 import { type LogView, requestJsonBytes } from './log-view.ts';
-import { logLengthOf } from './log-window.ts';
+import { foldAfterStep, logLengthOf } from './log-window.ts';
 import type {
   AgentRecord,
   LogEntry,
@@ -229,6 +229,8 @@ export function planPass(input: PassInput): PassPlan {
   meta.steps += 1;
   meta.lastStepAt = now;
   meta.lastRequestEnd = step.logEnd;
+  const fold = foldAfterStep(view, step.logEnd, agent?.memory.autoInject === true);
+  if (fold !== undefined) meta.logFold = fold;
   return {
     step,
     meta,

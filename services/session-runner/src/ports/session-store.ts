@@ -60,8 +60,8 @@ export interface StepCommit {
   meta: SessionMeta;
   /**
    * `meta` differs from the meta of the state at `expectedVersion` only in `steps`,
-   * `lastStepAt` and `lastRequestEnd` (a step inside a run that kept its prefix): a
-   * store may write those three alone.
+   * `lastStepAt`, `lastRequestEnd` and `logFold` (a step inside a run that kept its
+   * prefix): a store may write those four alone.
    */
   countersOnly?: boolean;
   /**

@@ -194,6 +194,45 @@ describe.each(stores)('the log window on the %s store', (_name, newStore) => {
     expect(wholeLate).toBeGreaterThan(wholeEarly);
   });
 
+  it('steps with no user message between them read only what came since the last step, at step 60 as at step 2', async () => {
+    // A session fed by its hook and the app alone: the fold follows each step.
+    const whole = engineOn(newStore());
+    const { store, loads } = reading(newStore());
+    const unheld = engineOn(store, 0);
+    const runtimes: Runtime[] = [];
+    for (const [{ engine }, delta] of [
+      [whole, false],
+      [unheld, true],
+    ] as const) {
+      const agent = await engine.createAgent(TENANT, { context: 'You watch tickets.', tools: [{ name: 'search' }] });
+      const { sessionId } = await engine.createSession(TENANT, { agentId: agent.agentId });
+      runtimes.push(new Runtime(engine, sessionId, delta));
+    }
+    for (const runtime of runtimes) {
+      for (let n = 1; n <= 60; n++) {
+        if (n % 3 === 0) {
+          await runtime.engine.addContext(TENANT, {
+            sessionId: runtime.sessionId,
+            items: [{ kind: 'notice', content: `app ${n}` }],
+          });
+        }
+        await runtime.step();
+      }
+    }
+    const [fromWhole, fromWindow] = runtimes as [Runtime, Runtime];
+    expect(fromWindow.requests).toEqual(fromWhole.requests);
+    expect(unheld.figures).toEqual(whole.figures);
+    expect(fromWindow.answers.slice(1).every((a) => (a.request.since ?? 0) > 0)).toBe(true);
+    // The first step (a whole answer) reads the whole log; every later one, the empty window after
+    // the step before it.
+    expect(loads.map((l) => `${l.window ? 'window' : 'whole'}:${l.entries}`)).toEqual([
+      'whole:0',
+      ...Array.from({ length: 59 }, () => 'window:0'),
+    ]);
+    const log = (await whole.engine.inspect(TENANT, fromWhole.sessionId)).log;
+    expect((await unheld.engine.inspect(TENANT, fromWindow.sessionId)).log).toEqual(log);
+  });
+
   it('a rewind clears the fold: the session is read whole until its next user message', async () => {
     const { store, loads } = reading(newStore());
     const { engine } = engineOn(store, 0);

@@ -17,9 +17,9 @@
   commit that names another prompt without its text is refused (-9) and sent again with it.
 
   A step inside a run that kept its prefix changes only the meta's counters (steps,
-  lastStepAt, lastRequestEnd): such a commit names its version and sends `counters`
-  instead of `meta`, and they go to the `counters` hash (fields `steps`, `stepAt`,
-  `requestEnd`, read over the meta's) in the write that issues the version. A commit with
+  lastStepAt, lastRequestEnd) and its log fold: such a commit names its version and sends
+  `counters` instead of `meta`, and they go to the `counters` hash (fields `steps`, `stepAt`,
+  `requestEnd`, `fold`, read over the meta's) in the write that issues the version. A commit with
   a meta writes it whole and drops them (write-meta.lua).
 
   KEYS (keys.ts SESSION_KEY_ORDER):
@@ -35,8 +35,9 @@
     requestId   string, or absent
     meta        string: the SessionMeta JSON; absent when only its counters change (then
                 `version` names a version and `counters` is there)
-    counters    {steps, stepAt, requestEnd}: the meta's steps, lastStepAt and lastRequestEnd,
-                decimal strings (used when `meta` is absent)
+    counters    {steps, stepAt, requestEnd, fold}: the meta's steps, lastStepAt and
+                lastRequestEnd, decimal strings, and its logFold's JSON, absent for none (used
+                when `meta` is absent)
     prompt      {id, text}: the step's system prompt; `text` absent when `counters` field
                 `prompt` is `id`; absent for none
     wholeQueue  true: the drain is the whole queue of the state at `version`; absent otherwise
@@ -186,6 +187,10 @@ local function commit()
   if countersOnly then
     local c = args.counters
     fields = { 'steps', c.steps, 'stepAt', c.stepAt, 'requestEnd', c.requestEnd }
+    if c.fold then
+      fields[#fields + 1] = 'fold'
+      fields[#fields + 1] = c.fold
+    end
   else
     writeMeta(args.meta)
   end

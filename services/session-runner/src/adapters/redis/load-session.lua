@@ -1,6 +1,7 @@
 --[[
-  Reads a session: its whole log, or its log window (the log from the meta's logFold.at on;
-  the whole log when the meta has no fold, or one past the log's end). One script: a
+  Reads a session: its whole log, or its log window (the log from the meta's logFold.at on,
+  the `counters` field `fold` over the meta's; the whole log when there is no fold, or one
+  past the log's end). One script: a
   consistent snapshot of the session. Writes nothing.
 
   KEYS (keys.ts SESSION_KEY_ORDER):
@@ -22,9 +23,17 @@ if not meta then
 end
 local from = 0
 if args.window then
-  local ok, decoded = pcall(cjson.decode, meta)
-  if ok and type(decoded) == 'table' and type(decoded.logFold) == 'table' then
-    local at = tonumber(decoded.logFold.at)
+  -- A step commit that changed only the counters wrote the fold beside them (commit-step.lua).
+  local fold = redis.call('HGET', KEYS[9], 'fold')
+  local ok, decoded
+  if fold then
+    ok, decoded = pcall(cjson.decode, fold)
+  else
+    ok, decoded = pcall(cjson.decode, meta)
+    decoded = ok and type(decoded) == 'table' and decoded.logFold or nil
+  end
+  if ok and type(decoded) == 'table' then
+    local at = tonumber(decoded.at)
     if at and at > 0 and at <= redis.call('LLEN', KEYS[2]) then
       from = at
     end

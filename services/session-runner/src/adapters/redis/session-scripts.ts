@@ -5,6 +5,7 @@ import type {
   AgentRecord,
   CallRecord,
   LogEntry,
+  LogFold,
   NewQueuedItem,
   QueuedItem,
   SessionMeta,
@@ -89,15 +90,16 @@ export function versionNonce(): string {
 }
 
 /** The `counters` fields of the meta's counters a step commit writes apart (commit-step.lua). */
-export const COUNTERS = ['steps', 'stepAt', 'requestEnd'] as const;
+export const COUNTERS = ['steps', 'stepAt', 'requestEnd', 'fold'] as const;
 
 /** The meta as stored: its JSON, with the counters the `counters` hash holds (values of COUNTERS) over it. */
 export function storedMeta(json: string, counters: (string | null | undefined)[]): SessionMeta {
   const meta = JSON.parse(json) as SessionMeta;
-  const [steps, stepAt, requestEnd] = counters;
+  const [steps, stepAt, requestEnd, fold] = counters;
   if (steps !== null && steps !== undefined) meta.steps = Number(steps);
   if (stepAt !== null && stepAt !== undefined) meta.lastStepAt = Number(stepAt);
   if (requestEnd !== null && requestEnd !== undefined) meta.lastRequestEnd = Number(requestEnd);
+  if (fold !== null && fold !== undefined) meta.logFold = JSON.parse(fold) as LogFold;
   return meta;
 }
 
@@ -114,6 +116,14 @@ export function parseCalls(flat: readonly string[]): CallRecord[] {
     .map((entry) => entry.call);
 }
 
+/** What a step inside a run that kept its prefix changes of the meta (commit-step.lua `counters`). */
+export interface StepCounters {
+  steps: number;
+  lastStepAt: number;
+  lastRequestEnd: number;
+  logFold: LogFold | undefined;
+}
+
 /** commit-step.lua's argument (its header says what each field does there). */
 export interface CommitStepArgs {
   /** The log length the pass was computed on. */
@@ -123,7 +133,7 @@ export interface CommitStepArgs {
   /** The step record as stored (storedStep). */
   step: StoredStep;
   /** The meta whole, or its counters alone (only with a `version` that names one). */
-  meta: { whole: SessionMeta } | { counters: { steps: number; lastStepAt: number; lastRequestEnd: number } };
+  meta: { whole: SessionMeta } | { counters: StepCounters };
   /** The step's system prompt by id, with its text unless the session's last commit stored or used it. */
   prompt?: { id: string; text?: string | undefined } | undefined;
   /** The drain is the whole queue of the state at `version`. */
@@ -153,6 +163,7 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
             steps: String(a.meta.counters.steps),
             stepAt: String(a.meta.counters.lastStepAt),
             requestEnd: String(a.meta.counters.lastRequestEnd),
+            fold: a.meta.counters.logFold === undefined ? undefined : JSON.stringify(a.meta.counters.logFold),
           }
         : undefined,
     prompt: a.prompt,
