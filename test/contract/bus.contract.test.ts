@@ -65,6 +65,7 @@ for (const client of ['kafkajs', 'platformatic'] satisfies KafkaClientName[]) {
     recreateTopic: async (_bus, name, partitions) => {
       await recreateKafkaTopic(requireKafka(), name, partitions);
     },
+    commitsTopicId: client === 'kafkajs',
     settleMs: 1_500,
     deliveryTimeoutMs: 20_000,
   });

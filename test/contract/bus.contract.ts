@@ -6,6 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type {
+  CommittedOffset,
   IncomingRecord,
   OutgoingRecord,
   PartitionLog,
@@ -39,6 +40,11 @@ export interface BusContractOptions {
   deleteTopics?(names: string[]): Promise<void>;
   /** Deletes a topic of `bus` and creates it again, empty, with `partitions` (a new topic id). */
   recreateTopic?(bus: BusUnderTest, name: string, partitions: number): Promise<void>;
+  /**
+   * Whether a commit names the topic id of the log it was read in (default true; @platformatic/kafka
+   * commits no metadata).
+   */
+  commitsTopicId?: boolean;
   /** Time for a consumer group to settle after its members are ready, in ms (Kafka: a rebalance round). */
   settleMs: number;
   /** How long to wait for deliveries, in ms. */
@@ -324,6 +330,24 @@ export function busContract(options: BusContractOptions): void {
       expect(id).toEqual(expect.any(String));
       expect(told.get(0)).toEqual({ topicId: id, start: '0', end: '3' });
       expect(told.get(1)).toEqual({ topicId: id, start: '0', end: '0' });
+    });
+
+    it('resumeFrom is told the group committed offset, with the topic id of the log its commit was read in', async () => {
+      const { topic, subscribe, told, group, subscription } = await readLogs('committed');
+      const id = told.get(0)?.topicId;
+      await subscription.close();
+      const committed = new Map<number, CommittedOffset | undefined>();
+      await subscribe(group, recorder(), {
+        resumeFrom: async (t, partition, _log, offset) => {
+          if (t === topic) committed.set(partition, offset);
+          return undefined;
+        },
+      });
+      await waitFor('both partitions assigned', () => committed.size >= 2);
+      expect(committed.get(0)).toEqual(
+        options.commitsTopicId === false ? { offset: '3' } : { offset: '3', topicId: id },
+      );
+      expect(committed.get(1)).toBeUndefined();
     });
 
     if (options.recreateTopic !== undefined) {

@@ -70,9 +70,34 @@ export interface SubscribeOptions {
    * reads from `log.start` (what retention left). A rejection is retried.
    *
    * `log` is the partition's log as the broker described it just before the
-   * call: a sink that stores offsets checks they belong to it.
+   * call: a sink that stores offsets checks they belong to it. `committed` is
+   * the group's committed offset for the partition, read with it (undefined:
+   * none), so a consumer that keeps no offsets of its own checks that one.
    */
-  resumeFrom?(topic: string, partition: number, log: PartitionLog): Promise<string | undefined>;
+  resumeFrom?(
+    topic: string,
+    partition: number,
+    log: PartitionLog,
+    committed?: CommittedOffset,
+  ): Promise<string | undefined>;
+}
+
+/**
+ * A consumer group's committed offset for one partition. The adapters commit
+ * the topic id of the log they read beside the offset (Kafka's commit
+ * metadata; partition-log.ts), so an offset committed by a member that was
+ * still reading a topic since deleted is told apart from one of the log now
+ * under the name.
+ */
+export interface CommittedOffset {
+  /** The next offset to read, decimal string. */
+  offset: string;
+  /**
+   * The topic id of the log the committing member read; undefined when the
+   * commit named none (a commit by another tool, such as an offset reset with
+   * Kafka's scripts, or by @platformatic/kafka, whose commits carry no metadata).
+   */
+  topicId?: string;
 }
 
 /**

@@ -8,10 +8,17 @@
 
 import { ListOffsetTimestamps, Admin as LogAdmin } from '@platformatic/kafka';
 import type { Batch, Consumer, EachBatchPayload, IHeaders, Kafka } from 'kafkajs';
-import type { IncomingRecord, PartitionLog, SubscribeOptions, Subscriber, Subscription } from './bus.ts';
+import type {
+  CommittedOffset,
+  IncomingRecord,
+  PartitionLog,
+  SubscribeOptions,
+  Subscriber,
+  Subscription,
+} from './bus.ts';
 import type { ResolvedKafkaBusOptions } from './kafka-options.ts';
 import { busUnavailable, parseOffset, pause } from './kafka-options.ts';
-import { reportedTopicId } from './partition-log.ts';
+import { reportedTopicId, topicIdMetadata, topicIdOfMetadata } from './partition-log.ts';
 import { baseOptions } from './platformatic-options.ts';
 
 export class KafkajsSubscriber implements Subscriber {
@@ -39,7 +46,13 @@ export class KafkajsSubscriber implements Subscriber {
  * range, as after the topic was created again: it resets to the earliest),
  * and the sink is asked where to resume again.
  */
-type Gate = { state: 'pending' } | { state: 'open'; seekTo: bigint | undefined; next?: bigint };
+type Gate = { state: 'pending' } | { state: 'open'; seekTo: bigint | undefined; next?: bigint; topicId?: string };
+
+/** A partition's log and the group's committed offset in it, as resumeFrom is told them. */
+interface DescribedPartition {
+  log: PartitionLog;
+  committed: CommittedOffset | undefined;
+}
 
 class KafkajsSubscription implements Subscription {
   readonly #consumer: Consumer;
@@ -56,7 +69,7 @@ class KafkajsSubscription implements Subscription {
   /** Describes the partitions' logs for resumeFrom; made on the first assignment. */
   #logAdmin: LogAdmin | undefined;
   /** The logs of the assignment in place, described once per generation. */
-  #logs: { generation: number; logs: Promise<Map<number, PartitionLog>> } | undefined;
+  #logs: { generation: number; logs: Promise<Map<number, DescribedPartition>> } | undefined;
 
   constructor(kafka: Kafka, options: ResolvedKafkaBusOptions, subscribe: SubscribeOptions) {
     this.#options = options;
@@ -127,17 +140,18 @@ class KafkajsSubscription implements Subscription {
     for (;;) {
       if (generation !== this.#generation || this.#stopping.signal.aborted) return;
       try {
+        const described = await this.#logOf(partition, generation);
         const offset =
-          resumeFrom === undefined
-            ? undefined
-            : await resumeFrom(topic, partition, await this.#logOf(partition, generation));
+          resumeFrom === undefined ? undefined : await resumeFrom(topic, partition, described.log, described.committed);
         if (generation !== this.#generation) return;
+        // The commits of what is read from here on name the log it is read from.
+        const topicId = described.log.topicId === undefined ? {} : { topicId: described.log.topicId };
         if (offset === undefined) {
-          this.#gates.set(partition, { state: 'open', seekTo: undefined });
+          this.#gates.set(partition, { state: 'open', seekTo: undefined, ...topicId });
         } else {
           const seekTo = parseOffset(offset);
           this.#consumer.seek({ topic, partition, offset });
-          this.#gates.set(partition, { state: 'open', seekTo });
+          this.#gates.set(partition, { state: 'open', seekTo, ...topicId });
         }
         return;
       } catch (err) {
@@ -148,8 +162,11 @@ class KafkajsSubscription implements Subscription {
     }
   }
 
-  /** A partition's log (topic id, start, end) as the brokers describe it now; one description per generation. */
-  async #logOf(partition: number, generation: number): Promise<PartitionLog> {
+  /**
+   * A partition's log (topic id, start, end) as the brokers describe it now, and the group's
+   * committed offset with the topic id its commit named; one description per generation.
+   */
+  async #logOf(partition: number, generation: number): Promise<DescribedPartition> {
     if (this.#logs?.generation !== generation) {
       const logs = this.#describeLogs();
       logs.catch(() => undefined);
@@ -160,8 +177,8 @@ class KafkajsSubscription implements Subscription {
     return log;
   }
 
-  async #describeLogs(): Promise<Map<number, PartitionLog>> {
-    const { topic } = this.#subscribe;
+  async #describeLogs(): Promise<Map<number, DescribedPartition>> {
+    const { topic, groupId } = this.#subscribe;
     this.#logAdmin ??= new LogAdmin(baseOptions(this.#options));
     const admin = this.#logAdmin;
     const metadata = await admin.metadata({ topics: [topic], forceUpdate: true });
@@ -179,13 +196,26 @@ class KafkajsSubscription implements Subscription {
       await offsetsAt(ListOffsetTimestamps.EARLIEST),
       await offsetsAt(ListOffsetTimestamps.LATEST),
     ];
-    const logs = new Map<number, PartitionLog>();
+    const [group] = await admin.listConsumerGroupOffsets({
+      groups: [{ groupId, topics: [{ name: topic, partitionIndexes: partitions }] }],
+    });
+    const committed = new Map(
+      (group?.topics.find((t) => t.name === topic)?.partitions ?? []).map((p) => [p.partitionIndex, p]),
+    );
+    const logs = new Map<number, DescribedPartition>();
     for (const p of partitions) {
       const start = earliest.get(p);
       if (start === undefined) continue;
       const log: PartitionLog = { start: start.toString(), end: (latest.get(p) ?? start).toString() };
       if (topicId !== undefined) log.topicId = topicId;
-      logs.set(p, log);
+      const stored = committed.get(p);
+      let offset: CommittedOffset | undefined;
+      if (stored !== undefined && stored.committedOffset >= 0n) {
+        offset = { offset: stored.committedOffset.toString() };
+        const committedTopicId = topicIdOfMetadata(stored.metadata);
+        if (committedTopicId !== undefined) offset.topicId = committedTopicId;
+      }
+      logs.set(p, { log, committed: offset });
     }
     return logs;
   }
@@ -219,7 +249,7 @@ class KafkajsSubscription implements Subscription {
         this.#consumer.seek({ topic: batch.topic, partition, offset: seekTo.toString() });
         return;
       }
-      this.#gates.set(partition, { state: 'open', seekTo: undefined });
+      this.#gates.set(partition, { ...gate, seekTo: undefined });
       messages = messages.filter((m) => BigInt(m.offset) >= seekTo);
     }
     if (messages.length === 0) return;
@@ -240,8 +270,14 @@ class KafkajsSubscription implements Subscription {
     const current = this.#gates.get(partition);
     if (current?.state === 'open') current.next = BigInt(last) + 1n;
     resolveOffset(last);
+    const metadata = topicIdMetadata(current?.state === 'open' ? current.topicId : undefined);
     await commitOffsetsIfNecessary({
-      topics: [{ topic: batch.topic, partitions: [{ partition, offset: (BigInt(last) + 1n).toString() }] }],
+      topics: [
+        {
+          topic: batch.topic,
+          partitions: [{ partition, offset: (BigInt(last) + 1n).toString(), ...(metadata ? { metadata } : {}) }],
+        },
+      ],
     });
     await heartbeat();
   }

@@ -6,7 +6,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { CtxflowError } from '@ctxflow/contracts';
-import type { IncomingRecord, OutgoingRecord, PartitionLog, SubscribeOptions } from './bus.ts';
+import type { CommittedOffset, IncomingRecord, OutgoingRecord, PartitionLog, SubscribeOptions } from './bus.ts';
 import { partitionForKey } from './partition-for-key.ts';
 
 export interface MemoryBusOptions {
@@ -250,7 +250,7 @@ export class MemoryBroker {
         if (state.positionedFor !== owner) {
           const resumed = await this.#track(
             owner,
-            this.#resumeFrom(owner, topic, state.partition, this.describe(topic, state.partition)),
+            this.#resumeFrom(owner, topic, state.partition, this.describe(topic, state.partition), state.committed),
           );
           if (resumed === 'failed') {
             await sleep(this.retryBackoffMs);
@@ -308,11 +308,16 @@ export class MemoryBroker {
     topic: string,
     partition: number,
     log: PartitionLog,
+    committedOffset: number | undefined,
   ): Promise<number | undefined | 'failed'> {
     const resumeFrom = owner.options.resumeFrom;
     if (resumeFrom === undefined) return undefined;
     try {
-      const offset = await resumeFrom(topic, partition, log);
+      // Commits of a log since recreated go with it: what is committed is this log's.
+      const committed: CommittedOffset | undefined =
+        committedOffset === undefined ? undefined : { offset: String(committedOffset) };
+      if (committed !== undefined && log.topicId !== undefined) committed.topicId = log.topicId;
+      const offset = await resumeFrom(topic, partition, log, committed);
       return offset === undefined ? undefined : parseOffset(offset);
     } catch {
       return 'failed';

@@ -10,3 +10,47 @@ export function reportedTopicId(topic: string, id: string | undefined): string |
   if (id === undefined || id === '' || id === topic || id === ZERO_TOPIC_ID) return undefined;
   return id;
 }
+
+/** How a commit's metadata names the topic id of the log it was read from. */
+const TOPIC_ID_METADATA = 'ctxflow-topic-id:';
+
+/** The commit metadata naming `topicId` (null: none known). */
+export function topicIdMetadata(topicId: string | undefined): string | null {
+  return topicId === undefined ? null : `${TOPIC_ID_METADATA}${topicId}`;
+}
+
+/** The topic id a commit's metadata names; undefined for metadata of another form or none. */
+export function topicIdOfMetadata(metadata: string | null | undefined): string | undefined {
+  if (typeof metadata !== 'string' || !metadata.startsWith(TOPIC_ID_METADATA)) return undefined;
+  return metadata.slice(TOPIC_ID_METADATA.length) || undefined;
+}
+
+/**
+ * What a consumer does with a partition whose stored or committed offset does
+ * not fit its log (`CTXFLOW_OFFSET_RESET` of step-context and of the
+ * session-runner):
+ * - `earliest`: read the partition again from its first record (the consumer's
+ *   dedupe drops what was already applied);
+ * - `latest`: resume at the log's end: the records it holds now are skipped;
+ * - `fail`: do not consume the partition until the offset is repaired
+ *   (checked again at each retry of the assignment).
+ */
+export const OFFSET_RESET_POLICIES = ['earliest', 'latest', 'fail'] as const;
+export type OffsetResetPolicy = (typeof OFFSET_RESET_POLICIES)[number];
+export const DEFAULT_OFFSET_RESET: OffsetResetPolicy = 'earliest';
+
+/**
+ * Why an offset does not fit a partition's log:
+ * - `topic_id`: it was read from another topic of this name (its id differs);
+ * - `beyond_end`: the next offset to read is past the log's end;
+ * - `below_start`: the next offset to read is below the log's start: retention
+ *   deleted records that were never consumed.
+ */
+export type OffsetMismatch = 'topic_id' | 'beyond_end' | 'below_start';
+
+/** How the error line of a mismatch says it. */
+export const OFFSET_MISMATCH_DESCRIPTIONS: Readonly<Record<OffsetMismatch, string>> = {
+  topic_id: 'it was read from another topic of this name',
+  beyond_end: "it is past the log's end",
+  below_start: 'retention deleted records it had not read',
+};

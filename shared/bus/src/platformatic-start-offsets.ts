@@ -31,17 +31,24 @@ export async function startOffsets(
     topic,
   );
   const latest = (await consumer.listOffsets({ topics: [topic], timestamp: ListOffsetTimestamps.LATEST })).get(topic);
+  const committed = (await consumer.listCommittedOffsets({ topics: [{ topic, partitions }] })).get(topic);
   const fromSink = await Promise.all(
     partitions.map(async (p) => {
       if (resumeFrom === undefined) return undefined;
       const start = earliest?.[p] ?? 0n;
       const log: PartitionLog = { start: start.toString(), end: (latest?.[p] ?? start).toString() };
       if (topicId !== undefined) log.topicId = topicId;
-      const offset = await resumeFrom(topic, p, log);
+      // The library commits no metadata: the offset is told without the topic id it was read in.
+      const stored = committed?.[p];
+      const offset = await resumeFrom(
+        topic,
+        p,
+        log,
+        stored !== undefined && stored >= 0n ? { offset: stored.toString() } : undefined,
+      );
       return offset === undefined ? undefined : parseOffset(offset);
     }),
   );
-  const committed = (await consumer.listCommittedOffsets({ topics: [{ topic, partitions }] })).get(topic);
   const offsets = new Map<number, bigint>();
   partitions.forEach((partition, i) => {
     const stored = committed?.[partition];

@@ -1,4 +1,11 @@
-import type { PartitionLog } from '@ctxflow/bus';
+import {
+  DEFAULT_OFFSET_RESET,
+  OFFSET_MISMATCH_DESCRIPTIONS as DESCRIPTIONS,
+  OFFSET_RESET_POLICIES,
+  type OffsetMismatch,
+  type OffsetResetPolicy,
+  type PartitionLog,
+} from '@ctxflow/bus';
 import type { FeedStreams, StoredPartition } from '../ports/feed-streams.ts';
 
 /*
@@ -12,28 +19,7 @@ import type { FeedStreams, StoredPartition } from '../ports/feed-streams.ts';
  * log as the broker describes it, and what does not fit is reset by a policy.
  */
 
-/**
- * What to do with a partition whose stored offset does not fit its log
- * (`CTXFLOW_OFFSET_RESET`):
- * - `earliest`: read the partition again from its first record; the updates
- *   already applied are dropped by the per-source dedupe (by id, among the
- *   source's last DEDUPE_WINDOW stored updates) or as stale;
- * - `latest`: resume at the log's end: the records it holds now are skipped;
- * - `fail`: do not consume the partition until the stored state is repaired
- *   (checked again at each retry of the assignment).
- */
-export const OFFSET_RESET_POLICIES = ['earliest', 'latest', 'fail'] as const;
-export type OffsetResetPolicy = (typeof OFFSET_RESET_POLICIES)[number];
-export const DEFAULT_OFFSET_RESET: OffsetResetPolicy = 'earliest';
-
-/**
- * Why a stored offset does not fit:
- * - `topic_id`: it was read from another topic of this name (its id differs);
- * - `beyond_end`: the next offset to read is past the log's end;
- * - `below_start`: the next offset to read is below the log's start: retention
- *   deleted records that were never consumed.
- */
-export type OffsetMismatch = 'topic_id' | 'beyond_end' | 'below_start';
+export { DEFAULT_OFFSET_RESET, OFFSET_RESET_POLICIES, type OffsetMismatch, type OffsetResetPolicy };
 
 export type OffsetCheck =
   /** Resume at `next` (undefined: the bus's default); `bind`: record this topic id with the stored offset. */
@@ -166,9 +152,3 @@ export class OffsetGuard {
     this.#deps.mismatched?.({ group, topic, partition, mismatch, reset: policy });
   }
 }
-
-const DESCRIPTIONS: Readonly<Record<OffsetMismatch, string>> = {
-  topic_id: 'it was read from another topic of this name',
-  beyond_end: "it is past the log's end",
-  below_start: 'retention deleted records it had not read',
-};
