@@ -172,6 +172,7 @@ await runService({
         publisher: bus.publisher,
         log: logger,
         telemetry: createConsumerLag(),
+        offsetReset: config.offsetReset,
         ...(config.groupId ? { groupId: config.groupId } : {}),
       });
     }

@@ -1,4 +1,4 @@
-import type { IncomingRecord, Publisher, Subscriber, Subscription } from '@ctxflow/bus';
+import type { IncomingRecord, OffsetResetPolicy, Publisher, Subscriber, Subscription } from '@ctxflow/bus';
 import {
   type DeadLetterReason,
   deadLetterOf,
@@ -8,6 +8,7 @@ import {
   TOPICS,
 } from '@ctxflow/contracts';
 import { withRemoteParent } from '@ctxflow/telemetry';
+import { CommittedOffsetGuard } from './committed-offset-guard.ts';
 import type { ContextEngine } from './domain/context-engine.ts';
 import type { SessionStore } from './ports/session-store.ts';
 
@@ -18,9 +19,14 @@ export interface StepRequestConsumerDeps {
   store: SessionStore;
   subscriber: Subscriber;
   publisher: Publisher;
-  log?: { warn(obj: object, msg: string): void };
+  log?: { warn(obj: object, msg: string): void; error(obj: object, msg: string): void };
   /** Default STEP_CONSUMER_GROUP. */
   groupId?: string;
+  /**
+   * What an assignment does with a committed offset that does not fit the partition's log
+   * (committed-offset-guard.ts; `CTXFLOW_OFFSET_RESET`). Default `earliest`.
+   */
+  offsetReset?: OffsetResetPolicy;
   /** Reports the consumer lag after each handled batch (`ctxflow.consumer.lag`) and dead letters. Default: none. */
   telemetry?: ConsumerLag;
   /**
@@ -36,6 +42,8 @@ export interface ConsumerLag {
   lag(e: { group: string; topic: string; partition: number; lag: number }): void;
   /** One record the dead-letter topic acknowledged (`ctxflow.consumer.dead_letters`, by group, topic and reason). */
   deadLettered?(e: { group: string; topic: string; reason: string }): void;
+  /** One assignment whose committed offset did not fit the partition's log (`ctxflow.consumer.offset_mismatches`). */
+  offsetMismatch?(e: { group: string; topic: string; partition: number; mismatch: string; reset: string }): void;
 }
 
 /**
@@ -60,6 +68,10 @@ export type StepResultRecord =
  * topic with its reason and position; the handler resolves (and the bus
  * commits the offset) only once that publish is acknowledged. A failed
  * dead-letter publish rejects the batch: the bus delivers it again.
+ *
+ * At every assignment the group's committed offset is checked against the
+ * partition's log (CommittedOffsetGuard): one committed in a topic since
+ * deleted, or past the log's end, is an error line, a count and a reset.
  */
 export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): Promise<Subscription> {
   const groupId = deps.groupId ?? STEP_CONSUMER_GROUP;
@@ -110,9 +122,16 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
     ]);
     if (failed !== undefined) await deadLetter(record, 'failed', failed);
   };
+  const guard = new CommittedOffsetGuard({
+    group: groupId,
+    ...(deps.offsetReset === undefined ? {} : { policy: deps.offsetReset }),
+    ...(deps.log === undefined ? {} : { log: deps.log }),
+    mismatched: (e) => deps.telemetry?.offsetMismatch?.(e),
+  });
   const subscription = await deps.subscriber.subscribe({
     topic: TOPICS.stepRequests,
     groupId,
+    resumeFrom: (topic, partition, log, committed) => guard.resumeFrom(topic, partition, log, committed),
     async handle(records) {
       // A request sent with a traceparent header makes its context pass part of the sender's trace.
       for (const record of records) await withRemoteParent(record.headers, () => handleOne(record));

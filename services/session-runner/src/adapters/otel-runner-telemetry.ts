@@ -2,6 +2,8 @@ import {
   ATTR_CACHED_TOKENS,
   ATTR_CONSUMER_GROUP,
   ATTR_DLQ_REASON,
+  ATTR_OFFSET_MISMATCH,
+  ATTR_OFFSET_RESET,
   ATTR_PARTITION,
   ATTR_PREDICTED_TOKENS,
   ATTR_PROVIDER_FORMAT,
@@ -26,6 +28,7 @@ import {
   METRIC_CONTEXT_ROWS,
   METRIC_CONTEXT_SKIPPED,
   METRIC_DEAD_LETTERS,
+  METRIC_OFFSET_MISMATCHES,
   METRIC_PREFIX_REUSE_RATIO,
   METRIC_PREFIX_REUSED_BYTES,
   METRIC_PROVIDER_CACHE_SHORTFALLS,
@@ -286,7 +289,7 @@ export function createContextTelemetry(handles: TelemetryHandles = {}): ContextT
   };
 }
 
-/** The step-request consumer's `ctxflow.consumer.lag` gauge on the meter of `handles` (else the global one). */
+/** The step-request consumer's `ctxflow.consumer.lag` gauge, dead-letter and offset-mismatch counters on the meter of `handles` (else the global one). */
 export function createConsumerLag(handles: Pick<TelemetryHandles, 'meter'> = {}): ConsumerLag {
   const meter = meterOf(handles);
   const gauge = lazy(() =>
@@ -301,12 +304,27 @@ export function createConsumerLag(handles: Pick<TelemetryHandles, 'meter'> = {})
       unit: '{record}',
     }),
   );
+  const offsetMismatches = lazy(() =>
+    meter().createCounter(METRIC_OFFSET_MISMATCHES, {
+      description: "Assignments whose stored offset did not fit the partition's log",
+      unit: '{partition}',
+    }),
+  );
   return {
     lag(e) {
       gauge().record(e.lag, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_PARTITION]: e.partition });
     },
     deadLettered(e) {
       deadLetters().add(1, { [ATTR_CONSUMER_GROUP]: e.group, [ATTR_TOPIC]: e.topic, [ATTR_DLQ_REASON]: e.reason });
+    },
+    offsetMismatch(e) {
+      offsetMismatches().add(1, {
+        [ATTR_CONSUMER_GROUP]: e.group,
+        [ATTR_TOPIC]: e.topic,
+        [ATTR_PARTITION]: e.partition,
+        [ATTR_OFFSET_MISMATCH]: e.mismatch,
+        [ATTR_OFFSET_RESET]: e.reset,
+      });
     },
   };
 }
