@@ -41,6 +41,10 @@ export const runnerConfigSchema = z
     CTXFLOW_HELD_BYTES: blank(z.coerce.number().int().min(0).optional()),
     /** Request-id records a session keeps (adapters/request-retention.ts); older request ids run as new steps. */
     CTXFLOW_REQUEST_IDS_KEPT: blank(z.coerce.number().int().min(1).max(1_000_000).default(1_000)),
+    /** Call records a session keeps with their call sites (adapters/request-retention.ts). */
+    CTXFLOW_CALL_IDS_KEPT: blank(z.coerce.number().int().min(1).max(1_000_000).default(1_000)),
+    /** App request keys of `POST /context` a session keeps (adapters/request-retention.ts). */
+    CTXFLOW_REQUEST_KEYS_KEPT: blank(z.coerce.number().int().min(1).max(1_000_000).default(1_000)),
     /** A committed step-request offset that does not fit its partition's log (committed-offset-guard.ts). */
     CTXFLOW_OFFSET_RESET: blank(z.enum(OFFSET_RESET_POLICIES).default(DEFAULT_OFFSET_RESET)),
     /** Parsed by parseConfigWithAuth; here it decides how the feed secrets read. */
@@ -86,6 +90,8 @@ export const runnerConfigSchema = z
     heldSessions: env.CTXFLOW_HELD_SESSIONS,
     heldBytes: env.CTXFLOW_HELD_BYTES,
     requestIdsKept: env.CTXFLOW_REQUEST_IDS_KEPT,
+    callIdsKept: env.CTXFLOW_CALL_IDS_KEPT,
+    requestKeysKept: env.CTXFLOW_REQUEST_KEYS_KEPT,
     offsetReset: env.CTXFLOW_OFFSET_RESET,
     ratePerMinute: env.CTXFLOW_RATE_LIMIT_PER_MINUTE,
     maxSessions: env.CTXFLOW_TENANT_MAX_SESSIONS,

@@ -90,14 +90,18 @@ await runService({
     // Without Redis, the in-memory store's.
     const memoryOutbox = new MemoryRowOutbox({ events, shards });
     const outbox: RowOutbox = redisOutbox ?? memoryOutbox;
-    const requestIdsKept = config.requestIdsKept;
-    let store: SessionStore = new MemorySessionStore({ ttlMs, requestIdsKept, outbox: memoryOutbox });
+    const retention = {
+      requestIdsKept: config.requestIdsKept,
+      callIdsKept: config.callIdsKept,
+      requestKeysKept: config.requestKeysKept,
+    };
+    let store: SessionStore = new MemorySessionStore({ ttlMs, ...retention, outbox: memoryOutbox });
     let memory: MemoryRecall | undefined;
     if (redis) {
       store = new RedisSessionStore(redis, {
         prefix: config.redisPrefix,
         ttlMs,
-        requestIdsKept,
+        ...retention,
         ...(redisOutbox ? { outbox: redisOutbox } : {}),
       });
       memory = new RedisMemoryRecall(redis, { prefix: config.redisPrefix });

@@ -26,7 +26,7 @@ import type {
 } from '../ports/session-store.ts';
 import { IdleSlots } from './idle-slots.ts';
 import type { MemoryRowOutbox } from './memory-row-outbox.ts';
-import { requestIdsKeptOf } from './request-retention.ts';
+import { callIdsKeptOf, requestIdsKeptOf, requestKeysKeptOf } from './request-retention.ts';
 
 interface SessionSlot {
   meta: SessionMeta;
@@ -52,6 +52,10 @@ export interface MemorySessionStoreOptions {
   outbox?: MemoryRowOutbox;
   /** Request-id records a session keeps (request-retention.ts); default DEFAULT_REQUEST_IDS_KEPT. */
   requestIdsKept?: number;
+  /** Call records a session keeps, with their call sites (request-retention.ts); default DEFAULT_CALL_IDS_KEPT. */
+  callIdsKept?: number;
+  /** App request keys a session keeps (request-retention.ts); default DEFAULT_REQUEST_KEYS_KEPT. */
+  requestKeysKept?: number;
 }
 
 /**
@@ -79,6 +83,8 @@ export class MemorySessionStore implements SessionStore {
   readonly #sessions: Map<string, SessionSlot>;
   readonly #ttlMs: number;
   readonly #requestIdsKept: number;
+  readonly #callIdsKept: number;
+  readonly #requestKeysKept: number;
   readonly #clock: Clock;
   readonly #outbox: MemoryRowOutbox | undefined;
 
@@ -86,6 +92,8 @@ export class MemorySessionStore implements SessionStore {
     this.#outbox = options.outbox;
     this.#ttlMs = options.ttlMs ?? 0;
     this.#requestIdsKept = requestIdsKeptOf(options.requestIdsKept);
+    this.#callIdsKept = callIdsKeptOf(options.callIdsKept);
+    this.#requestKeysKept = requestKeysKeptOf(options.requestKeysKept);
     this.#clock = options.clock ?? systemClock;
     this.#idle = new IdleSlots(this.#ttlMs, this.#clock);
     this.#sessions = this.#idle.slots;
@@ -205,6 +213,11 @@ export class MemorySessionStore implements SessionStore {
       const known = slot.keys.get(dedupe.key);
       if (known !== undefined) return known === dedupe.fingerprint ? { outcome: 'replayed' } : { outcome: 'conflict' };
       slot.keys.set(dedupe.key, dedupe.fingerprint);
+      // Insertion order is recording order: the oldest key leaves first.
+      for (const old of slot.keys.keys()) {
+        if (slot.keys.size <= this.#requestKeysKept) break;
+        slot.keys.delete(old);
+      }
     } else if (dedupe?.type === 'site') {
       const site = `${dedupe.callId}|${dedupe.site}`;
       if (slot.sites.has(site)) return { outcome: 'replayed' };
@@ -295,6 +308,12 @@ export class MemorySessionStore implements SessionStore {
     const slot = this.#forWrite(sessionId);
     if (!slot) return undefined;
     slot.calls.set(call.callId, copy(call));
+    // A replaced call keeps its place: the oldest call leaves first, with its call sites.
+    for (const old of slot.calls.keys()) {
+      if (slot.calls.size <= this.#callIdsKept) break;
+      slot.calls.delete(old);
+      for (const site of slot.sites) if (site.startsWith(`${old}|`)) slot.sites.delete(site);
+    }
     return written(slot);
   }
 

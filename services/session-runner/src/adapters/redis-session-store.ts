@@ -28,7 +28,7 @@ import type {
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
 import { DEFAULT_PROMPT_CACHE_BYTES, PromptTexts } from './redis/prompt-texts.ts';
 import type { RedisRowOutbox } from './redis-row-outbox.ts';
-import { REQUEST_TRIM_EVERY, requestIdsKeptOf } from './request-retention.ts';
+import { callIdsKeptOf, REQUEST_TRIM_EVERY, requestIdsKeptOf, requestKeysKeptOf } from './request-retention.ts';
 
 export { DEFAULT_PROMPT_CACHE_BYTES, promptEntryBytes } from './redis/prompt-texts.ts';
 
@@ -67,6 +67,10 @@ export interface RedisSessionStoreOptions {
   promptCacheBytes?: number;
   /** Request-id records a session keeps (request-retention.ts); default DEFAULT_REQUEST_IDS_KEPT. */
   requestIdsKept?: number;
+  /** Call records a session keeps, with their call sites (request-retention.ts); default DEFAULT_CALL_IDS_KEPT. */
+  callIdsKept?: number;
+  /** App request keys a session keeps (request-retention.ts); default DEFAULT_REQUEST_KEYS_KEPT. */
+  requestKeysKept?: number;
   /**
    * Retention in ms (CTXFLOW_SESSION_TTL_MS): every write gives all of the session's keys
    * this TTL, so an idle session expires whole. 0 (default): kept until deleted.
@@ -104,6 +108,9 @@ export class RedisSessionStore implements SessionStore {
   readonly #outbox: RedisRowOutbox | undefined;
   /** Request-id records a session keeps (trim-requests.lua). */
   readonly #requestIdsKept: number;
+  /** Call records and app request keys a session keeps (put-call.lua, enqueue.lua). */
+  readonly #callIdsKept: number;
+  readonly #requestKeysKept: number;
   readonly #keys: StoreKeys;
   /** System prompt text -> its id, and back: step records name prompts by id. */
   readonly #prompts: PromptTexts;
@@ -121,6 +128,8 @@ export class RedisSessionStore implements SessionStore {
     this.#commands = new SessionScripts(client, this.#keys, ttlMs);
     this.#outbox = options.outbox;
     this.#requestIdsKept = requestIdsKeptOf(options.requestIdsKept);
+    this.#callIdsKept = callIdsKeptOf(options.callIdsKept);
+    this.#requestKeysKept = requestKeysKeptOf(options.requestKeysKept);
     this.#client = client;
   }
 
@@ -300,6 +309,7 @@ export class RedisSessionStore implements SessionStore {
               ? { key: dedupe.key, fingerprint: dedupe.fingerprint }
               : { site: `${dedupe.callId}|${dedupe.site}` },
         items,
+        keysKept: this.#requestKeysKept,
       }),
     );
     const outcome = scriptOutcome(reply);
@@ -429,7 +439,7 @@ export class RedisSessionStore implements SessionStore {
 
   async putCall(sessionId: string, call: CallRecord): Promise<Written | undefined> {
     // An absent session records nothing (as the in-memory store).
-    const outcome = scriptOutcome(await this.#guard(() => this.#commands.putCall(sessionId, call)));
+    const outcome = scriptOutcome(await this.#guard(() => this.#commands.putCall(sessionId, call, this.#callIdsKept)));
     if ('refusal' in outcome) return undefined;
     const [version, previous] = outcome.ok as [string, string];
     return { version, previous };

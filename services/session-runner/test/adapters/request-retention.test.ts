@@ -3,14 +3,21 @@
  * of a session's last `requestIdsKept` steps; a recent request id sent again answers its step,
  * one past the retention runs as a new step, and the step records (the history) all stay. On
  * the in-memory store and on Redis (which deletes the older records every REQUEST_TRIM_EVERY
- * steps, trim-requests.lua). A held state keeps a bounded list of request ids too.
+ * steps, trim-requests.lua). A held state keeps a bounded list of request ids too. The same rule
+ * for call records with their call sites, and for app request keys: past the bound the oldest are
+ * gone and the newest still deduplicate (the Redis store deletes every RECORD_TRIM_EVERY new calls
+ * or keys, put-call.lua and enqueue.lua).
  */
 import { randomUUID } from 'node:crypto';
 import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { requireRedis } from '../../../../test/support/services.ts';
-import { DEFAULT_REQUEST_IDS_KEPT, REQUEST_TRIM_EVERY } from '../../src/adapters/request-retention.ts';
+import {
+  DEFAULT_REQUEST_IDS_KEPT,
+  RECORD_TRIM_EVERY,
+  REQUEST_TRIM_EVERY,
+} from '../../src/adapters/request-retention.ts';
 import { SessionCache } from '../../src/adapters/session-cache.ts';
 
 const TENANT = 'acme';
@@ -28,12 +35,12 @@ afterAll(async () => {
 });
 
 const stores: [string, () => SessionStore][] = [
-  ['memory', () => new MemorySessionStore({ requestIdsKept: KEPT })],
+  ['memory', () => new MemorySessionStore({ requestIdsKept: KEPT, callIdsKept: KEPT, requestKeysKept: KEPT })],
   [
     'Redis',
     () => {
       redis ??= new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
-      return new RedisSessionStore(redis, { prefix, requestIdsKept: KEPT });
+      return new RedisSessionStore(redis, { prefix, requestIdsKept: KEPT, callIdsKept: KEPT, requestKeysKept: KEPT });
     },
   ],
 ];
@@ -61,6 +68,75 @@ describe.each(stores)('request-id retention on the %s store', (name, newStore) =
     const old = await engine.step(TENANT, sessionId, { requestId: 'req-1' });
     expect(stepIds).not.toContain(old.stepId);
     expect((await engine.inspect(TENANT, sessionId)).steps).toHaveLength(STEPS + 1);
+  });
+});
+
+/** Two trims on Redis: after them the session keeps exactly KEPT calls or keys. */
+const RECORDS = 2 * RECORD_TRIM_EVERY;
+const item = (n: number) => [
+  { item: { kind: 'notice' as const, source: 'app' as const, content: `item ${n}` }, at: new Date(0).toISOString() },
+];
+
+describe.each(stores)('call-id and request-key retention on the %s store', (name, newStore) => {
+  it(`keeps the call records and call sites of the last ${KEPT} calls: a recent call site deduplicates, an older one records again`, async () => {
+    const store = newStore();
+    const { sessionId } = await createEngine({ store, heldSessions: 0 }).createSession(TENANT, {});
+    for (let i = 1; i <= RECORDS; i++) {
+      await store.putCall(sessionId, { callId: `call-${i}`, name: 'search', stepIndex: i, status: 'executed' });
+      const site = await store.enqueue(sessionId, item(i), { type: 'site', callId: `call-${i}`, site: 'tool:search' });
+      expect(site.outcome).toBe('recorded');
+    }
+    // A replaced call keeps its place: the newest by first record stay.
+    await store.putCall(sessionId, {
+      callId: `call-${RECORDS}`,
+      name: 'search',
+      stepIndex: RECORDS,
+      status: 'answered',
+    });
+    const kept = Array.from({ length: KEPT }, (_, i) => `call-${RECORDS - KEPT + 1 + i}`);
+    const state = (await store.load(sessionId))!;
+    expect(state.calls.map((c) => c.callId)).toEqual(kept);
+    expect(state.calls.at(-1)!.status).toBe('answered');
+    expect([...state.sites].sort()).toEqual(kept.map((id) => `${id}|tool:search`).sort());
+    if (name === 'Redis') {
+      expect((await redis!.hkeys(`${prefix}:{${sessionId}}:calls`)).sort()).toEqual([...kept].sort());
+    }
+    const recent = await store.enqueue(sessionId, item(0), { type: 'site', callId: kept[0]!, site: 'tool:search' });
+    expect(recent.outcome).toBe('replayed');
+    const old = await store.enqueue(sessionId, item(0), { type: 'site', callId: 'call-1', site: 'tool:search' });
+    expect(old.outcome).toBe('recorded');
+  });
+
+  it(`keeps the last ${KEPT} app request keys: a recent key replays or conflicts, an older one records again`, async () => {
+    const store = newStore();
+    const { sessionId } = await createEngine({ store, heldSessions: 0 }).createSession(TENANT, {});
+    for (let i = 1; i <= RECORDS; i++) {
+      const recorded = await store.enqueue(sessionId, item(i), {
+        type: 'key',
+        key: `key-${i}`,
+        fingerprint: `fp-${i}`,
+      });
+      expect(recorded.outcome).toBe('recorded');
+    }
+    const kept = Array.from({ length: KEPT }, (_, i) => RECORDS - KEPT + 1 + i);
+    for (const n of kept) expect(await store.keyFingerprint(sessionId, `key-${n}`)).toBe(`fp-${n}`);
+    expect(await store.keyFingerprint(sessionId, 'key-1')).toBeUndefined();
+    expect(await store.keyFingerprint(sessionId, `key-${kept[0]! - 1}`)).toBeUndefined();
+    if (name === 'Redis') {
+      expect((await redis!.hkeys(`${prefix}:{${sessionId}}:keys`)).sort()).toEqual(kept.map((n) => `key-${n}`).sort());
+    }
+    const first = kept[0]!;
+    expect(
+      (await store.enqueue(sessionId, item(first), { type: 'key', key: `key-${first}`, fingerprint: `fp-${first}` }))
+        .outcome,
+    ).toBe('replayed');
+    expect(
+      (await store.enqueue(sessionId, item(0), { type: 'key', key: `key-${first}`, fingerprint: 'other' })).outcome,
+    ).toBe('conflict');
+    expect((await store.enqueue(sessionId, item(1), { type: 'key', key: 'key-1', fingerprint: 'fp-1' })).outcome).toBe(
+      'recorded',
+    );
+    expect(await store.keyFingerprint(sessionId, 'key-1')).toBe('fp-1');
   });
 });
 

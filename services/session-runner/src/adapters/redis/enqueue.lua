@@ -8,6 +8,10 @@
     ttlMs   number: the retention (expire-session.lua)
     dedupe  {key, fingerprint}: an app request key and the items' fingerprint (R13); or
             {site}: `<callId>|<site>` of the call site that records them (R10, R15); absent: none
+    keysKept   number: the app request keys a session keeps (request-retention.ts)
+    trimEvery  number: every this many keys recorded, those past the newest keysKept are deleted
+  A key's record is `<n> <fingerprint>`, n from the session's `key` counter (a record written
+  before retention holds the fingerprint alone, and is the first to go).
     items   string[]: NewQueuedItem JSON objects (without itemId), in queue order
   Returns:
     {n, v, p}  recorded: the items got ids itm_(n-k+1) .. itm_n, k = number of items;
@@ -19,6 +23,7 @@
 --- @include "includes/session-version"
 --- @include "includes/expire-session"
 --- @include "includes/queue-element"
+--- @include "includes/trim-oldest"
 
 local args = cjson.decode(ARGV[1])
 
@@ -31,7 +36,7 @@ local function enqueue()
   if dedupe and dedupe.key then
     local known = redis.call('HGET', KEYS[4], dedupe.key)
     if known then
-      if known == dedupe.fingerprint then
+      if (string.match(known, '^%d+ (.+)$') or known) == dedupe.fingerprint then
         return -3
       end
       return -4
@@ -44,7 +49,11 @@ local function enqueue()
 
   -- Validated: write from here on.
   if dedupe and dedupe.key then
-    redis.call('HSET', KEYS[4], dedupe.key, dedupe.fingerprint)
+    local n = redis.call('HINCRBY', KEYS[9], 'key', 1)
+    redis.call('HSET', KEYS[4], dedupe.key, n .. ' ' .. dedupe.fingerprint)
+    if n % args.trimEvery == 0 then
+      trimOldest(KEYS[4], args.keysKept)
+    end
   elseif dedupe and dedupe.site then
     redis.call('SADD', KEYS[5], dedupe.site)
   end

@@ -14,4 +14,9 @@ local args = cjson.decode(ARGV[1])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   return false
 end
-return redis.call('HGET', KEYS[2], args.key)
+local known = redis.call('HGET', KEYS[2], args.key)
+if not known then
+  return false
+end
+-- `<n> <fingerprint>` (enqueue.lua), or the fingerprint alone in a record written before.
+return string.match(known, '^%d+ (.+)$') or known

@@ -11,6 +11,7 @@ import type {
   SessionMeta,
   StepRecord,
 } from '../../domain/model.ts';
+import { RECORD_TRIM_EVERY } from '../request-retention.ts';
 import type { StoreKeys } from './keys.ts';
 
 /**
@@ -219,10 +220,18 @@ export interface EnqueueArgs {
   /** An app request key with the items' fingerprint, or the call site that records them. */
   dedupe?: { key: string; fingerprint: string } | { site: string } | undefined;
   items: readonly NewQueuedItem[];
+  /** App request keys the session keeps (request-retention.ts). */
+  keysKept: number;
 }
 
 export function enqueueArgs(ttlMs: number, a: EnqueueArgs): string {
-  return packScriptArgument({ ttlMs, dedupe: a.dedupe, items: a.items.map((item) => JSON.stringify(item)) });
+  return packScriptArgument({
+    ttlMs,
+    dedupe: a.dedupe,
+    items: a.items.map((item) => JSON.stringify(item)),
+    keysKept: a.keysKept,
+    trimEvery: RECORD_TRIM_EVERY,
+  });
 }
 
 /** append-messages.lua's argument. */
@@ -272,8 +281,15 @@ export function putMetaArgs(ttlMs: number, meta: SessionMeta): string {
   return packScriptArgument({ ttlMs, meta: JSON.stringify(meta) });
 }
 
-export function putCallArgs(ttlMs: number, call: CallRecord): string {
-  return packScriptArgument({ ttlMs, callId: call.callId, call: JSON.stringify(call) });
+/** put-call.lua's argument; `callsKept`: the call records the session keeps (request-retention.ts). */
+export function putCallArgs(ttlMs: number, call: CallRecord, callsKept: number): string {
+  return packScriptArgument({
+    ttlMs,
+    callId: call.callId,
+    call: JSON.stringify(call),
+    callsKept,
+    trimEvery: RECORD_TRIM_EVERY,
+  });
 }
 
 /** replace-agent.lua's argument. */
@@ -364,8 +380,8 @@ export class SessionScripts {
     return this.#session('ctxPutMeta', meta.sessionId, putMetaArgs(this.#ttlMs, meta));
   }
 
-  putCall(sessionId: string, call: CallRecord): Promise<ScriptReply> {
-    return this.#session('ctxPutCall', sessionId, putCallArgs(this.#ttlMs, call));
+  putCall(sessionId: string, call: CallRecord, callsKept: number): Promise<ScriptReply> {
+    return this.#session('ctxPutCall', sessionId, putCallArgs(this.#ttlMs, call, callsKept));
   }
 
   /** A consistent read of the session (`window`: its log window only) and the `counters` fields named. */
