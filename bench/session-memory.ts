@@ -30,6 +30,21 @@ async function keysOf(redis: Redis, prefix: string, sessionId: string): Promise<
   return found;
 }
 
+/** MEMORY USAGE of each key of the session (by its name after the hash tag), and the log's JSON bytes. */
+async function measure(redis: Redis, prefix: string, sessionId: string) {
+  const keys = await keysOf(redis, prefix, sessionId);
+  let usage = 0;
+  const perKey: Record<string, number> = {};
+  for (const key of keys) {
+    const bytes = Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
+    usage += bytes;
+    perKey[`MEMORY USAGE bytes of ${key.slice(key.lastIndexOf('}') + 2) || 'meta'}`] = bytes;
+  }
+  const log = await redis.lrange(`${prefix}:{${sessionId}}:log`, 0, -1);
+  const logBytes = log.reduce((sum, entry) => sum + Buffer.byteLength(entry, 'utf8'), 0);
+  return { keys, usage, perKey, entries: log.length, logBytes };
+}
+
 async function deleteByPrefix(redis: Redis, prefix: string): Promise<void> {
   let cursor = '0';
   do {
@@ -78,24 +93,24 @@ export async function runSessionMemory(options: {
           });
           await engine.gateToolCall(TENANT, sessionId, { callId, name: 'search' });
           await engine.appendMessage(TENANT, sessionId, { role: 'tool', content: `search result ${step}`, callId });
+          // A long run says how the ratio moves: ten points on the way.
+          if (STEPS >= 1_000 && step % (STEPS / 10) === 0 && step < STEPS) {
+            const at = await measure(redis, prefix, sessionId);
+            progress(
+              `S8 after ${step} steps: ${at.usage} bytes for ${at.logBytes} bytes of log (${round(at.usage / at.logBytes)}); ${JSON.stringify(at.perKey)}`,
+            );
+          }
         }
-        const keys = await keysOf(redis, prefix, sessionId);
-        let usage = 0;
-        const perKey: Record<string, number> = {};
-        for (const key of keys) {
-          const bytes = Number((await redis.call('MEMORY', 'USAGE', key, 'SAMPLES', '0')) ?? 0);
-          usage += bytes;
-          perKey[`MEMORY USAGE bytes of ${key.slice(key.lastIndexOf('}') + 2) || 'meta'}`] = bytes;
-        }
-        const log = await redis.lrange(`${prefix}:{${sessionId}}:log`, 0, -1);
-        const logBytes = log.reduce((sum, entry) => sum + Buffer.byteLength(entry, 'utf8'), 0);
+        const { keys, usage, perKey, entries, logBytes } = await measure(redis, prefix, sessionId);
         ratios.push(usage / logBytes);
         Object.assign(figures, {
           'keys of the session': keys.length,
-          'log entries': log.length,
+          'log entries': entries,
           'MEMORY USAGE bytes': usage,
           'log entry JSON bytes': logBytes,
           'request-id records': await redis.hlen(`${prefix}:{${sessionId}}:requests`),
+          'call records': await redis.hlen(`${prefix}:{${sessionId}}:calls`),
+          'app request keys': await redis.hlen(`${prefix}:{${sessionId}}:keys`),
           ...perKey,
         });
         progress(`S8 trial ${trial + 1}: ${usage} bytes in ${keys.length} keys for ${logBytes} bytes of log`);
