@@ -1,9 +1,11 @@
 import {
   type CommittedOffset,
   DEFAULT_OFFSET_RESET,
+  MismatchReports,
   OFFSET_MISMATCH_DESCRIPTIONS,
   type OffsetMismatch,
   type OffsetResetPolicy,
+  offsetMismatch,
   type PartitionLog,
 } from '@ctxflow/bus';
 
@@ -29,13 +31,7 @@ export function checkCommittedOffset(
   log: PartitionLog,
 ): OffsetMismatch | undefined {
   if (committed === undefined) return undefined;
-  if (committed.topicId !== undefined && log.topicId !== undefined && committed.topicId !== log.topicId) {
-    return 'topic_id';
-  }
-  const next = BigInt(committed.offset);
-  if (next > BigInt(log.end)) return 'beyond_end';
-  if (next < BigInt(log.start)) return 'below_start';
-  return undefined;
+  return offsetMismatch(BigInt(committed.offset), committed.topicId, log);
 }
 
 export interface CommittedOffsetGuardDeps {
@@ -58,8 +54,7 @@ export interface CommittedOffsetGuardDeps {
 export class CommittedOffsetGuard {
   readonly #deps: CommittedOffsetGuardDeps;
   readonly #policy: OffsetResetPolicy;
-  /** The last mismatch reported per partition: a `fail` retried every few hundred ms reports it once. */
-  readonly #reported = new Map<string, string>();
+  readonly #reports = new MismatchReports();
 
   constructor(deps: CommittedOffsetGuardDeps) {
     this.#deps = deps;
@@ -72,16 +67,13 @@ export class CommittedOffsetGuard {
     log: PartitionLog,
     committed: CommittedOffset | undefined,
   ): Promise<string | undefined> {
-    const key = `${topic}:${partition}`;
     const mismatch = checkCommittedOffset(committed, log);
     if (mismatch === undefined || committed === undefined) {
-      this.#reported.delete(key);
+      this.#reports.fitted(topic, partition);
       return undefined;
     }
     const resumeAt = this.#policy === 'earliest' ? log.start : this.#policy === 'latest' ? log.end : undefined;
-    const state = JSON.stringify([committed, log.topicId, mismatch]);
-    if (this.#reported.get(key) !== state) {
-      this.#reported.set(key, state);
+    if (this.#reports.first(topic, partition, [committed, log.topicId, mismatch])) {
       this.#deps.log?.error(
         {
           topic,

@@ -23,7 +23,13 @@ export { readTopic, topicReaderConfig } from './kafkajs-topic-reader.ts';
 export type { MemoryBus, MemoryBusOptions } from './memory-bus.ts';
 export { createMemoryBus } from './memory-bus.ts';
 export type { OffsetMismatch, OffsetResetPolicy } from './partition-log.ts';
-export { DEFAULT_OFFSET_RESET, OFFSET_MISMATCH_DESCRIPTIONS, OFFSET_RESET_POLICIES } from './partition-log.ts';
+export {
+  DEFAULT_OFFSET_RESET,
+  MismatchReports,
+  OFFSET_MISMATCH_DESCRIPTIONS,
+  OFFSET_RESET_POLICIES,
+  offsetMismatch,
+} from './partition-log.ts';
 export type { PlatformaticBus } from './platformatic-bus.ts';
 export { createPlatformaticBus } from './platformatic-bus.ts';
 export { withTopicPrefix } from './topic-prefix.ts';

@@ -1,3 +1,5 @@
+import type { PartitionLog } from './bus.ts';
+
 /** Kafka's "no topic id" (Uuid.ZERO_UUID), as @platformatic/kafka spells it. */
 const ZERO_TOPIC_ID = '00000000-0000-0000-0000-000000000000';
 
@@ -54,3 +56,42 @@ export const OFFSET_MISMATCH_DESCRIPTIONS: Readonly<Record<OffsetMismatch, strin
   beyond_end: "it is past the log's end",
   below_start: 'retention deleted records it had not read',
 };
+
+/**
+ * Why resuming at `next` (the next offset to read, taken from the log whose id
+ * is `topicId`) does not fit `log`; undefined when it fits. The topic ids are
+ * compared only when both are known (a broker before Kafka 2.8 reports none; a
+ * commit of another client names none).
+ */
+export function offsetMismatch(
+  next: bigint,
+  topicId: string | undefined,
+  log: PartitionLog,
+): OffsetMismatch | undefined {
+  if (topicId !== undefined && log.topicId !== undefined && topicId !== log.topicId) return 'topic_id';
+  if (next > BigInt(log.end)) return 'beyond_end';
+  if (next < BigInt(log.start)) return 'below_start';
+  return undefined;
+}
+
+/**
+ * Remembers the last mismatch told per partition, so a partition held by
+ * `fail` and retried every few hundred ms is logged and counted once per state.
+ */
+export class MismatchReports {
+  readonly #told = new Map<string, string>();
+
+  /** True the first time `state` is seen for the partition (since it last fitted). */
+  first(topic: string, partition: number, state: unknown): boolean {
+    const key = `${topic}:${partition}`;
+    const json = JSON.stringify(state);
+    if (this.#told.get(key) === json) return false;
+    this.#told.set(key, json);
+    return true;
+  }
+
+  /** The partition fits its log again. */
+  fitted(topic: string, partition: number): void {
+    this.#told.delete(`${topic}:${partition}`);
+  }
+}

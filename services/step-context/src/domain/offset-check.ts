@@ -1,9 +1,11 @@
 import {
   DEFAULT_OFFSET_RESET,
   OFFSET_MISMATCH_DESCRIPTIONS as DESCRIPTIONS,
+  MismatchReports,
   OFFSET_RESET_POLICIES,
   type OffsetMismatch,
   type OffsetResetPolicy,
+  offsetMismatch,
   type PartitionLog,
 } from '@ctxflow/bus';
 import type { FeedStreams, StoredPartition } from '../ports/feed-streams.ts';
@@ -37,10 +39,9 @@ export function checkStoredOffset(stored: StoredPartition, log: PartitionLog): O
   const otherLog = stored.topicId !== undefined && log.topicId !== undefined && stored.topicId !== log.topicId;
   let next: string | undefined;
   if (stored.offset !== undefined) {
-    if (otherLog) return { verdict: 'mismatch', mismatch: 'topic_id' };
     const after = BigInt(stored.offset) + 1n;
-    if (after > BigInt(log.end)) return { verdict: 'mismatch', mismatch: 'beyond_end' };
-    if (after < BigInt(log.start)) return { verdict: 'mismatch', mismatch: 'below_start' };
+    const mismatch = offsetMismatch(after, stored.topicId, log);
+    if (mismatch !== undefined) return { verdict: 'mismatch', mismatch };
     next = after.toString();
   } else if (stored.topicId !== undefined) {
     next = log.start;
@@ -87,8 +88,7 @@ const MAX_TRIES = 5;
  */
 export class OffsetGuard {
   readonly #deps: OffsetGuardDeps;
-  /** The last mismatch reported per partition: a `fail` retried every few hundred ms reports it once. */
-  readonly #reported = new Map<string, string>();
+  readonly #reports = new MismatchReports();
 
   constructor(deps: OffsetGuardDeps) {
     this.#deps = deps;
@@ -104,7 +104,7 @@ export class OffsetGuard {
           const bound = await feedStreams.rebindPartition(topic, partition, stored, { ...stored, topicId: check.bind });
           if (!bound) continue;
         }
-        this.#reported.delete(`${topic}:${partition}`);
+        this.#reports.fitted(topic, partition);
         return check.next;
       }
       const target = policy === 'fail' ? undefined : resetTarget(policy, stored, log);
@@ -128,10 +128,7 @@ export class OffsetGuard {
     resumeAt: string | undefined,
   ): void {
     const { policy, group } = this.#deps;
-    const key = `${topic}:${partition}`;
-    const state = JSON.stringify([stored, log.topicId, mismatch]);
-    if (this.#reported.get(key) === state) return;
-    this.#reported.set(key, state);
+    if (!this.#reports.first(topic, partition, [stored, log.topicId, mismatch])) return;
     this.#deps.log.error(
       {
         topic,
