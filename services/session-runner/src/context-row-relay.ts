@@ -8,6 +8,7 @@ import {
 } from '@ctxflow/contracts';
 import { CloudEvent, Kafka } from 'cloudevents';
 import type { OutboxEntry, RowOutbox } from './ports/row-outbox.ts';
+import { Wakeup } from './wakeup.ts';
 
 /**
  * The relay's progress topic: one partition per outbox shard, compacted, each record
@@ -152,23 +153,8 @@ export function startContextRowRelay(deps: ContextRowRelayDeps): ContextRowRelay
   /** The shards this relay holds: their producer (once taken over) and a committed batch not yet removed. */
   const held = new Map<number, Held>();
   let closed = false;
-  let wake: (() => void) | undefined;
-  let woken = false;
-  outbox.onAppend(() => {
-    woken = true;
-    wake?.();
-  });
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (woken || closed) return resolve();
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        wake = undefined;
-        resolve();
-      }
-      wake = done;
-    });
+  const wakeup = new Wakeup();
+  outbox.onAppend(() => wakeup.ring());
 
   const drop = async (shard: number) => {
     const state = held.get(shard);
@@ -248,7 +234,7 @@ export function startContextRowRelay(deps: ContextRowRelayDeps): ContextRowRelay
 
   const loop = (async () => {
     while (!closed) {
-      woken = false;
+      wakeup.reset();
       let relayed = 0;
       let failed = false;
       for (let shard = 0; shard < outbox.shards && !closed; shard++) {
@@ -270,10 +256,10 @@ export function startContextRowRelay(deps: ContextRowRelayDeps): ContextRowRelay
         }
       }
       if (failed) {
-        woken = false;
-        await pause(retryMs);
+        wakeup.reset();
+        await wakeup.pause(retryMs);
       } else if (relayed === 0) {
-        await pause(pollMs);
+        await wakeup.pause(pollMs);
       }
     }
     for (const shard of [...held.keys()]) {
@@ -285,7 +271,7 @@ export function startContextRowRelay(deps: ContextRowRelayDeps): ContextRowRelay
   return {
     async close() {
       closed = true;
-      wake?.();
+      wakeup.close();
       await loop;
     },
   };

@@ -3,6 +3,7 @@ import { ATTR_RECEIPT_OUTCOME, lazy, METRIC_RECEIPT_WEBHOOK_CALLS, meterOf } fro
 import { Webhook } from 'standardwebhooks';
 import type { QueuedReceipt, ReceiptQueue } from './ports/receipt-queue.ts';
 import type { ReceiptWebhookConfig } from './receipt-config.ts';
+import { Wakeup } from './wakeup.ts';
 
 /** The `type` of every receipt webhook call: a ticket update reached a session's model request. */
 export const RECEIPT_EVENT_TYPE = 'delivery.seen';
@@ -104,23 +105,8 @@ export function startReceiptSender(deps: ReceiptSenderDeps): ReceiptSender {
   const leaseMs = deps.leaseMs ?? webhook.timeoutMs + 20_000;
   const signer = new Webhook(webhook.secret.reveal());
   const stopping = new AbortController();
-  let wake: (() => void) | undefined;
-  let woken = false;
-  queue.onEnqueue(() => {
-    woken = true;
-    wake?.();
-  });
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
-      if (woken || stopping.signal.aborted) return resolve();
-      const timer = setTimeout(done, ms);
-      function done() {
-        clearTimeout(timer);
-        wake = undefined;
-        resolve();
-      }
-      wake = done;
-    });
+  const wakeup = new Wakeup();
+  queue.onEnqueue(() => wakeup.ring());
 
   async function call(entry: QueuedReceipt): Promise<CallResult> {
     const body = receiptBody(entry.receipt);
@@ -192,11 +178,11 @@ export function startReceiptSender(deps: ReceiptSenderDeps): ReceiptSender {
 
   const loop = (async () => {
     while (!stopping.signal.aborted) {
-      woken = false;
+      wakeup.reset();
       try {
         const entries = await queue.take(batch, leaseMs);
         if (entries.length === 0) {
-          await pause(pollMs);
+          await wakeup.pause(pollMs);
           continue;
         }
         // A receipt whose settling failed stays leased: it is called again when the lease runs out.
@@ -207,8 +193,8 @@ export function startReceiptSender(deps: ReceiptSenderDeps): ReceiptSender {
         }
       } catch (err) {
         deps.log?.warn({ error: (err as Error).message }, 'receipt webhook: queue failed, retrying');
-        woken = false;
-        await pause(pollMs);
+        wakeup.reset();
+        await wakeup.pause(pollMs);
       }
     }
   })();
@@ -216,7 +202,7 @@ export function startReceiptSender(deps: ReceiptSenderDeps): ReceiptSender {
   return {
     async close() {
       stopping.abort();
-      wake?.();
+      wakeup.close();
       await loop;
     },
   };
