@@ -110,7 +110,9 @@ export function startReceiptSender(deps: ReceiptSenderDeps): ReceiptSender {
 
   async function call(entry: QueuedReceipt): Promise<CallResult> {
     const body = receiptBody(entry.receipt);
-    const signature = signer.sign(entry.id, new Date(), body);
+    // One instant for the signature and its header: a second boundary between two clock reads would break it.
+    const sentAt = new Date();
+    const signature = signer.sign(entry.id, sentAt, body);
     try {
       const answer = await fetch(webhook.url, {
         method: 'POST',
@@ -119,7 +121,7 @@ export function startReceiptSender(deps: ReceiptSenderDeps): ReceiptSender {
           'content-type': 'application/json',
           'user-agent': 'ctxflow-receipts',
           'webhook-id': entry.id,
-          'webhook-timestamp': String(Math.floor(Date.now() / 1000)),
+          'webhook-timestamp': String(Math.floor(sentAt.getTime() / 1000)),
           'webhook-signature': signature,
         },
         body,
