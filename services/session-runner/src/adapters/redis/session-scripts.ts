@@ -23,6 +23,10 @@ import type { StoreKeys } from './keys.ts';
  * step record and rows) and a branch's log (create-session) follow the packed argument
  * verbatim, as BullMQ passes a job's data beside its packed options: their bytes are
  * stored as sent, never decoded and encoded again.
+ *
+ * One file (a little over 400 lines): one argument type and one builder per script,
+ * beside the command table that names them; split, each builder would sit apart from
+ * the registration that gives its script a name.
  */
 const lua = (file: string) => loadLuaScript(new URL(`./${file}`, import.meta.url));
 
