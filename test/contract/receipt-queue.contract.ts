@@ -66,11 +66,12 @@ export function receiptQueueContract(name: string, make: ReceiptQueueFactory): v
     });
 
     it('enqueue is idempotent per (tenant, source, eventId, sessionId), whatever else differs', async () => {
-      const { queue } = await open();
+      const { queue, pass } = await open();
       const one = receipt();
       await queue.enqueue([one, one]);
       await queue.enqueue([{ ...one, stepId: 'stp_other', rowId: 'row_other' }]);
       const other = receipt({ eventId: one.eventId });
+      await pass(5); // within one millisecond the order is the ids'
       await queue.enqueue([other]);
       const taken = await queue.take(10, LEASE_MS);
       expect(taken.map((t) => t.receipt)).toEqual([one, other]);
