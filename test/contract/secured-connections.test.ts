@@ -132,6 +132,8 @@ for (const [client, mechanism] of [
         ...busSecurityFrom(saslEnv(mechanism)),
       }),
     deleteTopics,
+    // @platformatic/kafka commits no metadata, so its commits name no topic id (bus.contract.test.ts).
+    commitsTopicId: client === 'kafkajs',
     settleMs: 1_500,
     deliveryTimeoutMs: 20_000,
   });
