@@ -26,7 +26,8 @@ const prompt = ctxflowTurns({
   client,
   sessionId,
   signal: stop.signal,
-  pollMs: 100,
+  // A notice (POST /context) has no stream event: it comes at the next step, after 100 ms at the latest.
+  idleStepMs: 100,
   onAcknowledge: (s) => {
     cursor = s;
   },

@@ -5,11 +5,13 @@
  * scratch HOME and a dummy key, and calls nothing but the stand-in. One session: the user's question
  * as the first turn, the CLI's own tool call and its result, a signed ticket update reaching the
  * next turn, each row handed over once, and the cursor acknowledged only for a turn the SDK took;
- * and, with the client alone, a ctxflow rewind below the cursor.
+ * and, with the client alone, a ctxflow rewind below the cursor, and an idle wait on the session's
+ * stream that runs no step until a message comes.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { query } from '@anthropic-ai/claude-agent-sdk';
 import { CtxflowClient } from '@ctxflow/client';
 import { ctxflowTurns } from '@ctxflow/client/claude-agent';
@@ -67,7 +69,7 @@ describe('@ctxflow/client/claude-agent with @anthropic-ai/claude-agent-sdk 0.3.3
     const turns = ctxflowTurns({
       client,
       sessionId,
-      pollMs: 20,
+      idleStepMs: 20,
       signal: controller.signal,
       onAcknowledge: (since) => {
         acknowledged.push(since);
@@ -133,7 +135,7 @@ describe('@ctxflow/client/claude-agent with @anthropic-ai/claude-agent-sdk 0.3.3
 
     // Started again from the acknowledged cursor: only what is new since, nothing handed over before.
     await client.context.add({ sessionId, items: [{ kind: 'instruction', content: 'Answer in French.' }] });
-    const again = ctxflowTurns({ client, sessionId, since: 3, pollMs: 20 });
+    const again = ctxflowTurns({ client, sessionId, since: 3, idleStepMs: 20 });
     const next = await again.next();
     expect(next.done).toBe(false);
     const content = next.value!.message.content as Block[];
@@ -142,7 +144,13 @@ describe('@ctxflow/client/claude-agent with @anthropic-ai/claude-agent-sdk 0.3.3
     // A turn not taken (the SDK never asked for the next one) is not acknowledged: it comes back.
     await again.return();
     const acks: number[] = [];
-    const third3 = ctxflowTurns({ client, sessionId, since: 3, pollMs: 20, onAcknowledge: (s) => void acks.push(s) });
+    const third3 = ctxflowTurns({
+      client,
+      sessionId,
+      since: 3,
+      idleStepMs: 20,
+      onAcknowledge: (s) => void acks.push(s),
+    });
     expect((await third3.next()).value).toEqual(next.value);
     expect(acks).toEqual([]);
     await third3.return();
@@ -160,7 +168,7 @@ describe('@ctxflow/client/claude-agent with @anthropic-ai/claude-agent-sdk 0.3.3
         client,
         sessionId,
         since,
-        pollMs: 20,
+        idleStepMs: 20,
         signal: controller.signal,
         onStep: (s) => stepIds.push(s.stepId),
         onAcknowledge: (s) => {
@@ -183,5 +191,39 @@ describe('@ctxflow/client/claude-agent with @anthropic-ai/claude-agent-sdk 0.3.3
     expect(await take(3)).toEqual([expect.stringContaining('Be brief.'), expect.stringContaining('Answer in French.')]);
     // The system prefix and the question, then the row, then both rows after the two that survived.
     expect(acknowledged).toEqual([2, 3, 4]);
+  });
+
+  it('idle: no step while nothing comes (steps counted by the API); a user message then reaches the next turn', async () => {
+    const { sessionId } = await client.sessions.create({ context: 'You are the order desk.' });
+    await client.messages.create(sessionId, { role: 'user', content: 'Where is order 7?' });
+    const controller = new AbortController();
+    let idle: () => void = () => {};
+    const idled = new Promise<void>((resolve) => {
+      idle = resolve;
+    });
+    // No fallback step within the test: only a stream event can start the next step.
+    const turns = ctxflowTurns({
+      client,
+      sessionId,
+      idleStepMs: 600_000,
+      signal: controller.signal,
+      onIdle: () => idle(),
+    });
+    const first = (await turns.next()).value!;
+    expect((first.message.content as Block[]).map((b) => b.text)).toEqual(['Where is order 7?']);
+    // Asked for the next turn: the first is acknowledged, a step finds nothing new, the turns wait.
+    const next = turns.next();
+    await idled;
+    const before = (await client.sessions.get(sessionId)).steps;
+    expect(before).toBe(2);
+    await sleep(3_000);
+    expect((await client.sessions.get(sessionId)).steps).toBe(before);
+    // A message during the wait is a stream event: one step, and it is the next turn.
+    await client.messages.create(sessionId, { role: 'user', content: 'And order 8?' });
+    const second = (await next).value!;
+    expect((second.message.content as Block[]).map((b) => b.text)).toEqual(['And order 8?']);
+    expect((await client.sessions.get(sessionId)).steps).toBe(before + 1);
+    controller.abort();
+    expect((await turns.next()).done).toBe(true);
   });
 });
