@@ -5,6 +5,7 @@ export { MemoryRowOutbox } from './adapters/memory-row-outbox.ts';
 export { MemorySessionEvents } from './adapters/memory-session-events.ts';
 export { MemorySessionStore } from './adapters/memory-session-store.ts';
 export { MemoryStepUsageStore, type MemoryStepUsageStoreOptions } from './adapters/memory-step-usage-store.ts';
+export { MemoryTopicIdRecord } from './adapters/memory-topic-id-record.ts';
 export {
   type ContextTelemetry,
   createConsumerLag,
@@ -16,6 +17,7 @@ export { RedisReceiptQueue, type RedisReceiptQueueOptions } from './adapters/red
 export { RedisRowOutbox, type RedisRowOutboxOptions } from './adapters/redis-row-outbox.ts';
 export { RedisSessionStore, type RedisSessionStoreOptions } from './adapters/redis-session-store.ts';
 export { RedisStepUsageStore, type RedisStepUsageStoreOptions } from './adapters/redis-step-usage-store.ts';
+export { RedisTopicIdRecord } from './adapters/redis-topic-id-record.ts';
 export { weakMessageMemo } from './adapters/weak-message-memo.ts';
 export type { RunnerAppDeps } from './build-app.ts';
 export { buildRunnerApp } from './build-app.ts';
@@ -108,6 +110,7 @@ export type { StepContextRequest, StepContextSource } from './ports/step-context
 export type { RecordedUsage, StepUsageStore } from './ports/step-usage-store.ts';
 export type { RunnerTelemetry } from './ports/telemetry.ts';
 export { noopRunnerTelemetry } from './ports/telemetry.ts';
+export type { TopicIdRecord } from './ports/topic-id-record.ts';
 export { type ReceiptWebhookConfig, receiptWebhookOf, receiptWebhookVars } from './receipt-config.ts';
 export {
   createReceiptTelemetry,

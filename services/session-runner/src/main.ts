@@ -35,12 +35,14 @@ import { HttpStepContext } from './adapters/http-step-context.ts';
 import { MemoryRowOutbox } from './adapters/memory-row-outbox.ts';
 import { MemorySessionStore } from './adapters/memory-session-store.ts';
 import { MemoryStepUsageStore } from './adapters/memory-step-usage-store.ts';
+import { MemoryTopicIdRecord } from './adapters/memory-topic-id-record.ts';
 import { createRelayTelemetry } from './adapters/otel-relay-telemetry.ts';
 import { createConsumerLag, createContextTelemetry } from './adapters/otel-runner-telemetry.ts';
 import { RedisMemoryRecall } from './adapters/redis-memory-recall.ts';
 import { RedisRowOutbox } from './adapters/redis-row-outbox.ts';
 import { RedisSessionStore } from './adapters/redis-session-store.ts';
 import { RedisStepUsageStore } from './adapters/redis-step-usage-store.ts';
+import { RedisTopicIdRecord } from './adapters/redis-topic-id-record.ts';
 import { buildRunnerApp } from './build-app.ts';
 import { loadRunnerConfig } from './config.ts';
 import { CONTEXT_ROW_PROGRESS_CONFIG, CONTEXT_ROW_PROGRESS_TOPIC, startContextRowRelay } from './context-row-relay.ts';
@@ -177,6 +179,8 @@ await runService({
         log: logger,
         telemetry: createConsumerLag(),
         offsetReset: config.offsetReset,
+        // Beside the offsets: the topic id each partition was begun in (commits on @platformatic/kafka name none).
+        topicIds: redis ? new RedisTopicIdRecord(redis, config.redisPrefix) : new MemoryTopicIdRecord(),
         ...(config.groupId ? { groupId: config.groupId } : {}),
       });
     }

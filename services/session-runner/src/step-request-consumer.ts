@@ -8,9 +8,11 @@ import {
   TOPICS,
 } from '@ctxflow/contracts';
 import { withRemoteParent } from '@ctxflow/telemetry';
+import { MemoryTopicIdRecord } from './adapters/memory-topic-id-record.ts';
 import { CommittedOffsetGuard } from './committed-offset-guard.ts';
 import type { ContextEngine } from './domain/context-engine.ts';
 import type { SessionStore } from './ports/session-store.ts';
+import type { TopicIdRecord } from './ports/topic-id-record.ts';
 
 export const STEP_CONSUMER_GROUP = 'ctxflow-session-runner';
 
@@ -27,6 +29,11 @@ export interface StepRequestConsumerDeps {
    * (committed-offset-guard.ts; `CTXFLOW_OFFSET_RESET`). Default `earliest`.
    */
   offsetReset?: OffsetResetPolicy;
+  /**
+   * Where the guard records the topic id each partition was begun in, for commits that name
+   * none (ports/topic-id-record.ts). Default: one in this process (MemoryTopicIdRecord).
+   */
+  topicIds?: TopicIdRecord;
   /** Reports the consumer lag after each handled batch (`ctxflow.consumer.lag`) and dead letters. Default: none. */
   telemetry?: ConsumerLag;
   /**
@@ -71,7 +78,8 @@ export type StepResultRecord =
  *
  * At every assignment the group's committed offset is checked against the
  * partition's log (CommittedOffsetGuard): one committed in a topic since
- * deleted, or past the log's end, is an error line, a count and a reset.
+ * deleted (named by the commit, or by the topic id record for a client whose
+ * commits name none), or past the log's end, is an error line, a count and a reset.
  */
 export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): Promise<Subscription> {
   const groupId = deps.groupId ?? STEP_CONSUMER_GROUP;
@@ -126,6 +134,7 @@ export async function startStepRequestConsumer(deps: StepRequestConsumerDeps): P
     group: groupId,
     ...(deps.offsetReset === undefined ? {} : { policy: deps.offsetReset }),
     ...(deps.log === undefined ? {} : { log: deps.log }),
+    topicIds: deps.topicIds ?? new MemoryTopicIdRecord(),
     mismatched: (e) => deps.telemetry?.offsetMismatch?.(e),
   });
   const subscription = await deps.subscriber.subscribe({

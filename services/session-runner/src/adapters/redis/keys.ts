@@ -128,3 +128,15 @@ export function stepUsageKey(prefix: string, sessionId: string): string {
   if (sessionId === '') throw new Error('a session id must not be empty (it is the hash tag)');
   return `${prefix}:{${sessionId}}:usage`;
 }
+
+/**
+ * Hash of the topic id record (redis-topic-id-record.ts): partition -> the topic id the consumer
+ * group began reading it in, key `<prefix>:session-runner:topic-ids:<group>:<topic>` (a topic
+ * name holds no `:`, so no two groups and topics share a key).
+ */
+export function topicIdRecordKey(prefix: string, group: string, topic: string): string {
+  if (prefix.includes('{') || prefix.includes('}')) {
+    throw new Error(`the session store key prefix must not contain braces: ${JSON.stringify(prefix)}`);
+  }
+  return `${prefix}:session-runner:topic-ids:${group}:${topic}`;
+}
