@@ -17,6 +17,7 @@
 import { randomUUID } from 'node:crypto';
 import { createBus, type KafkaClientName } from '@ctxflow/bus';
 import { TOPICS } from '@ctxflow/contracts';
+import { Consumer } from '@platformatic/kafka';
 import { Redis } from 'ioredis';
 import { Kafka, logLevel } from 'kafkajs';
 import { describe, expect, it } from 'vitest';
@@ -163,6 +164,8 @@ describe("fault: the log under the runner's committed step-request offsets chang
     return {
       brokers,
       kafka,
+      redis,
+      prefix,
       topic,
       groupId,
       partition,
@@ -239,6 +242,71 @@ describe("fault: the log under the runner's committed step-request offsets chang
     expect(await r.committed()).toEqual({ offset: '1', metadata: `ctxflow-topic-id:${newId}` });
   }, 120_000);
 
+  it('the topic created again and an offset committed from the old log inside the new log (platformatic): the next request is answered within seconds, said once', async () => {
+    const r = await rig('sr-in', 'platformatic');
+    const first = await r.step('r1');
+    await r.runner.stop();
+    const oldId = await kafkaTopicId(r.brokers, r.topic);
+    // The library commits no metadata: the offset does not name the log it was read in.
+    expect(await r.committed()).toEqual({ offset: '1', metadata: null });
+    // The runner recorded, beside the offsets, the topic id the group began the partition in.
+    const recordKey = `${r.prefix}:session-runner:topic-ids:${r.groupId}:${r.topic}`;
+    expect(await r.redis.hget(recordKey, String(r.partition))).toBe(oldId);
+
+    const newId = await recreateKafkaTopic(r.brokers, r.topic, PARTITIONS);
+    expect(newId).not.toBe(oldId);
+    expect((await r.committed()).offset).toBe('-1');
+    // A @platformatic/kafka member still reading the old log commits its position into the new topic.
+    const member = new Consumer({
+      clientId: `fault-steps-member-${r.groupId}`,
+      bootstrapBrokers: r.brokers,
+      groupId: r.groupId,
+      sessionTimeout: SESSION_TIMEOUT_MS,
+      heartbeatInterval: 1_000,
+    });
+    member.topics.track(r.topic);
+    await member.joinGroup({});
+    await member.commit({ offsets: [{ topic: r.topic, partition: r.partition, offset: 1n, leaderEpoch: -1 }] });
+    await member.close(true);
+    // The next request lands at offset 0 of the new log: the committed 1 is the log's end, inside its range.
+    await r.request('r2');
+    expect(await r.committed()).toEqual({ offset: '1', metadata: null });
+
+    await r.runner.start();
+    await waitFor('the answer to r2', async () => r.results.get('r2')?.some((x) => x.ok), WITHIN_MS);
+    const lines = r.mismatchLines();
+    expect(lines).toHaveLength(1);
+    expect(
+      fits(lines[0]!, {
+        topic: r.topic,
+        partition: r.partition,
+        mismatch: 'topic_id',
+        committedOffset: '1',
+        committedTopicId: oldId,
+        committedTopicIdFrom: 'record',
+        topicId: newId,
+        logStart: '0',
+        logEnd: '1',
+        reset: 'earliest',
+        resumeAt: '0',
+        incarnation: 2,
+      }),
+      JSON.stringify(lines[0]),
+    ).toBe(true);
+    expect(await r.mismatchCount('topic_id')).toBe(1);
+    // Nothing answered twice: r1 was the old log's, r2 and the next request are answered once each.
+    const second = r.results.get('r2')!.find((x) => x.ok)!.stepId!;
+    const third = await r.step('r3');
+    expect(r.results.get('r1')!.map((x) => x.stepId)).toEqual([first.stepId]);
+    expect(r.results.get('r2')!.map((x) => x.stepId)).toEqual([second]);
+    expect(r.results.get('r3')!.map((x) => x.stepId)).toEqual([third.stepId]);
+    expect(await r.stepsOfSession()).toEqual([first.stepId, second, third.stepId]);
+    await waitFor('the commit of r3', async () => (await r.committed()).offset === '2', 10_000);
+    expect(r.mismatchLines()).toHaveLength(1);
+    // The record now names the new log.
+    expect(await r.redis.hget(recordKey, String(r.partition))).toBe(newId);
+  }, 120_000);
+
   it('an offset past the log end (platformatic): the next request is answered within seconds; the replay answers the same steps', async () => {
     const r = await rig('sr-end', 'platformatic');
     const one = await r.step('r1');
@@ -268,7 +336,9 @@ describe("fault: the log under the runner's committed step-request offsets chang
         partition: r.partition,
         mismatch: 'beyond_end',
         committedOffset: '1000',
-        committedTopicId: null,
+        // The commit names none: the log the runner recorded beginning the partition in.
+        committedTopicId: id,
+        committedTopicIdFrom: 'record',
         topicId: id,
         logStart: '0',
         reset: 'earliest',
