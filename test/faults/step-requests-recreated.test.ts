@@ -3,10 +3,13 @@
  * changes between two runs of the runner, on the real Kafka and Redis. The
  * runner keeps no offsets of its own: it resumes from its group's committed
  * offset. (1) The step-requests topic is deleted and created again, and a
- * member still reading the old log commits its position into the new one (the
- * commit's metadata names the old topic id): resumed from, it would skip the
- * request below it. (2) The group's offset is set past the log's end (offsets
- * copied from another cluster, a reset by hand). Each time the next step
+ * member still reading the old log commits its position into the new one,
+ * inside the new log's range: resumed from, it would skip the request below
+ * it. On kafkajs the commit's metadata names the old topic id; on
+ * @platformatic/kafka, whose commits carry no metadata, the runner's topic id
+ * record (Redis) names the log the group began the partition in. (2) The
+ * group's offset is set past the log's end (offsets copied from another
+ * cluster, a reset by hand). Each time the next step
  * request is answered within seconds, the mismatch is one error line and one
  * count in `ctxflow.consumer.offset_mismatches`, and the partition is read
  * again from its first record: the requests answered before are answered again
