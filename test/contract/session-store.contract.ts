@@ -1192,6 +1192,32 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         await store.commitStep(meta.sessionId, second);
         expect(await store.listSteps(meta.sessionId)).toEqual([first.step, second.step]);
       });
+
+      it('getStep by ordinal reads the surviving step of that ordinal, after a rewind the new one', async () => {
+        const meta = await newSession();
+        const id = meta.sessionId;
+        const first = stepCommit(meta, 0, { hookRows: ['1'], ordinal: 1 });
+        await store.commitStep(id, first);
+        const second = stepCommit(first.meta, 1, { hookRows: ['2'], ordinal: 2, requestId: 'req_2' });
+        await store.commitStep(id, second);
+        expect(await store.getStep(id, { ordinal: 1 })).toEqual(first.step);
+        expect(await store.getStep(id, { ordinal: 2 })).toEqual(second.step);
+        expect(await store.getStep(id, { ordinal: 3 })).toBeUndefined();
+        expect(await store.getStep(`ses_${randomUUID()}`, { ordinal: 1 })).toBeUndefined();
+        // A step id or request id given is the one read, whatever the ordinal.
+        expect(await store.getStep(id, { stepId: first.step.stepId, ordinal: 2 })).toEqual(first.step);
+        expect(await store.getStep(id, { requestId: 'req_2', ordinal: 1 })).toEqual(second.step);
+
+        // A rewind cuts step 2; the next step takes ordinal 2 again and is the one read.
+        const kept = { ...second.meta, steps: 1 };
+        const cut = { expectedLogLength: 2, toLength: 1, requeue: [], dropItems: [], dropCalls: [] };
+        expect(await store.rewind(id, { ...cut, dropSteps: [second.step.stepId], meta: kept })).toBe(true);
+        expect(await store.getStep(id, { ordinal: 2 })).toBeUndefined();
+        const again = stepCommit(kept, 1, { hookRows: ['2 again'], ordinal: 2 });
+        expect(await store.commitStep(id, again)).toEqual(COMMITTED);
+        expect(await store.getStep(id, { ordinal: 2 })).toEqual(again.step);
+        expect(await store.getStep(id, { ordinal: 1 })).toEqual(first.step);
+      });
     });
   });
 }

@@ -60,6 +60,24 @@ export function stepUsageStoreContract(name: string, make: StepUsageStoreFactory
       expect(await store.list(`ses_${randomUUID()}`)).toEqual([]);
     });
 
+    it("get reads one step's report as recorded; undefined for a step or session without one", async () => {
+      const { store } = await open();
+      const sessionId = `ses_${randomUUID()}`;
+      const first = usage(1, { format: 'anthropic', cacheWriteTokens: 9, predictedTokens: null });
+      const second = usage(2, { shortfall: true });
+      await store.record(sessionId, first);
+      await store.record(sessionId, second);
+      expect(await store.get(sessionId, first.stepId)).toEqual(first);
+      expect(await store.get(sessionId, second.stepId)).toEqual(second);
+      expect(await store.get(sessionId, `stp_${randomUUID()}`)).toBeUndefined();
+      expect(await store.get(`ses_${randomUUID()}`, first.stepId)).toBeUndefined();
+      // A repeat does not change what get reads.
+      await store.record(sessionId, { ...first, cachedTokens: 0 });
+      expect(await store.get(sessionId, first.stepId)).toEqual(first);
+      await store.deleteSession(sessionId);
+      expect(await store.get(sessionId, first.stepId)).toBeUndefined();
+    });
+
     it('first report wins: a second report of the step records nothing and answers the first', async () => {
       const { store } = await open();
       const sessionId = `ses_${randomUUID()}`;
@@ -110,8 +128,10 @@ export function stepUsageStoreContract(name: string, make: StepUsageStoreFactory
       await made.pass(350);
       // 700 ms after the first report, 350 after the last: both kept.
       expect(await store.list(sessionId)).toEqual([first, second]);
+      expect(await store.get(sessionId, first.stepId)).toEqual(first);
       await made.pass(400);
       expect(await store.list(sessionId)).toEqual([]);
+      expect(await store.get(sessionId, first.stepId)).toBeUndefined();
     });
   });
 }

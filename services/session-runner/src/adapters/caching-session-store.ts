@@ -21,6 +21,7 @@ import type {
   RewindCommit,
   SessionStore,
   StepCommit,
+  StepRef,
   Written,
 } from '../ports/session-store.ts';
 import type { ReplayedKey, StoreCache } from '../ports/store-cache.ts';
@@ -290,7 +291,7 @@ export class CachingSessionStore implements SessionStore, StoreCache {
     return written;
   }
 
-  getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined> {
+  getStep(sessionId: string, ref: StepRef): Promise<StepRecord | undefined> {
     return this.#store.getStep(sessionId, ref);
   }
 

@@ -22,6 +22,7 @@ import type {
   RewindCommit,
   SessionStore,
   StepCommit,
+  StepRef,
   Written,
 } from '../ports/session-store.ts';
 import { IdleSlots } from './idle-slots.ts';
@@ -317,9 +318,13 @@ export class MemorySessionStore implements SessionStore {
     return written(slot);
   }
 
-  async getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined> {
+  async getStep(sessionId: string, ref: StepRef): Promise<StepRecord | undefined> {
     const slot = this.#live(sessionId);
     if (!slot) return undefined;
+    if (ref.stepId === undefined && ref.requestId === undefined && ref.ordinal !== undefined) {
+      for (const step of slot.steps.values()) if (step.ordinal === ref.ordinal) return copy(step);
+      return undefined;
+    }
     const stepId = ref.stepId ?? (ref.requestId === undefined ? undefined : slot.requests.get(ref.requestId));
     const step = stepId === undefined ? undefined : slot.steps.get(stepId);
     return step && copy(step);

@@ -47,6 +47,11 @@ export class MemoryStepUsageStore implements StepUsageStore {
     return { recorded: true, usage: JSON.parse(JSON.stringify(usage)) as StepUsage };
   }
 
+  async get(sessionId: string, stepId: string): Promise<StepUsage | undefined> {
+    const json = this.#live(sessionId)?.reports.get(stepId);
+    return json === undefined ? undefined : (JSON.parse(json) as StepUsage);
+  }
+
   async list(sessionId: string): Promise<StepUsage[]> {
     const slot = this.#live(sessionId);
     if (!slot) return [];

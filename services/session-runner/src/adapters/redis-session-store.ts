@@ -23,6 +23,7 @@ import type {
   RewindCommit,
   SessionStore,
   StepCommit,
+  StepRef,
   Written,
 } from '../ports/session-store.ts';
 import { type StoreKeys, storeKeys } from './redis/keys.ts';
@@ -447,8 +448,13 @@ export class RedisSessionStore implements SessionStore {
 
   // ---------------------------------------------------------------- steps
 
-  async getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined> {
+  async getStep(sessionId: string, ref: StepRef): Promise<StepRecord | undefined> {
     const keys = this.#keys.session(sessionId);
+    if (ref.stepId === undefined && ref.requestId === undefined && ref.ordinal !== undefined) {
+      const ordinal = ref.ordinal;
+      const found = await this.#guard(() => this.#commands.stepAt(keys.steps, ordinal));
+      return found === null ? undefined : (await this.#stepRecords(sessionId, [found]))[0];
+    }
     let stepId = ref.stepId;
     if (stepId === undefined && ref.requestId !== undefined) {
       const requestId = ref.requestId;

@@ -42,6 +42,11 @@ export class RedisStepUsageStore implements StepUsageStore {
     return { recorded: set === 1, usage: JSON.parse(stored) as StepUsage };
   }
 
+  async get(sessionId: string, stepId: string): Promise<StepUsage | undefined> {
+    const json = await this.#guard(() => this.#client.hget(stepUsageKey(this.#prefix, sessionId), stepId));
+    return json === null ? undefined : (JSON.parse(json) as StepUsage);
+  }
+
   async list(sessionId: string): Promise<StepUsage[]> {
     const values = await this.#guard(() => this.#client.hvals(stepUsageKey(this.#prefix, sessionId)));
     return values.map((json) => JSON.parse(json) as StepUsage).sort((a, b) => a.ordinal - b.ordinal);

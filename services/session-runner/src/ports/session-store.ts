@@ -102,6 +102,13 @@ export interface RewindCommit {
  * touched for `ttlMs` is gone from every method, all of its records at once; every
  * write of a session refreshes it. 0 keeps sessions until deleteSession.
  */
+/** Which step record getStep reads. */
+export interface StepRef {
+  stepId?: string;
+  requestId?: string;
+  ordinal?: number;
+}
+
 export interface SessionStore {
   /** Stores a new agent. */
   putAgent(agent: AgentRecord): Promise<void>;
@@ -185,6 +192,11 @@ export interface SessionStore {
   /** Inserts or replaces one call record; undefined (nothing written) when the session is absent. */
   putCall(sessionId: string, call: CallRecord): Promise<Written | undefined>;
 
-  getStep(sessionId: string, ref: { stepId?: string; requestId?: string }): Promise<StepRecord | undefined>;
+  /**
+   * One step record: by `stepId`, by `requestId`, or by `ordinal` among the surviving steps
+   * (a rewind removes the records it cuts, so at most one has an ordinal); the first given of
+   * those three is the one read. Undefined when none matches or the session is unknown.
+   */
+  getStep(sessionId: string, ref: StepRef): Promise<StepRecord | undefined>;
   listSteps(sessionId: string): Promise<StepRecord[]>;
 }

@@ -21,6 +21,8 @@ export interface RecordedUsage {
 export interface StepUsageStore {
   /** Records `usage` for its step unless the step has a report: first wins, atomically. */
   record(sessionId: string, usage: StepUsage): Promise<RecordedUsage>;
+  /** The report of step `stepId`; undefined when it has none (or the session has none). */
+  get(sessionId: string, stepId: string): Promise<StepUsage | undefined>;
   /** The session's reports by ordinal (empty when none). */
   list(sessionId: string): Promise<StepUsage[]>;
   /** Erases the session's reports; nothing when there are none (idempotent). */

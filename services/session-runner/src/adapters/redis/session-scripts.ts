@@ -325,6 +325,7 @@ const COMMANDS = {
   ctxKeyFingerprint: { file: 'key-fingerprint.lua', keys: 2 },
   ctxReplaceAgent: { file: 'replace-agent.lua', keys: 1 },
   ctxTrimRequests: { file: 'trim-requests.lua', keys: 2 },
+  ctxStepAt: { file: 'step-at.lua', keys: 1 },
 } as const;
 type CommandName = keyof typeof COMMANDS;
 
@@ -404,6 +405,11 @@ export class SessionScripts {
   /** Deletes a session's request-id records past the last `keep` (request-retention.ts); the number deleted. */
   trimRequests(requestsKey: string, stepsKey: string, keep: number): Promise<number> {
     return this.#commands.ctxTrimRequests(requestsKey, stepsKey, packScriptArgument({ keep })) as Promise<number>;
+  }
+
+  /** The stored JSON of the surviving step of ordinal `ordinal`; null when none has it. */
+  stepAt(stepsKey: string, ordinal: number): Promise<string | null> {
+    return this.#commands.ctxStepAt(stepsKey, packScriptArgument({ ordinal })) as Promise<string | null>;
   }
 
   replaceAgent(agent: AgentRecord, expectedVersion: number): Promise<ScriptReply> {

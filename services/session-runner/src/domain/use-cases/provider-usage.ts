@@ -39,12 +39,11 @@ async function record(
   if (!reading) {
     throw new CtxflowError('validation_error', 'usage: more cached or cache-written tokens than input tokens');
   }
-  const known = await ctx.usage.list(sessionId);
-  const first = known.find((u) => u.stepId === stepId);
+  const first = await ctx.usage.get(sessionId, stepId);
   if (first) return { recorded: false, usage: first };
   // The step just before this one among the surviving steps (a rewind may have cut later ones).
-  const before = (await ctx.store.listSteps(sessionId)).find((s) => s.ordinal === step.ordinal - 1);
-  const previous = before === undefined ? undefined : known.find((u) => u.stepId === before.stepId);
+  const before = step.ordinal > 1 ? await ctx.store.getStep(sessionId, { ordinal: step.ordinal - 1 }) : undefined;
+  const previous = before === undefined ? undefined : await ctx.usage.get(sessionId, before.stepId);
   const predictedTokens = predictCached(step, report.format, previous);
   const usage: StepUsage = {
     stepId,
