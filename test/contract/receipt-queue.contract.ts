@@ -135,6 +135,7 @@ export function receiptQueueContract(name: string, make: ReceiptQueueFactory): v
       expect(await queue.retry(stale!, 0, 'http 500')).toBe(false);
       expect(await queue.deadLetter(stale!, 'http 410')).toBe(false);
       expect(await queue.deadLetters()).toEqual([]);
+      expect(await queue.deadLetterCount()).toBe(0);
       expect(await queue.take(1, LEASE_MS)).toEqual([]);
       expect(await queue.retry(current!, 0, 'http 500')).toBe(true);
       expect((await queue.take(1, LEASE_MS))[0]!.attempts).toBe(1);
@@ -156,10 +157,13 @@ export function receiptQueueContract(name: string, make: ReceiptQueueFactory): v
       const two = receipt();
       await queue.enqueue([one, two]);
       const taken = await queue.take(2, LEASE_MS);
+      expect(await queue.deadLetterCount()).toBe(0);
       expect(await queue.retry(taken[0]!, 0, 'http 503')).toBe(true);
       const [retaken] = await queue.take(1, LEASE_MS);
       expect(await queue.deadLetter(retaken!, 'http 503')).toBe(true);
+      expect(await queue.deadLetterCount()).toBe(1);
       expect(await queue.deadLetter(taken[1]!, 'http 410')).toBe(true);
+      expect(await queue.deadLetterCount()).toBe(2);
       // Dead-lettered within one millisecond, the two may list in either order.
       const dead = (await queue.deadLetters()).sort(byId);
       expect(dead.map(({ at: _, ...d }) => d)).toEqual(
@@ -171,12 +175,15 @@ export function receiptQueueContract(name: string, make: ReceiptQueueFactory): v
       expect(dead.every((d) => Number.isInteger(d.at) && d.at > 0)).toBe(true);
       await queue.enqueue([one, two]);
       expect(await queue.take(10, LEASE_MS)).toEqual([]);
+      expect(await queue.deadLetterCount()).toBe(2);
 
       expect((await queue.replay([receiptId(two), 'rcpt_unknown'])).map((d) => d.id)).toEqual([receiptId(two)]);
       expect((await queue.deadLetters()).map((d) => d.id)).toEqual([receiptId(one)]);
+      expect(await queue.deadLetterCount()).toBe(1);
       expect(await queue.replay()).toMatchObject([{ id: receiptId(one), receipt: one }]);
       expect(await queue.replay()).toEqual([]);
       expect(await queue.deadLetters()).toEqual([]);
+      expect(await queue.deadLetterCount()).toBe(0);
       const again = await queue.take(10, LEASE_MS);
       expect(again.map(({ id, attempts }) => ({ id, attempts })).sort(byId)).toEqual(
         [
@@ -194,8 +201,10 @@ export function receiptQueueContract(name: string, make: ReceiptQueueFactory): v
       await pass(400);
       const [current] = await queue.take(1, LEASE_MS);
       expect(await queue.deadLetter(current!, 'http 410')).toBe(true);
+      expect(await queue.deadLetterCount()).toBe(1);
       await queue.complete(stale!);
       expect(await queue.deadLetters()).toEqual([]);
+      expect(await queue.deadLetterCount()).toBe(0);
       expect(await queue.replay()).toEqual([]);
     });
 

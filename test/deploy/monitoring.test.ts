@@ -6,10 +6,13 @@
  * telemetry in one) after traffic that makes each series appear. Broken copies are refused.
  */
 import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { TOPICS } from '@ctxflow/contracts';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { createFeedTelemetry } from '@ctxflow/feeds';
+import { Secret } from '@ctxflow/service-kit';
 import { createContextTelemetry } from '@ctxflow/session-runner';
 import { createConsumerTelemetry } from '@ctxflow/step-context';
 import {
@@ -25,6 +28,8 @@ import {
   METRIC_PREFIX_REUSED_BYTES,
   METRIC_PROVIDER_CACHED_TOKENS,
   METRIC_PROVIDER_INPUT_TOKENS,
+  METRIC_RECEIPT_DEAD_LETTERS,
+  METRIC_RECEIPT_WEBHOOK_CALLS,
   type RunningTelemetry,
   startTelemetry,
 } from '@ctxflow/telemetry';
@@ -75,6 +80,8 @@ const histogram = (name: string) => ['_bucket', '_sum', '_count'].map((s) => `${
 
 let telemetry: RunningTelemetry;
 let embedded: EmbeddedApp;
+/** A receipt webhook receiver that refuses every call (410): each receipt is dead-lettered. */
+let refusing: Server | undefined;
 let exposition = '';
 let healthzBefore = 0;
 
@@ -91,9 +98,17 @@ beforeAll(async () => {
   // As services/embedded/src/main.ts builds it: the global providers, the services' own telemetry objects.
   telemetry = startTelemetry({ serviceName: 'ctxflow' });
   const consumerTelemetry = createConsumerTelemetry();
+  refusing = createServer((_req, res) => res.writeHead(410).end());
+  await new Promise<void>((resolve) => refusing!.listen(0, '127.0.0.1', resolve));
   embedded = await buildEmbeddedApp({
     config: {
       apiKeys: new Map([[API_KEY, TENANT]]),
+      receiptWebhook: {
+        url: `http://127.0.0.1:${(refusing.address() as AddressInfo).port}/`,
+        secret: new Secret('whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'),
+        maxAttempts: 1,
+        timeoutMs: 5_000,
+      },
       // The feeds the contract traffic signs for.
       secrets: Object.fromEntries(
         ['generic', 'incidentio', 'servicenow'].map((source) => [source, [{ tenant: TENANT, secret: FEED_SECRET }]]),
@@ -134,6 +149,29 @@ beforeAll(async () => {
     mismatch: 'beyond_end',
     reset: 'earliest',
   });
+  // A receipt the webhook refuses: dead-lettered, the gauge reads the queue's count.
+  const queue = embedded.receipts.queue!;
+  await queue.enqueue([
+    {
+      tenant: TENANT,
+      source: 'generic',
+      eventId: 'evt_monitoring',
+      sessionId,
+      stepId: step.stepId,
+      rowId: `${step.stepId}.0`,
+      at: new Date().toISOString(),
+    },
+  ]);
+  await vi.waitFor(
+    async () => {
+      const waiting = await queue.deadLetterCount();
+      expect(waiting).toBeGreaterThan(0);
+      expect(await telemetry.metricsText()).toMatch(
+        new RegExp(`^ctxflow_receipt_webhook_dead_letters\\{[^}]*\\} ${waiting}$`, 'm'),
+      );
+    },
+    { timeout: 10_000 },
+  );
   // Three probes more, counted exactly below.
   healthzBefore = healthzCount(await telemetry.metricsText());
   for (let i = 0; i < 3; i++) await call('GET', '/healthz', undefined, { status: 200, key: null });
@@ -145,6 +183,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await embedded?.close();
   await telemetry?.shutdown();
+  await new Promise((resolve) => refusing?.close(resolve));
 });
 
 describe('the scrape: what the services export on /metrics', () => {
@@ -160,7 +199,9 @@ describe('the scrape: what the services export on /metrics', () => {
         counter(METRIC_OFFSET_MISMATCHES),
         counter(METRIC_PROVIDER_INPUT_TOKENS),
         counter(METRIC_PROVIDER_CACHED_TOKENS),
+        counter(METRIC_RECEIPT_WEBHOOK_CALLS),
         gauge(METRIC_CONSUMER_LAG),
+        gauge(METRIC_RECEIPT_DEAD_LETTERS),
         ...histogram(METRIC_CONTEXT_PASS_DURATION),
         ...histogram(METRIC_PREFIX_REUSED_BYTES),
         ...histogram(METRIC_PREFIX_REUSE_RATIO),
@@ -187,6 +228,7 @@ describe('alert rules (PrometheusRule ctxflow)', () => {
     expect(queries.map((q) => q.where)).toEqual([
       'alert CtxflowConsumerLagHigh',
       'alert CtxflowDeadLetters',
+      'alert CtxflowReceiptDeadLetters',
       'alert CtxflowOffsetMismatch',
       'alert CtxflowContextSkips',
       'alert CtxflowHttpErrors',
@@ -201,6 +243,7 @@ describe('alert rules (PrometheusRule ctxflow)', () => {
         'ctxflow_context_skipped_total',
         'ctxflow_prompt_prefix_reuse_ratio_count',
         'ctxflow_prompt_prefix_reuse_ratio_sum',
+        'ctxflow_receipt_webhook_dead_letters',
         'http_server_request_duration_count',
       ].sort(),
     );
@@ -268,7 +311,7 @@ describe('refuses broken copies', () => {
   it('an alert rule with a misspelled metric, a label no metric has, and a bad expression', () => {
     const exported = exportedMetrics(exposition);
     const rule = structuredClone(readRule());
-    const [lag, deadLetters, mismatch] = rule.spec.groups[0].rules;
+    const [lag, deadLetters, , mismatch] = rule.spec.groups[0].rules;
     lag.expr = lag.expr.replace('ctxflow_consumer_lag', 'ctxflow_consumer_lags');
     deadLetters.expr = deadLetters.expr.replace('ctxflow_dlq_reason', 'ctxflow_dlq_cause');
     mismatch.expr = 'sum(increase(ctxflow_consumer_offset_mismatches_total[15m]) > ';

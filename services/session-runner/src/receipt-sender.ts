@@ -1,5 +1,12 @@
 import type { DeliveryReceipt } from '@ctxflow/feeds';
-import { ATTR_RECEIPT_OUTCOME, lazy, METRIC_RECEIPT_WEBHOOK_CALLS, meterOf } from '@ctxflow/telemetry';
+import {
+  ATTR_RECEIPT_OUTCOME,
+  lazy,
+  METRIC_RECEIPT_DEAD_LETTERS,
+  METRIC_RECEIPT_WEBHOOK_CALLS,
+  meterOf,
+  type TelemetryHandles,
+} from '@ctxflow/telemetry';
 import { Webhook } from 'standardwebhooks';
 import type { QueuedReceipt, ReceiptQueue } from './ports/receipt-queue.ts';
 import type { ReceiptWebhookConfig } from './receipt-config.ts';
@@ -13,18 +20,41 @@ export type ReceiptOutcome = 'sent' | 'retried' | 'dead_lettered';
 
 export interface ReceiptTelemetry {
   called(outcome: ReceiptOutcome): void;
+  /** Stops reading the dead-letter count (the queue is closed). */
+  close?(): void;
 }
 
-/** {@link ReceiptTelemetry} on OpenTelemetry: the counter METRIC_RECEIPT_WEBHOOK_CALLS by outcome. */
-export function createReceiptTelemetry(): ReceiptTelemetry {
-  const meter = meterOf({});
+/**
+ * {@link ReceiptTelemetry} on OpenTelemetry (the meter of `handles`, else the global one): the
+ * counter METRIC_RECEIPT_WEBHOOK_CALLS by outcome and, with `deadLetters` (the queue's
+ * deadLetterCount), the observable gauge METRIC_RECEIPT_DEAD_LETTERS, read on each collection.
+ * A count that fails (the store does not answer) observes nothing in that collection.
+ */
+export function createReceiptTelemetry(
+  handles: TelemetryHandles = {},
+  deadLetters?: () => Promise<number>,
+): ReceiptTelemetry {
+  const meter = meterOf(handles);
   const calls = lazy(() =>
     meter().createCounter(METRIC_RECEIPT_WEBHOOK_CALLS, {
       description: 'Calls of the receipt webhook, by outcome',
       unit: '{call}',
     }),
   );
-  return { called: (outcome) => calls().add(1, { [ATTR_RECEIPT_OUTCOME]: outcome }) };
+  if (deadLetters === undefined) return { called: (outcome) => calls().add(1, { [ATTR_RECEIPT_OUTCOME]: outcome }) };
+  const gauge = meter().createObservableGauge(METRIC_RECEIPT_DEAD_LETTERS, {
+    description: 'Receipts on the receipt webhook dead-letter path, waiting for a replay',
+    unit: '{receipt}',
+  });
+  const observe = async (result: { observe(value: number): void }) => {
+    const count = await deadLetters().catch(() => undefined);
+    if (count !== undefined) result.observe(count);
+  };
+  gauge.addCallback(observe);
+  return {
+    called: (outcome) => calls().add(1, { [ATTR_RECEIPT_OUTCOME]: outcome }),
+    close: () => gauge.removeCallback(observe),
+  };
 }
 
 export interface ReceiptSenderDeps {

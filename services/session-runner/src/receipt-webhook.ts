@@ -1,3 +1,4 @@
+import type { TelemetryHandles } from '@ctxflow/telemetry';
 import type { Cluster, Redis } from 'ioredis';
 import { MemoryReceiptQueue } from './adapters/memory-receipt-queue.ts';
 import { RedisReceiptQueue } from './adapters/redis-receipt-queue.ts';
@@ -26,17 +27,28 @@ export function startReceiptWebhook(deps: {
   /** CTXFLOW_REDIS_PREFIX. */
   prefix?: string;
   log?: ReceiptSenderDeps['log'];
+  /** The meter of the receipt webhook's instruments; default the global one. */
+  telemetry?: TelemetryHandles;
 }): ReceiptWebhook {
   if (deps.webhook === undefined) return { sink: noReceiptSink, close: async () => {} };
   const queue: ReceiptQueue = deps.redis
     ? new RedisReceiptQueue(deps.redis, deps.prefix === undefined ? {} : { prefix: deps.prefix })
     : new MemoryReceiptQueue();
+  // The dead-letter gauge reads the queue's count (one ZCARD on Redis) on each collection.
+  const telemetry = createReceiptTelemetry(deps.telemetry ?? {}, () => queue.deadLetterCount());
   const sender = startReceiptSender({
     queue,
     webhook: deps.webhook,
-    telemetry: createReceiptTelemetry(),
+    telemetry,
     ...(deps.log ? { log: deps.log } : {}),
   });
   deps.log?.info?.({ receiptWebhook: new URL(deps.webhook.url).origin }, 'receipt webhook on');
-  return { sink: queue, queue, close: () => sender.close() };
+  return {
+    sink: queue,
+    queue,
+    close: async () => {
+      telemetry.close?.();
+      await sender.close();
+    },
+  };
 }

@@ -160,6 +160,12 @@ export const METRIC_PROVIDER_CACHE_SHORTFALLS = 'ctxflow.provider.cache_shortfal
  * `dead_lettered`: failed for the last time or refused, moved to the dead-letter path).
  */
 export const METRIC_RECEIPT_WEBHOOK_CALLS = 'ctxflow.receipt_webhook.calls';
+/**
+ * Observable gauge, unit `{receipt}`: receipts on the receipt webhook's dead-letter path
+ * waiting for a replay (`npm run dlq -- replay --topic receipts`), read from the queue's
+ * count on each collection; no attributes.
+ */
+export const METRIC_RECEIPT_DEAD_LETTERS = 'ctxflow.receipt_webhook.dead_letters';
 
 // ---------------------------------------------------------------- spans
 

@@ -31,6 +31,8 @@ export class MemoryReceiptQueue implements ReceiptQueue {
   /** Sent id -> when, in sending order. */
   readonly #sent = new Map<string, number>();
   readonly #listeners: (() => void)[] = [];
+  /** Entries with `deadAt`. */
+  #dead = 0;
   readonly #keepMs: number;
   readonly #clock: Clock;
 
@@ -66,6 +68,7 @@ export class MemoryReceiptQueue implements ReceiptQueue {
   }
 
   async complete(entry: QueuedReceipt): Promise<void> {
+    if (this.#entries.get(entry.id)?.deadAt !== undefined) this.#dead -= 1;
     this.#entries.delete(entry.id);
     this.#sent.delete(entry.id);
     this.#sent.set(entry.id, this.#clock.now());
@@ -96,7 +99,12 @@ export class MemoryReceiptQueue implements ReceiptQueue {
     held.error = error;
     held.deadAt = this.#clock.now();
     delete held.lease;
+    this.#dead += 1;
     return true;
+  }
+
+  async deadLetterCount(): Promise<number> {
+    return this.#dead;
   }
 
   async deadLetters(): Promise<DeadReceipt[]> {
@@ -123,6 +131,7 @@ export class MemoryReceiptQueue implements ReceiptQueue {
       entry.attempts = 0;
       entry.due = now;
     }
+    this.#dead -= moved.length;
     if (moved.length > 0) for (const listener of this.#listeners) queueMicrotask(listener);
     return moved;
   }

@@ -127,6 +127,10 @@ export class RedisReceiptQueue implements ReceiptQueue {
     return out;
   }
 
+  async deadLetterCount(): Promise<number> {
+    return this.#guard(() => this.#client.zcard(this.#keys[3]!));
+  }
+
   async replay(ids?: readonly string[]): Promise<DeadReceipt[]> {
     const flat = await this.#guard(() => this.#scripts.ctxReceiptReplay(...this.#keys, ...(ids ?? [])));
     const out: DeadReceipt[] = [];

@@ -53,6 +53,8 @@ export interface ReceiptQueue extends ReceiptSink {
   deadLetter(entry: QueuedReceipt, error: string): Promise<boolean>;
   /** The dead-lettered receipts, oldest first. */
   deadLetters(): Promise<DeadReceipt[]>;
+  /** How many receipts are dead-lettered: a count kept by the queue, read without reading them. */
+  deadLetterCount(): Promise<number>;
   /**
    * Makes dead-lettered receipts due again, attempts reset: those of `ids`, or all.
    * Resolves to those it moved (a receipt replayed twice moves once).
