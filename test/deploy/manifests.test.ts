@@ -26,6 +26,10 @@ import { parse, parseAllDocuments } from 'yaml';
 import { z } from 'zod';
 import { defaultHeldBytes } from '../../services/session-runner/src/adapters/caching-session-store.ts';
 import { DEFAULT_PROMPT_CACHE_BYTES } from '../../services/session-runner/src/adapters/redis-session-store.ts';
+import {
+  CONTEXT_ROW_PROGRESS_CONFIG,
+  CONTEXT_ROW_PROGRESS_TOPIC,
+} from '../../services/session-runner/src/context-row-relay.ts';
 import { STEP_CONSUMER_GROUP } from '../../services/session-runner/src/step-request-consumer.ts';
 import { STEP_CONTEXT_GROUP } from '../../services/step-context/src/domain/step-context-service.ts';
 import { prepareDeclaredFields, ROOT, validateManifest } from './kube-schemas.ts';
@@ -93,6 +97,56 @@ const SERVICES = [
   { name: 'step-context', port: 8082, portVar: 'CTXFLOW_STEP_CONTEXT_PORT' },
 ] as const;
 
+/** The session-runner's Kafka settings as its Deployment configures them (ConfigMap, then its own env). */
+function runnerKafkaSettings() {
+  const env: Record<string, string> = { ...find('ConfigMap', 'ctxflow-config').data };
+  for (const e of find('Deployment', 'session-runner').spec.template.spec.containers[0].env) {
+    if (e.value !== undefined) env[e.name] = e.value;
+  }
+  const picked = ['KAFKA_BROKERS', 'KAFKA_TOPIC_PREFIX', 'CTXFLOW_REDIS_PREFIX', 'CTXFLOW_CONTEXT_ROW_SHARDS'];
+  return loadRunnerConfig(Object.fromEntries(picked.filter((k) => env[k] !== undefined).map((k) => [k, env[k]!])));
+}
+
+type Acl = { resource: { type: string; name?: string; patternType?: string }; operations: string[] };
+
+/** The session-runner's kafkajs client id (services/session-runner/src/main.ts): its takeover's throwaway groups. */
+const RUNNER_CLIENT_ID = 'ctxflow-session-runner';
+
+/**
+ * What the services do on Kafka that `acls` do not allow, as `<type> <name>: <operation>`:
+ * the contract topics and the progress topic (produce, consume, create when missing), the
+ * consumer groups, the relay's throwaway groups (read, then deleted), and the relay's
+ * transactional ids, one per outbox shard (`<CTXFLOW_REDIS_PREFIX>-context-rows-<shard>`).
+ */
+function aclGaps(acls: Acl[]): string[] {
+  const runner = runnerKafkaSettings();
+  const allows = (type: string, name: string, operation: string) =>
+    acls.some(
+      (acl) =>
+        acl.resource.type === type &&
+        (acl.resource.patternType === 'prefix' ? name.startsWith(acl.resource.name!) : acl.resource.name === name) &&
+        acl.operations.includes(operation),
+    );
+  const needs: [string, string, string, string][] = [];
+  for (const topic of [...Object.values(TOPICS), CONTEXT_ROW_PROGRESS_TOPIC]) {
+    for (const op of ['Describe', 'Read', 'Write', 'Create']) needs.push(['topic', topic, topic, op]);
+  }
+  for (const group of [runner.groupId ?? STEP_CONSUMER_GROUP, STEP_CONTEXT_GROUP]) {
+    for (const op of ['Describe', 'Read']) needs.push(['group', group, group, op]);
+  }
+  const throwaway = `${RUNNER_CLIENT_ID}-last-committed-`;
+  for (const op of ['Describe', 'Read', 'Delete']) {
+    needs.push(['group', `${throwaway}${'0'.repeat(8)}-0000-4000-8000-${'0'.repeat(12)}`, `${throwaway}<uuid>`, op]);
+  }
+  for (let shard = 0; shard < runner.contextRowShards; shard++) {
+    const id = `${runner.redisPrefix}-context-rows-${shard}`;
+    for (const op of ['Describe', 'Write']) needs.push(['transactionalId', id, id, op]);
+  }
+  return needs
+    .filter(([type, name, , op]) => !allows(type, name, op))
+    .map(([type, , shown, op]) => `${type} ${shown}: ${op}`);
+}
+
 describe('Kubernetes manifests (deploy/kubernetes)', () => {
   beforeAll(() => {
     prepareDeclaredFields();
@@ -111,6 +165,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
         'Deployment/session-runner',
         'Deployment/step-context',
         'HorizontalPodAutoscaler/feed-ingestor',
+        'KafkaTopic/ctxflow.context-rows.progress.v1',
         'KafkaTopic/ctxflow.context-rows.v1',
         'KafkaTopic/ctxflow.step-requests.dlq.v1',
         'KafkaTopic/ctxflow.step-requests.v1',
@@ -309,7 +364,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
 
   it('topics: the contract topics and their dead-letter topics, 12 partitions, 3 replicas, min.insync.replicas 2', () => {
     const topics = allManifests()
-      .filter(({ doc }) => doc.kind === 'KafkaTopic')
+      .filter(({ doc }) => doc.kind === 'KafkaTopic' && doc.spec.topicName !== CONTEXT_ROW_PROGRESS_TOPIC)
       .map(({ doc }) => doc);
     expect(topics.map((t) => t.spec.topicName).sort()).toEqual(Object.values(TOPICS).sort());
     for (const topic of topics) {
@@ -317,6 +372,38 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
       expect(topic.metadata.labels['strimzi.io/cluster']).toBe('ctxflow');
       expect(topic.spec).toMatchObject({ partitions: 12, replicas: 3, config: { 'min.insync.replicas': 2 } });
     }
+  });
+
+  it("the relay's progress topic as the runner creates it: compacted, hourly segments, one partition per shard", () => {
+    const topic = find('KafkaTopic', CONTEXT_ROW_PROGRESS_TOPIC);
+    expect(topic.metadata.labels['strimzi.io/cluster']).toBe('ctxflow');
+    const runner = runnerKafkaSettings();
+    expect(topic.spec.topicName).toBe(CONTEXT_ROW_PROGRESS_TOPIC);
+    expect(topic.spec.partitions).toBe(runner.contextRowShards);
+    expect(topic.spec).toMatchObject({ replicas: 3, config: { 'min.insync.replicas': 2 } });
+    const config = Object.fromEntries(Object.entries(topic.spec.config).map(([k, v]) => [k, String(v)]));
+    expect(config).toEqual({ 'min.insync.replicas': '2', ...CONTEXT_ROW_PROGRESS_CONFIG });
+  });
+
+  it("the KafkaUser's ACLs cover every topic, group and transactional id the services use", () => {
+    const user = find('KafkaUser', 'ctxflow');
+    expect(aclGaps(user.spec.authorization.acls)).toEqual([]);
+    // A copy without the transactional ids, and one whose group ACL lost Delete, are refused.
+    const broken = structuredClone(user).spec.authorization.acls.filter(
+      (a: Acl) => a.resource.type !== 'transactionalId',
+    );
+    const shards = runnerKafkaSettings().contextRowShards;
+    expect(aclGaps(broken)).toEqual(
+      Array.from({ length: shards }, (_, shard) => [
+        `transactionalId ctxflow-context-rows-${shard}: Describe`,
+        `transactionalId ctxflow-context-rows-${shard}: Write`,
+      ]).flat(),
+    );
+    const noDelete = structuredClone(user).spec.authorization.acls.map((a: Acl) => ({
+      ...a,
+      operations: a.operations.filter((o) => o !== 'Delete'),
+    }));
+    expect(aclGaps(noDelete)).toEqual(['group ctxflow-session-runner-last-committed-<uuid>: Delete']);
   });
 
   it('secured Kafka: the TLS listener as the KafkaUser ctxflow (SCRAM-SHA-512), CA and password mounted from its Secrets', () => {
@@ -333,21 +420,7 @@ describe('Kubernetes manifests (deploy/kubernetes)', () => {
     const user = find('KafkaUser', 'ctxflow');
     expect(user.metadata.labels['strimzi.io/cluster']).toBe('ctxflow');
     expect(user.spec.authentication).toEqual({ type: 'scram-sha-512' });
-    // Every topic and group the services use is covered by a prefix ACL with the operations they need.
-    const acls: { resource: { type: string; name?: string; patternType?: string }; operations: string[] }[] =
-      user.spec.authorization.acls;
-    const allows = (type: string, name: string, operation: string) =>
-      acls.some(
-        (acl) =>
-          acl.resource.type === type &&
-          (acl.resource.patternType === 'prefix' ? name.startsWith(acl.resource.name!) : acl.resource.name === name) &&
-          acl.operations.includes(operation),
-      );
-    for (const topic of Object.values(TOPICS)) {
-      for (const operation of ['Describe', 'Read', 'Write', 'Create'])
-        expect(allows('topic', topic, operation)).toBe(true);
-    }
-    for (const group of [STEP_CONSUMER_GROUP, STEP_CONTEXT_GROUP]) expect(allows('group', group, 'Read')).toBe(true);
+    // Its ACLs: the test above (aclGaps).
     for (const { name } of SERVICES) {
       const pod = find('Deployment', name).spec.template.spec;
       const mounts = Object.fromEntries(
