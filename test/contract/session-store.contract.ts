@@ -1217,6 +1217,11 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         expect(await store.commitStep(id, again)).toEqual(COMMITTED);
         expect(await store.getStep(id, { ordinal: 2 })).toEqual(again.step);
         expect(await store.getStep(id, { ordinal: 1 })).toEqual(first.step);
+        // An ordinal whose digits begin another's is told apart (2 and 21).
+        const later = stepCommit(again.meta, 2, { hookRows: ['21'], ordinal: 21 });
+        expect(await store.commitStep(id, later)).toEqual(COMMITTED);
+        expect(await store.getStep(id, { ordinal: 2 })).toEqual(again.step);
+        expect(await store.getStep(id, { ordinal: 21 })).toEqual(later.step);
       });
     });
   });
