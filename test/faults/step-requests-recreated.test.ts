@@ -147,6 +147,14 @@ describe("fault: the log under the runner's committed step-request offsets chang
     };
     const mismatchLines = () =>
       runner.logs.filter((l) => l.level === PINO_ERROR && String(l.msg).startsWith(MISMATCH_LINE));
+    /** The one mismatch line of the second incarnation: the partition's, reset to its start, with `expected`'s fields. */
+    const oneMismatchLine = (expected: Record<string, unknown>) => {
+      const lines = mismatchLines();
+      expect(lines).toHaveLength(1);
+      const fields = { topic, partition, reset: 'earliest', resumeAt: '0', incarnation: 2, ...expected };
+      expect(fits(lines[0]!, fields), JSON.stringify(lines[0])).toBe(true);
+      return lines[0]!;
+    };
     const mismatchCount = async (mismatch: string) => {
       const text = await (await fetch(`${url}/metrics`)).text();
       const line = text
@@ -178,6 +186,7 @@ describe("fault: the log under the runner's committed step-request offsets chang
       step,
       committed,
       mismatchLines,
+      oneMismatchLine,
       mismatchCount,
       stepsOfSession,
     };
@@ -215,24 +224,14 @@ describe("fault: the log under the runner's committed step-request offsets chang
 
     await r.runner.start();
     await waitFor('the answer to r2', async () => r.results.get('r2')?.some((x) => x.ok), WITHIN_MS);
-    const lines = r.mismatchLines();
-    expect(lines).toHaveLength(1);
-    expect(
-      fits(lines[0]!, {
-        topic: r.topic,
-        partition: r.partition,
-        mismatch: 'topic_id',
-        committedOffset: '1',
-        committedTopicId: oldId,
-        topicId: newId,
-        logStart: '0',
-        logEnd: '1',
-        reset: 'earliest',
-        resumeAt: '0',
-        incarnation: 2,
-      }),
-      JSON.stringify(lines[0]),
-    ).toBe(true);
+    r.oneMismatchLine({
+      mismatch: 'topic_id',
+      committedOffset: '1',
+      committedTopicId: oldId,
+      topicId: newId,
+      logStart: '0',
+      logEnd: '1',
+    });
     expect(await r.mismatchCount('topic_id')).toBe(1);
     const second = r.results.get('r2')!.find((x) => x.ok)!.stepId!;
     expect(await r.stepsOfSession()).toEqual([first.stepId, second]);
@@ -277,25 +276,15 @@ describe("fault: the log under the runner's committed step-request offsets chang
 
     await r.runner.start();
     await waitFor('the answer to r2', async () => r.results.get('r2')?.some((x) => x.ok), WITHIN_MS);
-    const lines = r.mismatchLines();
-    expect(lines).toHaveLength(1);
-    expect(
-      fits(lines[0]!, {
-        topic: r.topic,
-        partition: r.partition,
-        mismatch: 'topic_id',
-        committedOffset: '1',
-        committedTopicId: oldId,
-        committedTopicIdFrom: 'record',
-        topicId: newId,
-        logStart: '0',
-        logEnd: '1',
-        reset: 'earliest',
-        resumeAt: '0',
-        incarnation: 2,
-      }),
-      JSON.stringify(lines[0]),
-    ).toBe(true);
+    r.oneMismatchLine({
+      mismatch: 'topic_id',
+      committedOffset: '1',
+      committedTopicId: oldId,
+      committedTopicIdFrom: 'record',
+      topicId: newId,
+      logStart: '0',
+      logEnd: '1',
+    });
     expect(await r.mismatchCount('topic_id')).toBe(1);
     // Nothing answered twice: r1 was the old log's, r2 and the next request are answered once each.
     const second = r.results.get('r2')!.find((x) => x.ok)!.stepId!;
@@ -331,27 +320,17 @@ describe("fault: the log under the runner's committed step-request offsets chang
     const three = await r.step('r3');
     process.stdout.write(`[offsets] step requests past the end: the next request answered in ${three.waitedMs} ms\n`);
     expect(three.waitedMs).toBeLessThan(WITHIN_MS);
-    const lines = r.mismatchLines();
-    expect(lines).toHaveLength(1);
-    expect(
-      fits(lines[0]!, {
-        topic: r.topic,
-        partition: r.partition,
-        mismatch: 'beyond_end',
-        committedOffset: '1000',
-        // The commit names none: the log the runner recorded beginning the partition in.
-        committedTopicId: id,
-        committedTopicIdFrom: 'record',
-        topicId: id,
-        logStart: '0',
-        reset: 'earliest',
-        resumeAt: '0',
-        incarnation: 2,
-      }),
-      JSON.stringify(lines[0]),
-    ).toBe(true);
+    const line = r.oneMismatchLine({
+      mismatch: 'beyond_end',
+      committedOffset: '1000',
+      // The commit names none: the log the runner recorded beginning the partition in.
+      committedTopicId: id,
+      committedTopicIdFrom: 'record',
+      topicId: id,
+      logStart: '0',
+    });
     // The log's end as the assignment found it: 2, or 3 when r3 was published first.
-    expect(['2', '3']).toContain(lines[0]!.logEnd);
+    expect(['2', '3']).toContain(line.logEnd);
     expect(await r.mismatchCount('beyond_end')).toBe(1);
     // The partition was read again from 0: r1 and r2 answered again, each with its step.
     await waitFor(

@@ -14,6 +14,7 @@ import { ctxflowCanUseTool, ctxflowTurns } from '@ctxflow/client/claude-agent';
 import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ProviderStandIn, startProviderStandIn } from '../../../test/support/provider-stand-in.ts';
+import { cliEnv } from './claude-cli.ts';
 
 let embedded: EmbeddedApp;
 let client: CtxflowClient;
@@ -100,14 +101,7 @@ describe('ctxflowCanUseTool with @anthropic-ai/claude-agent-sdk 0.3.335 (its CLI
           }
           return answer;
         },
-        env: {
-          PATH: process.env.PATH,
-          HOME: home,
-          ANTHROPIC_BASE_URL: standIn.origin,
-          ANTHROPIC_API_KEY: 'stand-in',
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-          DISABLE_TELEMETRY: '1',
-        },
+        env: cliEnv(home, standIn.origin),
       },
     });
     const outcomes: string[] = [];

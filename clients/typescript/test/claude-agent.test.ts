@@ -19,6 +19,7 @@ import { buildEmbeddedApp, type EmbeddedApp } from '@ctxflow/embedded';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type ProviderStandIn, startProviderStandIn } from '../../../test/support/provider-stand-in.ts';
 import { deliverSigned, untilApplied } from '../../../test/support/signed-update.ts';
+import { cliEnv } from './claude-cli.ts';
 
 const FEED_SECRET = 'claude-agent-feed-secret';
 const NEWS = 'Customer replied: the parcel arrived damaged';
@@ -81,14 +82,7 @@ describe('@ctxflow/client/claude-agent with @anthropic-ai/claude-agent-sdk 0.3.3
         cwd: home,
         model: 'claude-sonnet-4-5',
         settingSources: [],
-        env: {
-          PATH: process.env.PATH,
-          HOME: home,
-          ANTHROPIC_BASE_URL: standIn.origin,
-          ANTHROPIC_API_KEY: 'stand-in',
-          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
-          DISABLE_TELEMETRY: '1',
-        },
+        env: cliEnv(home, standIn.origin),
       },
     });
     const results: string[] = [];
