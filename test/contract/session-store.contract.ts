@@ -723,6 +723,31 @@ export function sessionStoreContract(name: string, factory: SessionStoreFactory)
         expect(final.meta).toEqual(next);
         expect(final.version).toBe((appended as { written: Written }).written.version);
       });
+
+      it('writes the call records given with the messages as putCall does; a conflict writes none', async () => {
+        const meta = await newSession();
+        const gated: CallRecord = { callId: 'call_1', name: 'search', stepIndex: 0, status: 'executed' };
+        await store.putCall(meta.sessionId, gated);
+        const read = (await store.load(meta.sessionId))!;
+        const made: CallRecord = { callId: 'call_2', name: 'fetch', stepIndex: 0, status: 'called', inMessage: true };
+        const marked: CallRecord = { ...gated, inMessage: true, resultSeq: 1 };
+        const turn = [
+          { ...message('', 'assistant'), toolCalls: [{ callId: 'call_1', name: 'search' }] },
+          { ...message('found', 'tool'), callId: 'call_1', name: 'search' },
+        ];
+        const appended = await store.appendMessages(meta.sessionId, turn, undefined, read.version, [made, marked]);
+        expect(appended).not.toBe('conflict');
+        const after = (await store.load(meta.sessionId))!;
+        // The replaced call keeps its place; the new one goes last.
+        expect(after.calls).toEqual([marked, made]);
+        expect(after.log.map((e) => e.seq)).toEqual([0, 1]);
+        expect(after.version).toBe((appended as { written: Written }).written.version);
+        const stale = await store.appendMessages(meta.sessionId, [message('late')], undefined, read.version, [
+          { ...made, status: 'executed' },
+        ]);
+        expect(stale).toBe('conflict');
+        expect((await store.load(meta.sessionId))?.calls).toEqual([marked, made]);
+      });
     });
 
     // ------------------------------------------------------------ commitStep

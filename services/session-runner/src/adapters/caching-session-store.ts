@@ -236,17 +236,19 @@ export class CachingSessionStore implements SessionStore, StoreCache {
     messages: NewMessage[],
     meta: SessionMeta | undefined,
     expectedVersion: string,
+    calls?: readonly CallRecord[],
   ): Promise<Appended | 'conflict'>;
   async appendMessages(
     sessionId: string,
     messages: NewMessage[],
     meta?: SessionMeta,
     expectedVersion?: string,
+    calls: readonly CallRecord[] = [],
   ): Promise<Appended | 'conflict'> {
     const appended =
       expectedVersion === undefined
         ? await this.#store.appendMessages(sessionId, messages, meta)
-        : await this.#store.appendMessages(sessionId, messages, meta, expectedVersion);
+        : await this.#store.appendMessages(sessionId, messages, meta, expectedVersion, calls);
     if (appended === 'conflict') {
       this.#held.drop(sessionId);
       return appended;
@@ -255,7 +257,11 @@ export class CachingSessionStore implements SessionStore, StoreCache {
     this.#held.follow(
       sessionId,
       written,
-      (held) => ({ ...held, meta: meta === undefined ? held.meta : structuredClone(meta) }),
+      (held) => ({
+        ...held,
+        meta: meta === undefined ? held.meta : structuredClone(meta),
+        calls: calls.reduce(withCall, held.calls),
+      }),
       entries,
     );
     return appended;
@@ -283,11 +289,7 @@ export class CachingSessionStore implements SessionStore, StoreCache {
       this.#held.drop(sessionId);
       return written;
     }
-    this.#held.follow(sessionId, written, (held) => {
-      const at = held.calls.findIndex((c) => c.callId === call.callId);
-      const calls = at < 0 ? [...held.calls, structuredClone(call)] : held.calls.with(at, structuredClone(call));
-      return { ...held, calls };
-    });
+    this.#held.follow(sessionId, written, (held) => ({ ...held, calls: withCall(held.calls, call) }));
     return written;
   }
 
@@ -298,4 +300,10 @@ export class CachingSessionStore implements SessionStore, StoreCache {
   listSteps(sessionId: string): Promise<StepRecord[]> {
     return this.#store.listSteps(sessionId);
   }
+}
+
+/** The held calls after a call record's write: a replaced call keeps its place, a new one goes last. */
+function withCall(calls: CallRecord[], call: CallRecord): CallRecord[] {
+  const at = calls.findIndex((c) => c.callId === call.callId);
+  return at < 0 ? [...calls, structuredClone(call)] : calls.with(at, structuredClone(call));
 }

@@ -239,12 +239,14 @@ export class MemorySessionStore implements SessionStore {
     messages: NewMessage[],
     meta: SessionMeta | undefined,
     expectedVersion: string,
+    calls?: readonly CallRecord[],
   ): Promise<Appended | 'conflict'>;
   async appendMessages(
     sessionId: string,
     messages: NewMessage[],
     meta?: SessionMeta,
     expectedVersion?: string,
+    calls: readonly CallRecord[] = [],
   ): Promise<Appended | 'conflict'> {
     const slot = this.#forWrite(sessionId);
     if (!slot) throw new CtxflowError('state_session_not_found', 'session not found');
@@ -252,6 +254,7 @@ export class MemorySessionStore implements SessionStore {
     const entries = messages.map((m, i) => ({ ...copy(m), seq: slot.log.length + i }) as MessageEntry);
     slot.log.push(...entries);
     if (meta) slot.meta = copy(meta);
+    for (const call of calls) this.#putCall(slot, call);
     return { entries: copy(entries), written: written(slot) };
   }
 
@@ -308,6 +311,11 @@ export class MemorySessionStore implements SessionStore {
   async putCall(sessionId: string, call: CallRecord): Promise<Written | undefined> {
     const slot = this.#forWrite(sessionId);
     if (!slot) return undefined;
+    this.#putCall(slot, call);
+    return written(slot);
+  }
+
+  #putCall(slot: SessionSlot, call: CallRecord): void {
     slot.calls.set(call.callId, copy(call));
     // A replaced call keeps its place: the oldest call leaves first, with its call sites.
     for (const old of slot.calls.keys()) {
@@ -315,7 +323,6 @@ export class MemorySessionStore implements SessionStore {
       slot.calls.delete(old);
       for (const site of slot.sites) if (site.startsWith(`${old}|`)) slot.sites.delete(site);
     }
-    return written(slot);
   }
 
   async getStep(sessionId: string, ref: StepRef): Promise<StepRecord | undefined> {

@@ -344,15 +344,18 @@ export class RedisSessionStore implements SessionStore {
     messages: NewMessage[],
     meta: SessionMeta | undefined,
     expectedVersion: string,
+    calls?: readonly CallRecord[],
   ): Promise<Appended | 'conflict'>;
   async appendMessages(
     sessionId: string,
     messages: NewMessage[],
     meta?: SessionMeta,
     expectedVersion?: string,
+    calls?: readonly CallRecord[],
   ): Promise<Appended | 'conflict'> {
+    const records = calls === undefined ? undefined : { records: calls, kept: this.#callIdsKept };
     const reply = await this.#guard(() =>
-      this.#commands.appendMessages(sessionId, { meta, version: expectedVersion, messages }),
+      this.#commands.appendMessages(sessionId, { meta, version: expectedVersion, messages, calls: records }),
     );
     const outcome = scriptOutcome(reply);
     if ('refusal' in outcome) {

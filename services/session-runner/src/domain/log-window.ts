@@ -9,7 +9,7 @@
  */
 
 import { type LogView, type ViewOrigin, viewBytes } from './log-view.ts';
-import type { LogFold, SessionState } from './model.ts';
+import type { LogEntry, LogFold, SessionState } from './model.ts';
 
 /** The seq of the state's first log entry: 0 when it holds the whole log. */
 export function logStartOf(state: Pick<SessionState, 'logStart'>): number {
@@ -52,6 +52,18 @@ export function foldAt(view: LogView, at: number): LogFold | undefined {
  */
 export function foldAfterStep(view: LogView, logEnd: number, recalls: boolean): LogFold | undefined {
   return recalls ? undefined : foldAt(view, logEnd);
+}
+
+/**
+ * The `tools` rows of the session's log up to the state's end, in log order, with other entries of
+ * the state between them: the whole log's for a whole state; for a window, the fold's rows of the
+ * log before it, then the window. The active tools fold over `tools` rows alone (active-tools.ts),
+ * so a window folds them as the whole log does.
+ */
+export function toolRowsOf(state: SessionState): readonly LogEntry[] {
+  if (logStartOf(state) === 0) return state.log;
+  const rows = state.meta.logFold?.toolRows ?? [];
+  return rows.length === 0 ? state.log : [...rows, ...state.log];
 }
 
 /** The state's window: its log cut at its meta's fold when the fold is past its start. */

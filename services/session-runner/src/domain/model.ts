@@ -158,8 +158,24 @@ export interface QueuedItem {
 
 export type NewQueuedItem = Omit<QueuedItem, 'itemId'>;
 
-export type CallStatus = 'executed' | 'refused' | 'awaiting_approval' | 'awaiting_client' | 'answered' | 'denied';
+/**
+ * A call's status: the gate's decision and what followed it; `called` for a call an assistant
+ * message made that the gate has not decided (the record only says the message made it).
+ */
+export type CallStatus =
+  | 'called'
+  | 'executed'
+  | 'refused'
+  | 'awaiting_approval'
+  | 'awaiting_client'
+  | 'answered'
+  | 'denied';
 
+/**
+ * What the session keeps of one tool call (the last CTXFLOW_CALL_IDS_KEPT calls,
+ * adapters/request-retention.ts): the gate's decision, and where the log has the call, so an
+ * append on the log window knows a call id used before it (use-cases/messages.ts).
+ */
 export interface CallRecord {
   callId: string;
   name: string;
@@ -168,6 +184,10 @@ export interface CallRecord {
   status: CallStatus;
   reason?: string;
   deadlineAt?: number;
+  /** An assistant message of the log made the call: another one with its callId is refused. */
+  inMessage?: true;
+  /** The seq of the call's first result (a tool message) in the log. */
+  resultSeq?: number;
 }
 
 export interface StepRecord {

@@ -168,7 +168,9 @@ export interface SessionStore {
    * Appends messages at the end of the log; returns them with their seq, and the
    * write's versions. Throws when the session is absent. With `expectedVersion` (a
    * session version read before): only while the session still has it, otherwise
-   * `conflict` and nothing written (the messages were validated on that read).
+   * `conflict` and nothing written (the messages were validated on that read). `calls`: call
+   * records written in the same write, each as putCall writes it (a replaced call keeps its place;
+   * past the retention the oldest leave with their call sites).
    */
   appendMessages(sessionId: string, messages: NewMessage[], meta?: SessionMeta): Promise<Appended>;
   appendMessages(
@@ -176,6 +178,7 @@ export interface SessionStore {
     messages: NewMessage[],
     meta: SessionMeta | undefined,
     expectedVersion: string,
+    calls?: readonly CallRecord[],
   ): Promise<Appended | 'conflict'>;
 
   /**

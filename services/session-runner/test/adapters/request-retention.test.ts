@@ -163,3 +163,45 @@ describe('request ids of a held state', () => {
     expect(held.at(-1)).toBe(`req-${under}`);
   });
 });
+
+describe.each(stores)('call ids of message appends on the %s store', (_name, newStore) => {
+  it(`refuses a call id used again within the last ${KEPT} calls before the log window; an older one is a new call`, async () => {
+    const store = newStore();
+    // Nothing held: every append reads the session's log window and call records from the store.
+    const engine = createEngine({ store, heldSessions: 0 });
+    const { sessionId } = await engine.createSession(TENANT, {});
+    let held = 0;
+    const step = async () => {
+      const { request } = await engine.step(TENANT, sessionId, { since: held });
+      held = (request.since ?? 0) + request.messages.length;
+    };
+    for (let i = 1; i <= RECORDS; i++) {
+      await engine.appendMessage(TENANT, sessionId, { role: 'user', content: `question ${i}` });
+      await step();
+      await engine.appendMessages(TENANT, sessionId, [
+        { role: 'assistant', content: '', toolCalls: [{ callId: `call-${i}`, name: 'search' }] },
+        { role: 'tool', callId: `call-${i}`, content: `found ${i}` },
+      ]);
+      await step();
+    }
+    await engine.appendMessage(TENANT, sessionId, { role: 'user', content: 'one more' });
+    const state = (await store.load(sessionId, { window: true }))!;
+    const kept = Array.from({ length: KEPT }, (_, i) => `call-${RECORDS - KEPT + 1 + i}`);
+    expect(state.calls.map((c) => c.callId)).toEqual(kept);
+    // The window starts after the last call: every kept one is before it.
+    expect(state.log.some((e) => e.type === 'message' && e.toolCalls !== undefined)).toBe(false);
+    const reuse = (callId: string) =>
+      engine.appendMessage(TENANT, sessionId, {
+        role: 'assistant',
+        content: '',
+        toolCalls: [{ callId, name: 'search' }],
+      });
+    await expect(reuse(kept[0]!)).rejects.toMatchObject({
+      code: 'validation_error',
+      message: 'message: toolCalls.0.callId is already used by another call',
+    });
+    const old = await reuse('call-1');
+    expect(old.toolCalls).toEqual([{ callId: 'call-1', name: 'search' }]);
+  });
+});
+

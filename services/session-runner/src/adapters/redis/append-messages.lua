@@ -9,6 +9,9 @@
     meta      string: the SessionMeta JSON; absent to keep the meta
     version   string: the session version the messages were validated on; absent for none
     messages  string[]: MessageEntry JSON objects without seq, in order
+    calls     {id, call}[]: call records written with the messages, as put-call.lua writes them
+              (call: the CallRecord JSON); absent for none
+    callsKept, trimEvery  numbers: the call records' retention (put-call.lua)
   Returns:
     {n, v, p}  appended: the first message has seq n, the next n+1, ...;
                v is the session's version after this write, p the one before ('' for none)
@@ -18,6 +21,7 @@
 --- @include "includes/session-version"
 --- @include "includes/expire-session"
 --- @include "includes/write-meta"
+--- @include "includes/put-call-record"
 
 local args = cjson.decode(ARGV[1])
 
@@ -42,6 +46,9 @@ local function append()
   end
   if args.meta then
     writeMeta(args.meta)
+  end
+  for _, record in ipairs(args.calls or {}) do
+    putCallRecord(record.id, record.call, args.callsKept, args.trimEvery)
   end
   local version = versionAfter(prev)
   return { start, version, prev }

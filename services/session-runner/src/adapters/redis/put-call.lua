@@ -17,7 +17,7 @@
 ]]
 --- @include "includes/session-version"
 --- @include "includes/expire-session"
---- @include "includes/trim-oldest"
+--- @include "includes/put-call-record"
 
 local args = cjson.decode(ARGV[1])
 
@@ -25,36 +25,7 @@ local function put()
   if redis.call('EXISTS', KEYS[1]) == 0 then
     return -1
   end
-  local current = redis.call('HGET', KEYS[6], args.callId)
-  local order
-  if current then
-    order = string.match(current, '^(%d+) ')
-  end
-  local fresh = false
-  if not order then
-    order = redis.call('HINCRBY', KEYS[9], 'call', 1)
-    fresh = true
-  end
-  redis.call('HSET', KEYS[6], args.callId, order .. ' ' .. args.call)
-  if fresh and order % args.trimEvery == 0 then
-    local dropped = trimOldest(KEYS[6], args.callsKept)
-    if #dropped > 0 then
-      local gone = {}
-      for _, callId in ipairs(dropped) do
-        gone[callId] = true
-      end
-      local sites = {}
-      for _, site in ipairs(redis.call('SMEMBERS', KEYS[5])) do
-        local callId = string.match(site, '^(.-)|')
-        if callId and gone[callId] then
-          sites[#sites + 1] = site
-        end
-      end
-      for i = 1, #sites, 500 do
-        redis.call('SREM', KEYS[5], unpack(sites, i, math.min(i + 499, #sites)))
-      end
-    end
-  end
+  putCallRecord(args.callId, args.call, args.callsKept, args.trimEvery)
   local version, prev = nextVersion()
   return { version, prev }
 end

@@ -246,14 +246,24 @@ export interface AppendMessagesArgs {
   version?: string | undefined;
   /** Messages without their seq (the script gives each its index). */
   messages: readonly Omit<Extract<LogEntry, { type: 'message' }>, 'seq'>[];
+  /** Call records written with the messages (as putCall writes them), and how many a session keeps. */
+  calls?: { records: readonly CallRecord[]; kept: number } | undefined;
 }
 
 export function appendMessagesArgs(ttlMs: number, a: AppendMessagesArgs): string {
+  const calls = a.calls === undefined || a.calls.records.length === 0 ? undefined : a.calls;
   return packScriptArgument({
     ttlMs,
     meta: a.meta === undefined ? undefined : JSON.stringify(a.meta),
     version: a.version,
     messages: a.messages.map((message) => JSON.stringify(message)),
+    ...(calls === undefined
+      ? {}
+      : {
+          calls: calls.records.map((call) => ({ id: call.callId, call: JSON.stringify(call) })),
+          callsKept: calls.kept,
+          trimEvery: RECORD_TRIM_EVERY,
+        }),
   });
 }
 

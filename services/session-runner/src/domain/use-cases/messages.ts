@@ -76,19 +76,23 @@ async function recordMessages(
   const at = new Date(now).toISOString();
   const held = ctx.cache.held(sessionId);
   const heldView = ctx.cache.heldView(sessionId);
-  let state = held?.meta.tenant === tenant && windowDecides(held, inputs) ? held : undefined;
+  let state = held?.meta.tenant === tenant ? held : undefined;
   let prepared = state === undefined ? undefined : preparedOnHeld(state, inputs, now, at, heldView);
   if (state === undefined || prepared === undefined) {
-    // The log window, unless the inputs need older entries (windowDecides).
-    const calls = inputs.some((input) => input.toolCalls?.length);
-    state = await loadSession(ctx, tenant, sessionId, { window: !calls });
-    if (!windowDecides(state, inputs)) state = await loadSession(ctx, tenant, sessionId);
+    // The log window; the whole log only when the inputs need entries before it (prepareMessages).
+    state = await loadSession(ctx, tenant, sessionId, { window: true });
     ctx.cache.hold(sessionId, state);
-    prepared = prepareMessages(state, inputs, now, at);
+    let made = prepareMessages(state, inputs, now, at);
+    if (made === 'whole') {
+      state = await loadSession(ctx, tenant, sessionId);
+      ctx.cache.hold(sessionId, state);
+      made = prepareMessages(state, inputs, now, at) as PreparedMessages;
+    }
+    prepared = made;
   }
-  const { next, added, answers } = prepared;
+  const { next, added, answers, calls } = prepared;
   if (added.length === 0) return answers as MessageEntry[];
-  const appended = await ctx.store.appendMessages(sessionId, added, next, state.version);
+  const appended = await ctx.store.appendMessages(sessionId, added, next, state.version, calls);
   if (appended === 'conflict') return 'conflict';
   const stored = appended.entries as MessageEntry[];
   for (const entry of stored) {
@@ -109,30 +113,18 @@ interface PreparedMessages {
   added: Omit<MessageEntry, 'seq'>[];
   /** Per input: the index of its entry in `added`, or an entry already in the log. */
   answers: (number | MessageEntry)[];
+  /** The call records the entries change (where the log has each call), written with them. */
+  calls: CallRecord[];
 }
 
 /**
- * Whether the state's log decides the inputs: the whole log does; a log window (from where the
- * last request ended, log-window.ts) holds the open turn, but not every call id ever used (an
- * assistant message with calls) nor older calls (a tool message for a call outside the open turn).
+ * prepareMessages on a held state when it writes something; undefined when it refuses, writes
+ * nothing or needs the log before a held window.
  */
-function windowDecides(state: SessionState, inputs: MessageInput[]): boolean {
-  if (logStartOf(state) === 0) return true;
-  const turn = openTurn(state.log);
-  return inputs.every(
-    (input) =>
-      !input.toolCalls?.length &&
-      (input.role !== 'tool' ||
-        input.callId === undefined ||
-        turn.assistant?.toolCalls?.some((c) => c.callId === input.callId) === true),
-  );
-}
-
-/** prepareMessages on a held state when it writes something; undefined when it refuses or writes nothing. */
 function preparedOnHeld(state: SessionState, inputs: MessageInput[], now: number, at: string, view?: LogView) {
   try {
     const prepared = prepareMessages(state, inputs, now, at, view);
-    return prepared.added.length > 0 ? prepared : undefined;
+    return prepared !== 'whole' && prepared.added.length > 0 ? prepared : undefined;
   } catch (err) {
     if (err instanceof CtxflowError) return undefined;
     throw err;
@@ -141,9 +133,15 @@ function preparedOnHeld(state: SessionState, inputs: MessageInput[], now: number
 
 /**
  * The entries `inputs` add to `state` (closing results ctxflow records first), the meta after
- * them, and per input its entry; throws the refusal of an input the session does not allow. A user
- * message moves the meta's log fold to where the last request ended (log-window.ts); `view`: the
- * view of the state's log, when the caller holds one.
+ * them, per input its entry, and the call records they change; throws the refusal of an input the
+ * session does not allow. A user message moves the meta's log fold to where the last request ended
+ * (log-window.ts); `view`: the view of the state's log, when the caller holds one.
+ *
+ * On a log window, the session's call records (the last CTXFLOW_CALL_IDS_KEPT calls) stand for
+ * the log before it: a call id an assistant message used (`inMessage`) is refused again, and a
+ * tool message for a call before the window is checked against its record; 'whole' when that
+ * record says the call may have a result there (the replay or the refusal names that entry), so
+ * the caller decides on the whole log.
  */
 function prepareMessages(
   state: SessionState,
@@ -151,16 +149,23 @@ function prepareMessages(
   now: number,
   at: string,
   view?: LogView,
-): PreparedMessages {
+): PreparedMessages | 'whole' {
   const next = structuredClone(state.meta);
   const start = logStartOf(state);
   const log: LogEntry[] = state.log.slice();
   const added: Omit<MessageEntry, 'seq'>[] = [];
   /** Per input: the index of its entry in `added`, or an entry already in the log. */
   const answers: (number | MessageEntry)[] = [];
+  const kept = new Map(state.calls.map((c) => [c.callId, c]));
+  const changed = new Map<string, CallRecord>();
+  const recordOf = (callId: string) => changed.get(callId) ?? kept.get(callId);
   const push = (entry: Omit<MessageEntry, 'seq'>) => {
+    const seq = start + log.length;
     added.push(entry);
-    log.push({ ...entry, seq: start + log.length } as MessageEntry);
+    log.push({ ...entry, seq } as MessageEntry);
+    // A call's first result: its record says where it is.
+    const record = entry.role === 'tool' && entry.callId !== undefined ? recordOf(entry.callId) : undefined;
+    if (record && record.resultSeq === undefined) changed.set(record.callId, { ...record, resultSeq: seq });
     return added.length - 1;
   };
   const usedCallIds = new Set<string>();
@@ -176,7 +181,8 @@ function prepareMessages(
         continue;
       }
       message.callId = input.callId;
-      const result = resultFor(log, state.calls, input.callId, where);
+      const result = resultFor(log, start, recordOf(input.callId), input.callId, where);
+      if (result === 'whole') return 'whole';
       if (result.existing) {
         if (result.existing.content !== input.content) {
           throw new CtxflowError(
@@ -199,10 +205,19 @@ function prepareMessages(
     if (input.callId !== undefined) message.callId = input.callId;
     if (input.toolCalls?.length) {
       for (const [j, call] of input.toolCalls.entries()) {
-        if (usedCallIds.has(call.callId)) {
+        // Before a window, the call records know the ids assistant messages used.
+        const before = start > 0 && recordOf(call.callId)?.inMessage === true;
+        if (usedCallIds.has(call.callId) || before) {
           throw new CtxflowError('validation_error', `${where}: toolCalls.${j}.callId is already used by another call`);
         }
         usedCallIds.add(call.callId);
+        const record = recordOf(call.callId);
+        changed.set(
+          call.callId,
+          record
+            ? { ...record, inMessage: true }
+            : { callId: call.callId, name: call.name, stepIndex: next.steps, status: 'called', inMessage: true },
+        );
       }
       message.toolCalls = input.toolCalls.map((c) => ({ ...c }));
     }
@@ -214,20 +229,23 @@ function prepareMessages(
     if (fold === undefined) delete next.logFold;
     else next.logFold = fold;
   }
-  return { next, added, answers };
+  return { next, added, answers, calls: [...changed.values()] };
 }
 
 /**
  * The call a tool message answers: a call of the last assistant message (its result is the first
  * tool message after it), or any other call an earlier assistant message made or the gate knows
- * (its result is any tool message for it). Refuses a callId no call has.
+ * (its result is any tool message for it). Refuses a callId no call has. `log` starts at seq
+ * `start`; before a window (start > 0) the call's kept `record` stands for the log: 'whole' when
+ * the call is there and may have a result there (an assistant message made it, or it has one).
  */
 function resultFor(
   log: readonly LogEntry[],
-  calls: readonly CallRecord[],
+  start: number,
+  record: CallRecord | undefined,
   callId: string,
   where: string,
-): { name: string; existing?: MessageEntry } {
+): { name: string; existing?: MessageEntry } | 'whole' {
   const turn = openTurn(log);
   const inTurn = turn.assistant?.toolCalls?.find((c) => c.callId === callId);
   if (inTurn) {
@@ -241,7 +259,11 @@ function resultFor(
     if (entry.role === 'tool' && entry.callId === callId) existing ??= entry;
     name ??= entry.toolCalls?.find((c) => c.callId === callId)?.name;
   }
-  name ??= calls.find((c) => c.callId === callId)?.name;
+  // A call made in the window has its result, if any, after it.
+  if (start > 0 && existing === undefined && name === undefined && record !== undefined) {
+    if (record.inMessage || record.resultSeq !== undefined) return 'whole';
+  }
+  name ??= record?.name;
   if (name === undefined) {
     throw new CtxflowError(
       'validation_error',

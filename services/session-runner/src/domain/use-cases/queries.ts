@@ -55,7 +55,8 @@ export async function inspect(ctx: EngineContext, tenant: string, sessionId: str
     meta: state.meta,
     log: state.log.map((e) => (e.type === 'row' ? { seq: e.seq, type: 'row', stepId: e.stepId, row: e.row } : e)),
     queue: state.queue,
-    calls: state.calls,
+    // The gate's calls (a `called` record only says an assistant message made the call).
+    calls: state.calls.filter((c) => c.status !== 'called'),
     steps,
     cursor: foldCursor(state.log) ?? null,
     activeTools: foldActiveTools(toolsOf(agent), state.log),

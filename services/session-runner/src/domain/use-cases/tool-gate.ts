@@ -6,6 +6,7 @@ import { CtxflowError, FINISH_TOOL, MAX_DEADLINE_MS, type SourcedItem, validateI
 import { foldActiveTools } from '../active-tools.ts';
 import { DEFAULT_CLIENT_DEADLINE_MS, toolsOf } from '../agent-defaults.ts';
 import { lateAnswerContent } from '../late-answer.ts';
+import { logLengthOf, toolRowsOf } from '../log-window.ts';
 import type { CallRecord, ToolDeclaration } from '../model.ts';
 import { openTurn } from '../neutral-request.ts';
 import { agentOf, type EngineContext, loadSession, untilSettled } from './context.ts';
@@ -40,7 +41,12 @@ function decisionOf(call: CallRecord): ToolDecision {
   }
 }
 
-/** R17, R20: the tool gate. A repeated callId gets the same decision. */
+/**
+ * R17, R20: the tool gate. A repeated callId gets the same decision. It reads the session's log
+ * window (log-window.ts): the active tools fold over the fold's `tools` rows and the window's, and
+ * the call records are the session's kept ones (request-retention.ts), so its cost does not grow
+ * with the log.
+ */
 export async function gateToolCall(
   ctx: EngineContext,
   tenant: string,
@@ -48,9 +54,9 @@ export async function gateToolCall(
   input: { callId: string; name: string },
 ): Promise<ToolDecision> {
   return ctx.locks.run(sessionId, async () => {
-    const state = await loadSession(ctx, tenant, sessionId);
+    const state = await loadSession(ctx, tenant, sessionId, { window: true });
     const existing = state.calls.find((c) => c.callId === input.callId);
-    if (existing) return decisionOf(existing);
+    if (existing && existing.status !== 'called') return decisionOf(existing);
     const agent = await agentOf(ctx, state.meta);
     const tools = toolsOf(agent);
     const declared = tools.find((t) => t.name === input.name);
@@ -59,11 +65,14 @@ export async function gateToolCall(
       name: input.name,
       stepIndex: state.meta.steps,
       status: 'executed',
+      // What the record of a call an assistant message made says of the log stays.
+      ...(existing?.inMessage ? { inMessage: true } : {}),
+      ...(existing?.resultSeq === undefined ? {} : { resultSeq: existing.resultSeq }),
     };
     if (!declared) {
       call.status = 'refused';
       call.reason = 'tool_unavailable';
-    } else if (!foldActiveTools(tools, state.log).includes(input.name)) {
+    } else if (!foldActiveTools(tools, toolRowsOf(state)).includes(input.name)) {
       call.status = 'refused';
       call.reason = 'tool_inactive';
     } else if (declared.needsApproval && declared.name !== FINISH_TOOL) {
@@ -89,7 +98,7 @@ function deadline(ctx: EngineContext, declared: ToolDeclaration | undefined): nu
 
 /**
  * R21: an approval answers "may this call run", not "override the switch":
- * a switch-off in the log or still queued refuses it.
+ * a switch-off in the log or still queued refuses it. Read as the gate reads (the log window).
  */
 export async function answerApproval(
   ctx: EngineContext,
@@ -99,16 +108,17 @@ export async function answerApproval(
   approved: boolean,
 ): Promise<ToolDecision> {
   return ctx.locks.run(sessionId, async () => {
-    const state = await loadSession(ctx, tenant, sessionId);
+    const state = await loadSession(ctx, tenant, sessionId, { window: true });
     const call = state.calls.find((c) => c.callId === callId);
-    if (!call) throw new CtxflowError('state_call_not_found', 'no such call in this session');
+    if (!call || call.status === 'called')
+      throw new CtxflowError('state_call_not_found', 'no such call in this session');
     if (call.status !== 'awaiting_approval') return decisionOf(call);
     const agent = await agentOf(ctx, state.meta);
     const tools = toolsOf(agent);
     const next: CallRecord = { ...call };
     if (!approved) {
       next.status = 'denied';
-    } else if (!foldActiveTools(tools, state.log, state.queue).includes(call.name)) {
+    } else if (!foldActiveTools(tools, toolRowsOf(state), state.queue).includes(call.name)) {
       next.status = 'refused';
       next.reason = 'tool_inactive';
     } else if (tools.find((t) => t.name === call.name)?.client) {
@@ -185,13 +195,15 @@ async function recordClientAnswer(
       await ctx.store.putCall(sessionId, { ...call, status: 'answered' });
       return { late: false, recorded: 0 };
     }
+    // The answer and its call's record in one write (the result is the log's next entry).
     const appended = await ctx.store.appendMessages(
       sessionId,
       [{ type: 'message', role: 'tool', content, callId, name: call.name, at }],
       undefined,
       state.version,
+      [{ ...call, status: 'answered', resultSeq: call.resultSeq ?? logLengthOf(state) }],
     );
-    if (appended === 'conflict') return 'conflict';
+    return appended === 'conflict' ? 'conflict' : { late, recorded: 1 };
   }
   await ctx.store.putCall(sessionId, { ...call, status: 'answered' });
   return { late, recorded: 1 };
