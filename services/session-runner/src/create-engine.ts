@@ -33,6 +33,8 @@ export interface EngineDeps {
   heldSessions?: number;
   /** Estimated heap bytes of held session states at most (adapters/session-cache.ts); default a seventh of the heap limit. */
   heldBytes?: number;
+  /** Call records a held state keeps: the store's CTXFLOW_CALL_IDS_KEPT (adapters/request-retention.ts). */
+  callIdsKept?: number;
   /** The session data the ticket feed keeps (erased with the session); none when no feed is wired. */
   feedData?: SessionFeedData;
   /** The provider usage of steps (ports/step-usage-store.ts); default in memory. */
@@ -72,6 +74,7 @@ export function createEngine(overrides: Partial<EngineDeps> & { feed?: StepConte
   const store = new CachingSessionStore(overrides.store ?? new MemorySessionStore(), {
     ...(overrides.heldSessions === undefined ? {} : { heldSessions: overrides.heldSessions }),
     ...(overrides.heldBytes === undefined ? {} : { heldBytes: overrides.heldBytes }),
+    ...(overrides.callIdsKept === undefined ? {} : { callIdsKept: overrides.callIdsKept }),
   });
   return new ContextEngine({
     store,

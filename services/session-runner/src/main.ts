@@ -135,6 +135,7 @@ await runService({
       telemetry: createContextTelemetry(),
       heldSessions: config.heldSessions,
       heldBytes: config.heldBytes,
+      callIdsKept: config.callIdsKept,
       feedData,
       ...(memory ? { memory } : {}),
       usage: redis

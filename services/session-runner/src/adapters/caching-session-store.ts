@@ -47,6 +47,8 @@ export interface CachingSessionStoreOptions {
   heldSessions?: number;
   /** Estimated heap bytes of held session states at most (session-cache.ts); default defaultHeldBytes(). */
   heldBytes?: number;
+  /** Call records a held state keeps (CTXFLOW_CALL_IDS_KEPT, as the store); default DEFAULT_CALL_IDS_KEPT. */
+  callIdsKept?: number;
 }
 
 /**
@@ -77,6 +79,7 @@ export class CachingSessionStore implements SessionStore, StoreCache {
     this.#held = new SessionCache({
       sessions: options.heldSessions ?? DEFAULT_HELD_SESSIONS,
       bytes: options.heldBytes ?? defaultHeldBytes(),
+      ...(options.callIdsKept === undefined ? {} : { callIdsKept: options.callIdsKept }),
     });
   }
 

@@ -3,7 +3,7 @@ import type { LogView } from '../domain/log-view.ts';
 import { trimToFold } from '../domain/log-window.ts';
 import type { CallRecord, LogEntry, QueuedItem, SessionState } from '../domain/model.ts';
 import type { Written } from '../ports/session-store.ts';
-import { DEFAULT_REQUEST_IDS_KEPT, REQUEST_TRIM_EVERY } from './request-retention.ts';
+import { callIdsKeptOf, DEFAULT_REQUEST_IDS_KEPT, RECORD_TRIM_EVERY, REQUEST_TRIM_EVERY } from './request-retention.ts';
 
 /**
  * The heap a held session takes besides the JSON of its parts: V8 keeps each object,
@@ -26,6 +26,11 @@ export interface SessionCacheLimits {
    * and a per-state overhead.
    */
   bytes: number;
+  /**
+   * Call records a held state keeps, with their call sites (CTXFLOW_CALL_IDS_KEPT, the store's
+   * retention, request-retention.ts); default DEFAULT_CALL_IDS_KEPT.
+   */
+  callIdsKept?: number;
 }
 
 interface Held {
@@ -60,8 +65,10 @@ interface Parts {
  */
 export class SessionCache {
   readonly #held: LRUCache<string, Held> | undefined;
+  readonly #callIdsKept: number;
 
   constructor(limits: SessionCacheLimits) {
+    this.#callIdsKept = callIdsKeptOf(limits.callIdsKept);
     this.#held =
       limits.sessions > 0
         ? new LRUCache<string, Held>({
@@ -94,7 +101,7 @@ export class SessionCache {
   hold(sessionId: string, state: SessionState, view?: LogView): void {
     if (this.#held === undefined) return;
     // A window stays a window: cut at the fold when a user message moved it (log-window.ts).
-    const kept = keepRecentRequests(trimToFold(state));
+    const kept = keepRecentCalls(keepRecentRequests(trimToFold(state)), this.#callIdsKept);
     const previous = this.#held.peek(sessionId);
     const parts = measure(previous, kept);
     const bytes = STATE_OVERHEAD + parts.meta + parts.log + parts.queue + parts.calls + parts.sites + parts.requestIds;
@@ -146,6 +153,18 @@ export class SessionCache {
 function keepRecentRequests(state: SessionState): SessionState {
   if (state.requestIds.length <= DEFAULT_REQUEST_IDS_KEPT + REQUEST_TRIM_EVERY) return state;
   return { ...state, requestIds: state.requestIds.slice(-DEFAULT_REQUEST_IDS_KEPT) };
+}
+
+/**
+ * The state with its last `callIdsKept` call records, and only the call sites of those, once it
+ * holds RECORD_TRIM_EVERY more (an assistant message or the gate adds one): what the store keeps
+ * (request-retention.ts), so a held long session holds no more calls than the store does.
+ */
+function keepRecentCalls(state: SessionState, callIdsKept: number): SessionState {
+  if (state.calls.length <= callIdsKept + RECORD_TRIM_EVERY) return state;
+  const gone = new Set(state.calls.slice(0, -callIdsKept).map((c) => c.callId));
+  const sites = state.sites.filter((site) => !gone.has(site.slice(0, site.indexOf('|'))));
+  return { ...state, calls: state.calls.slice(-callIdsKept), sites };
 }
 
 /** A string outside Latin-1: V8 keeps such strings in two bytes a character. */

@@ -13,6 +13,7 @@ import { createEngine, MemorySessionStore, RedisSessionStore, type SessionStore 
 import { Redis } from 'ioredis';
 import { afterAll, describe, expect, it } from 'vitest';
 import { requireRedis } from '../../../../test/support/services.ts';
+import { CachingSessionStore } from '../../src/adapters/caching-session-store.ts';
 import {
   DEFAULT_REQUEST_IDS_KEPT,
   RECORD_TRIM_EVERY,
@@ -205,3 +206,65 @@ describe.each(stores)('call ids of message appends on the %s store', (_name, new
   });
 });
 
+describe('call records of a held state', () => {
+  it(`are cut to the store's last ${KEPT}, with their call sites, once ${RECORD_TRIM_EVERY} more came`, () => {
+    const cache = new SessionCache({ sessions: 10, bytes: 64 * 2 ** 20, callIdsKept: KEPT });
+    const state = (count: number) => ({
+      meta: { sessionId: 's', tenant: TENANT } as never,
+      log: [],
+      queue: [],
+      calls: Array.from({ length: count }, (_, i) => ({
+        callId: `call-${i}`,
+        name: 'search',
+        stepIndex: i,
+        status: 'executed' as const,
+      })),
+      sites: [
+        'call-0|tool:search',
+        `call-${count - 1}|tool:search`,
+        `call-${count - 1}|hook:feed`,
+        'hook-only|hook:feed',
+      ],
+      itemSeq: 0,
+      requestIds: [],
+      version: String(count),
+    });
+    const under = KEPT + RECORD_TRIM_EVERY;
+    cache.hold('s', state(under));
+    expect(cache.get('s')!.calls).toHaveLength(under);
+    expect(cache.get('s')!.sites).toHaveLength(4);
+    cache.hold('s', state(under + 1));
+    const held = cache.get('s')!;
+    expect(held.calls.map((c) => c.callId)).toEqual(
+      Array.from({ length: KEPT }, (_, i) => `call-${under + 1 - KEPT + i}`),
+    );
+    expect(held.sites).toEqual([`call-${under}|tool:search`, `call-${under}|hook:feed`, 'hook-only|hook:feed']);
+  });
+
+  it('follow the calls of a held session written through the store, at most the bound past the kept', async () => {
+    const store = new CachingSessionStore(new MemorySessionStore({ callIdsKept: KEPT }), { callIdsKept: KEPT });
+    const sessionId = 'ses_held';
+    await store.createSession(
+      {
+        sessionId,
+        tenant: TENANT,
+        createdAt: new Date(0).toISOString(),
+        thread: { live: [] },
+        forceRefresh: false,
+        steps: 0,
+      },
+      [],
+      [],
+      [],
+    );
+    for (let i = 1; i <= RECORDS + 1; i++) {
+      await store.putCall(sessionId, { callId: `call-${i}`, name: 'search', stepIndex: i, status: 'executed' });
+    }
+    const held = store.held(sessionId)!;
+    expect(held.calls.length).toBeLessThanOrEqual(KEPT + RECORD_TRIM_EVERY);
+    expect(held.calls.at(-1)!.callId).toBe(`call-${RECORDS + 1}`);
+    expect(held.calls.map((c) => c.callId)).toEqual(
+      Array.from({ length: held.calls.length }, (_, i) => `call-${RECORDS + 2 - held.calls.length + i}`),
+    );
+  });
+});
