@@ -23,7 +23,8 @@
  *   npm run bench -- --heap-prof    with the soak: a sampling heap profile of the session-runner (what is
  *                                   live when it stops) into bench/results/profiles; --heap-snapshot: a heap
  *                                   snapshot of it after the last minute, under load, there too
- *   npm run bench -- --only=S8 --s8-steps=10000   S8 after another number of steps (one trial)
+ *   npm run bench -- --only=S8 --s8-steps=10000   S8 after another number of steps (one trial; with
+ *                                   --json written to bench/results/<startedAt>.json, as a soak is)
  *   npm run bench -- --only=soak    the soak (soak.ts): the three stack services as deployed at steady load
  *                                   for 10 minutes (--soak-minutes=2 for a shorter run; --quick: 2); only run
  *                                   when named in --only, never in the default run; --soak-preset=NAME
@@ -254,9 +255,9 @@ const lines = [
 
 if (json) {
   process.stdout.write(`${JSON.stringify(document, null, 2)}\n`);
-  // A full run is the new latest.json (and the figures of docs/performance.md); a soak, never
-  // part of a full run, is kept in the history too.
-  if (!quick && (only === undefined || wantsSoak)) {
+  // A full run is the new latest.json (and the figures of docs/performance.md); a soak and a long
+  // S8 run (--s8-steps), never part of a full run, are kept in the history too.
+  if (!quick && (only === undefined || wantsSoak || s8StepsArg !== undefined)) {
     for (const file of recordRun(document, { root: ROOT, latest: only === undefined })) {
       progress(`written: ${relative(ROOT, file)}`);
     }
