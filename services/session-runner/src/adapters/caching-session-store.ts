@@ -151,7 +151,7 @@ export class CachingSessionStore implements SessionStore, StoreCache {
 
   // ---------------------------------------------------------------- sessions
 
-  /** A session this runner creates is held at once: its first step reads nothing. */
+  /** A session this runner creates is held at once when the budget has room: its first step reads nothing. */
   async createSession(
     meta: SessionMeta,
     log: LogEntry[],

@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import type { LogView } from '../domain/log-view.ts';
-import { trimToFold } from '../domain/log-window.ts';
+import { logStartOf, trimToFold } from '../domain/log-window.ts';
 import type { CallRecord, LogEntry, QueuedItem, SessionState } from '../domain/model.ts';
 import type { Written } from '../ports/session-store.ts';
 import { callIdsKeptOf, DEFAULT_REQUEST_IDS_KEPT, RECORD_TRIM_EVERY, REQUEST_TRIM_EVERY } from './request-retention.ts';
@@ -17,6 +17,13 @@ const CALL_OVERHEAD = 128;
 const STRING_OVERHEAD = 64;
 const STATE_OVERHEAD = 2_048;
 
+/** A held session that nothing used for this long gives way to a session not held (SessionCache). */
+export const HELD_IDLE_MS = 60_000;
+/** How often at most a SessionCache looks for held sessions unused for its `idleMs`. */
+const PURGE_EVERY_MS = 1_000;
+/** Sessions refused for want of room whose size a SessionCache keeps (it does not measure them again). */
+const REFUSED_KEPT = 10_000;
+
 export interface SessionCacheLimits {
   /** Sessions held at most; 0 holds nothing. */
   sessions: number;
@@ -31,6 +38,8 @@ export interface SessionCacheLimits {
    * retention, request-retention.ts); default DEFAULT_CALL_IDS_KEPT.
    */
   callIdsKept?: number;
+  /** Ms a held session may go unused before it gives way to a session not held; default HELD_IDLE_MS. */
+  idleMs?: number;
 }
 
 interface Held {
@@ -40,6 +49,13 @@ interface Held {
   bytes: number;
   /** The view of `state.log` (its `log` is that array), when the holder had one. */
   view: LogView | undefined;
+}
+
+/** A session refused for want of room: its log's start and length then, and its estimated bytes. */
+interface Refused {
+  start: number;
+  length: number;
+  bytes: number;
 }
 
 interface Parts {
@@ -60,21 +76,35 @@ interface Parts {
  *
  * Held states are replaced, never changed in place (the engine builds each new state
  * from new arrays and frozen rows). An LRU cache bounded by sessions and by estimated
- * bytes: the least recently used session leaves first, and a session bigger than the
- * whole budget is not held.
+ * bytes, and a session bigger than the whole budget is not held. A session not held is
+ * held only when the budget has room for it: it never pushes held sessions out, held
+ * sessions that went unused for `idleMs` make way first. When the sessions in use are
+ * more than the budget holds, letting each read push out the least recently used would
+ * push out, step after step, the session whose step comes next (sessions stepped in
+ * turn): nothing held would ever be used, and every state held and pushed out would
+ * outlive the young generation and load the old one. Held sessions that grow still
+ * push out the least recently used. A session refused is not measured again while the
+ * room is less than it took then (a log only grows until a rewind, which drops it).
  */
 export class SessionCache {
   readonly #held: LRUCache<string, Held> | undefined;
   readonly #callIdsKept: number;
+  readonly #refused = new LRUCache<string, Refused>({ max: REFUSED_KEPT });
+  readonly #idleMs: number;
+  /** When held sessions unused for `idleMs` were last let go (performance.now()). */
+  #purgedAt = Number.NEGATIVE_INFINITY;
 
   constructor(limits: SessionCacheLimits) {
     this.#callIdsKept = callIdsKeptOf(limits.callIdsKept);
+    this.#idleMs = limits.idleMs ?? HELD_IDLE_MS;
     this.#held =
       limits.sessions > 0
         ? new LRUCache<string, Held>({
             max: limits.sessions,
             maxSize: limits.bytes,
             sizeCalculation: (held) => held.bytes,
+            ttl: this.#idleMs,
+            updateAgeOnGet: true,
           })
         : undefined;
   }
@@ -84,7 +114,7 @@ export class SessionCache {
     return this.#held?.calculatedSize ?? 0;
   }
 
-  /** The held state; makes the session the most recently used. */
+  /** The held state (none once unused for `idleMs`); makes the session the most recently used. */
   get(sessionId: string): SessionState | undefined {
     return this.#held?.get(sessionId)?.state;
   }
@@ -103,11 +133,43 @@ export class SessionCache {
     // A window stays a window: cut at the fold when a user message moved it (log-window.ts).
     const kept = keepRecentCalls(keepRecentRequests(trimToFold(state)), this.#callIdsKept);
     const previous = this.#held.peek(sessionId);
+    // A session not held takes only the room left: first at least what it took when refused.
+    if (!previous && !this.#hasRoom(this.#leastBytes(sessionId, kept))) return;
     const parts = measure(previous, kept);
     const bytes = STATE_OVERHEAD + parts.meta + parts.log + parts.queue + parts.calls + parts.sites + parts.requestIds;
+    if (!previous) {
+      if (!this.#hasRoom(bytes)) {
+        this.#refused.set(sessionId, { start: logStartOf(kept), length: kept.log.length, bytes });
+        return;
+      }
+      this.#refused.delete(sessionId);
+    }
     // Over maxSize: not held, and what was held of the session is dropped.
     const ofLog = view?.log === kept.log ? view : undefined;
     this.#held.set(sessionId, { state: Object.freeze(kept), parts, bytes, view: ofLog });
+  }
+
+  /**
+   * The least a state of a session not held takes: what it took when refused while its log
+   * extends the log it had then, else its overheads.
+   */
+  #leastBytes(sessionId: string, state: SessionState): number {
+    const refused = this.#refused.get(sessionId);
+    if (refused && refused.start === logStartOf(state) && state.log.length >= refused.length) return refused.bytes;
+    return STATE_OVERHEAD + ENTRY_OVERHEAD * state.log.length;
+  }
+
+  /** Whether a session of `bytes` fits beside the held ones, once those unused for `idleMs` are let go. */
+  #hasRoom(bytes: number): boolean {
+    const held = this.#held!;
+    const fits = () => held.size < held.max && held.calculatedSize + bytes <= held.maxSize;
+    if (fits()) return true;
+    // Staleness is a matter of `idleMs`: the held sessions are looked through once a second at most.
+    const now = performance.now();
+    if (now - this.#purgedAt < Math.min(PURGE_EVERY_MS, this.#idleMs)) return false;
+    this.#purgedAt = now;
+    held.purgeStale();
+    return fits();
   }
 
   /**
@@ -142,6 +204,7 @@ export class SessionCache {
   /** Forgets the session: its next pass reads the store. */
   drop(sessionId: string): void {
     this.#held?.delete(sessionId);
+    this.#refused.delete(sessionId);
   }
 }
 

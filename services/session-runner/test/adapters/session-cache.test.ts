@@ -1,6 +1,7 @@
 /**
  * The runner's held session states (session-cache.ts): bounded by sessions and by
- * estimated heap bytes, least recently used first out; a held state follows this
+ * estimated heap bytes; a session not held takes only the room left (held sessions unused
+ * for a while make way), a held one that grows pushes out the least recently used; a held state follows this
  * runner's own writes only when it is the state the write replaced. The estimate is
  * checked against the live heap: many sessions held, garbage collected, and the heap
  * they keep measured with `v8.getHeapStatistics()`.
@@ -47,14 +48,19 @@ function measured(held: SessionState): number {
 }
 
 describe('SessionCache', () => {
-  it('holds at most `sessions` sessions: the least recently used leaves first', () => {
+  it('holds at most `sessions` sessions: a session not held waits for room, held ones stay', () => {
     const cache = new SessionCache({ sessions: 2, bytes: 1e9 });
     cache.hold('a', state('a', '1'));
     cache.hold('b', state('b', '1'));
-    expect(cache.get('a')?.version).toBe('1'); // a is now the most recent
     cache.hold('c', state('c', '1'));
-    expect(cache.get('b')).toBeUndefined();
+    expect(cache.get('c')).toBeUndefined();
     expect(cache.get('a')?.version).toBe('1');
+    expect(cache.get('b')?.version).toBe('1');
+    // A held session is replaced whatever the room.
+    cache.hold('b', state('b', '2'));
+    expect(cache.get('b')?.version).toBe('2');
+    cache.drop('a');
+    cache.hold('c', state('c', '1'));
     expect(cache.get('c')?.version).toBe('1');
   });
 
@@ -66,16 +72,97 @@ describe('SessionCache', () => {
     cache.hold('b', state('b', '1', [message(0, text)]));
     expect(cache.bytes).toBe(2 * one);
     cache.hold('c', state('c', '1', [message(0, text)]));
-    expect(cache.get('a')).toBeUndefined();
+    expect(cache.get('c')).toBeUndefined();
+    expect(cache.get('a')?.version).toBe('1');
     expect(cache.bytes).toBe(2 * one);
 
     cache.hold('big', state('big', '1', [message(0, 'y'.repeat(3 * one))]));
     expect(cache.get('big')).toBeUndefined();
     expect(cache.bytes).toBe(2 * one);
     // A session that grows past the budget is dropped, not kept at its old size.
-    cache.hold('c', state('c', '2', [message(0, 'y'.repeat(3 * one))]));
-    expect(cache.get('c')).toBeUndefined();
+    cache.hold('b', state('b', '2', [message(0, 'y'.repeat(3 * one))]));
+    expect(cache.get('b')).toBeUndefined();
     expect(cache.bytes).toBe(one);
+  });
+
+  it('a held session that grows pushes out the least recently used', () => {
+    const text = 'x'.repeat(1_000);
+    const one = measured(state('a', '1', [message(0, text)]));
+    const grown = state('a', '2', [message(0, text), message(1, text)]);
+    const cache = new SessionCache({ sessions: 100, bytes: one + measured(grown) });
+    cache.hold('a', state('a', '1', [message(0, text)]));
+    cache.hold('b', state('b', '1', [message(0, text)]));
+    cache.hold('c', state('c', '1', [message(0, text)]));
+    expect(cache.get('b')?.version).toBe('1');
+    expect(cache.get('a')?.version).toBe('1'); // c is now the least recently used
+    cache.hold('a', grown);
+    expect(cache.get('c')).toBeUndefined();
+    expect(cache.get('b')?.version).toBe('1');
+    expect(cache.get('a')?.version).toBe('2');
+    expect(cache.bytes).toBe(one + measured(grown));
+  });
+
+  it('sessions used in turn, more than the budget holds: the held ones stay held and are used', () => {
+    const text = 'x'.repeat(1_000);
+    const one = measured(state('a', '1', [message(0, text)]));
+    const cache = new SessionCache({ sessions: 100, bytes: 2 * one });
+    const reads: string[] = [];
+    // Three rounds of a step on a, b and c in turn: a step uses the held state or reads and holds it.
+    for (let round = 0; round < 3; round++) {
+      for (const id of ['a', 'b', 'c']) {
+        const held = cache.get(id);
+        if (held === undefined) reads.push(id);
+        cache.hold(id, { ...(held ?? state(id, '1', [message(0, text)])), version: String(round + 2) });
+      }
+    }
+    expect(reads).toEqual(['a', 'b', 'c', 'c', 'c']);
+    expect(cache.get('a')?.version).toBe('4');
+    expect(cache.get('b')?.version).toBe('4');
+    expect(cache.get('c')).toBeUndefined();
+  });
+
+  it('a session refused for want of room is not measured again until it fits', () => {
+    const text = 'x'.repeat(1_000);
+    const one = measured(state('a', '1', [message(0, text)]));
+    const cache = new SessionCache({ sessions: 100, bytes: 3 * one - 1 });
+    cache.hold('a', state('a', '1', [message(0, text)]));
+    cache.hold('b', state('b', '1', [message(0, text)]));
+    // Room for less than one more. Entries that count how often the cache turns them into JSON (its measure).
+    let measures = 0;
+    const counted = (seq: number): LogEntry => {
+      const toJSON = () => {
+        measures += 1;
+        return message(seq, text);
+      };
+      return { ...message(seq, text), toJSON } as unknown as LogEntry;
+    };
+    const log = [counted(0)];
+    cache.hold('c', state('c', '1', log));
+    expect(measures).toBe(1);
+    expect(cache.get('c')).toBeUndefined();
+    // Its log extended: still no room for what it took, so it is not measured.
+    cache.hold('c', state('c', '2', [...log, counted(1)]));
+    cache.hold('c', state('c', '3', [...log, counted(1), counted(2)]));
+    expect(measures).toBe(1);
+    expect(cache.get('c')).toBeUndefined();
+    // Room again: measured and held.
+    cache.drop('a');
+    cache.hold('c', state('c', '4', log));
+    expect(measures).toBe(2);
+    expect(cache.get('c')?.version).toBe('4');
+    expect(cache.bytes).toBe(2 * one);
+  });
+
+  it('held sessions unused for `idleMs` make way for a session not held', async () => {
+    const cache = new SessionCache({ sessions: 2, bytes: 1e9, idleMs: 5 });
+    cache.hold('a', state('a', '1'));
+    cache.hold('b', state('b', '1'));
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    cache.hold('c', state('c', '1'));
+    expect(cache.get('c')?.version).toBe('1');
+    expect(cache.get('a')).toBeUndefined();
+    expect(cache.get('b')).toBeUndefined();
+    expect(cache.bytes).toBe(measured(state('c', '1')));
   });
 
   it('a message costs its JSON plus 256 bytes; a two-byte string twice its length', () => {
