@@ -205,13 +205,13 @@ function prepareMessages(
     if (input.callId !== undefined) message.callId = input.callId;
     if (input.toolCalls?.length) {
       for (const [j, call] of input.toolCalls.entries()) {
+        const record = recordOf(call.callId);
         // Before a window, the call records know the ids assistant messages used.
-        const before = start > 0 && recordOf(call.callId)?.inMessage === true;
+        const before = start > 0 && record?.inMessage === true;
         if (usedCallIds.has(call.callId) || before) {
           throw new CtxflowError('validation_error', `${where}: toolCalls.${j}.callId is already used by another call`);
         }
         usedCallIds.add(call.callId);
-        const record = recordOf(call.callId);
         changed.set(
           call.callId,
           record
