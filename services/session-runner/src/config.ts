@@ -35,7 +35,7 @@ export const runnerConfigSchema = z
     /** Sessions whose state the runner holds between steps (0: read every step). */
     CTXFLOW_HELD_SESSIONS: blank(z.coerce.number().int().min(0).default(1_000)),
     /**
-     * Estimated heap bytes of held session states at most (session-cache.ts); absent: a seventh
+     * Estimated heap bytes of held session states at most (session-cache.ts); absent: a fourteenth
      * of V8's heap limit (caching-session-store.ts defaultHeldBytes), so it follows the heap cap.
      */
     CTXFLOW_HELD_BYTES: blank(z.coerce.number().int().min(0).optional()),

@@ -30,12 +30,14 @@ import { SessionCache } from './session-cache.ts';
 export const DEFAULT_HELD_SESSIONS = 1_000;
 
 /**
- * The share of V8's heap limit that held session states take by default: a seventh of
- * `heap_size_limit` (old and young generations), 61.7 MiB under the manifests'
+ * The share of V8's heap limit that held session states take by default: a fourteenth of
+ * `heap_size_limit` (old and young generations), 30.9 MiB under the manifests'
  * `--max-old-space-size=384 --max-semi-space-size=16` (a 432 MiB limit), so the budget
- * follows the heap cap a deployment sets.
+ * follows the heap cap a deployment sets. Under steps that return whole requests (a GiB of
+ * answers a minute), V8 keeps a heap well above the live data; with a seventh, the runner's
+ * RSS passed 450 MiB of its 512Mi limit (docs/performance.md, the soak).
  */
-export const HELD_HEAP_SHARE = 1 / 7;
+export const HELD_HEAP_SHARE = 1 / 14;
 
 /** The default budget of held session states: HELD_HEAP_SHARE of `heapLimit` (default: this process's). */
 export function defaultHeldBytes(heapLimit = getHeapStatistics().heap_size_limit): number {
