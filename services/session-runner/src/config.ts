@@ -35,8 +35,9 @@ export const runnerConfigSchema = z
     /** Sessions whose state the runner holds between steps (0: read every step). */
     CTXFLOW_HELD_SESSIONS: blank(z.coerce.number().int().min(0).default(1_000)),
     /**
-     * Estimated heap bytes of held session states at most (session-cache.ts); absent: a fourteenth
-     * of V8's heap limit (caching-session-store.ts defaultHeldBytes), so it follows the heap cap.
+     * Estimated heap bytes of held session states at most (session-cache.ts); absent:
+     * caching-session-store.ts defaultHeldBytes (HELD_HEAP_SHARE of V8's heap limit), so it
+     * follows the heap cap.
      */
     CTXFLOW_HELD_BYTES: blank(z.coerce.number().int().min(0).optional()),
     /** Request-id records a session keeps (adapters/request-retention.ts); older request ids run as new steps. */

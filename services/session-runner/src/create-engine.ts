@@ -31,7 +31,7 @@ export interface EngineDeps {
   newId?: (prefix: string) => string;
   /** Sessions whose state this runner holds between steps (adapters/session-cache.ts); default 1,000, 0 for none. */
   heldSessions?: number;
-  /** Estimated heap bytes of held session states at most (adapters/session-cache.ts); default a fourteenth of the heap limit. */
+  /** Estimated heap bytes of held session states at most (adapters/session-cache.ts); default defaultHeldBytes() (HELD_HEAP_SHARE of the heap limit). */
   heldBytes?: number;
   /** Call records a held state keeps: the store's CTXFLOW_CALL_IDS_KEPT (adapters/request-retention.ts). */
   callIdsKept?: number;
