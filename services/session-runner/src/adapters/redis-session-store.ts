@@ -301,6 +301,7 @@ export class RedisSessionStore implements SessionStore {
   // ---------------------------------------------------------------- writes of the engine
 
   async enqueue(sessionId: string, items: NewQueuedItem[], dedupe?: EnqueueDedupe): Promise<EnqueueResult> {
+    const encoded = items.map((item) => JSON.stringify(item));
     const reply = await this.#guard(() =>
       this.#commands.enqueue(sessionId, {
         dedupe:
@@ -309,7 +310,7 @@ export class RedisSessionStore implements SessionStore {
             : dedupe.type === 'key'
               ? { key: dedupe.key, fingerprint: dedupe.fingerprint }
               : { site: `${dedupe.callId}|${dedupe.site}` },
-        items,
+        items: encoded,
         keysKept: this.#requestKeysKept,
       }),
     );
@@ -328,7 +329,8 @@ export class RedisSessionStore implements SessionStore {
     const first = last - items.length + 1;
     return {
       outcome: 'recorded',
-      items: items.map((item, i) => ({ ...structuredClone(item), itemId: `itm_${first + i}` })),
+      // Copies of the items as stored: parsed from the JSON sent.
+      items: encoded.map((json, i) => ({ ...(JSON.parse(json) as NewQueuedItem), itemId: `itm_${first + i}` })),
       written: { version, previous },
     };
   }

@@ -12,7 +12,8 @@
     trimEvery  number: every this many keys recorded, those past the newest keysKept are deleted
   A key's record is `<n> <fingerprint>`, n from the session's `key` counter (a record written
   before retention holds the fingerprint alone, and is the first to go).
-    items   string[]: NewQueuedItem JSON objects (without itemId), in queue order
+  ARGV[2..]: the NewQueuedItem JSON objects (without itemId), in queue order, stored with their
+  id appended and otherwise verbatim (packed, they would be decoded and escaped again)
   Returns:
     {n, v, p}  recorded: the items got ids itm_(n-k+1) .. itm_n, k = number of items;
                v is the session's version after this write, p the one before ('' for none)
@@ -58,11 +59,10 @@ local function enqueue()
     redis.call('SADD', KEYS[5], dedupe.site)
   end
 
-  local items = args.items
-  local k = #items
+  local k = #ARGV - 1
   local last = redis.call('HINCRBY', KEYS[9], 'item', k)
   for j = 1, k do
-    redis.call('RPUSH', KEYS[3], withItemId(items[j], 'itm_' .. (last - k + j)))
+    redis.call('RPUSH', KEYS[3], withItemId(ARGV[j + 1], 'itm_' .. (last - k + j)))
   end
   local version, prev = nextVersion()
   return { last, version, prev }

@@ -6,7 +6,6 @@ import type {
   CallRecord,
   LogEntry,
   LogFold,
-  NewQueuedItem,
   QueuedItem,
   SessionMeta,
   StepRecord,
@@ -20,7 +19,7 @@ import type { StoreKeys } from './keys.ts';
  * a JSON object whose schema its header states and whose type is here, built by one
  * function per script (packScriptArgument). An absent field is nil in the script (JSON.stringify leaves
  * `undefined` out); no field is ever null. What a step's hot path stores (commit-step's
- * step record and rows) and a branch's log (create-session) follow the packed argument
+ * step record and rows, enqueue's items) and a branch's log (create-session) follow the packed argument
  * verbatim, as BullMQ passes a job's data beside its packed options: their bytes are
  * stored as sent, never decoded and encoded again.
  *
@@ -223,19 +222,16 @@ export function createSessionArgs(ttlMs: number, a: CreateSessionArgs): string[]
 export interface EnqueueArgs {
   /** An app request key with the items' fingerprint, or the call site that records them. */
   dedupe?: { key: string; fingerprint: string } | { site: string } | undefined;
-  items: readonly NewQueuedItem[];
+  /** The JSON of each NewQueuedItem, in queue order. */
+  items: readonly string[];
   /** App request keys the session keeps (request-retention.ts). */
   keysKept: number;
 }
 
-export function enqueueArgs(ttlMs: number, a: EnqueueArgs): string {
-  return packScriptArgument({
-    ttlMs,
-    dedupe: a.dedupe,
-    items: a.items.map((item) => JSON.stringify(item)),
-    keysKept: a.keysKept,
-    trimEvery: RECORD_TRIM_EVERY,
-  });
+/** enqueue.lua's ARGV: the packed argument, then the items as stored (without their ids). */
+export function enqueueArgs(ttlMs: number, a: EnqueueArgs): string[] {
+  const packed = packScriptArgument({ ttlMs, dedupe: a.dedupe, keysKept: a.keysKept, trimEvery: RECORD_TRIM_EVERY });
+  return [packed, ...a.items];
 }
 
 /** append-messages.lua's argument. */
