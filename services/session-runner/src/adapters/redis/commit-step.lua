@@ -5,7 +5,7 @@
   A pass computed on a known session version (a state the runner holds) names it:
   the commit then refuses unless no other write came since. That also proves that the
   session exists, the log length and the queue: a pass that drains the whole queue it
-  read says so (`wholeQueue`) and one LTRIM drains it. Otherwise, when the drain is the
+  read sends the number of its items instead of their ids, and one LTRIM drains it. Otherwise, when the drain is the
   queue's head (its first and last ids are checked, one element when it is one item) one
   LTRIM drains it; else the log length and every drained item are checked. The version
   is read once, for the check and for the next version, whose second part is the
@@ -40,10 +40,10 @@
                 when `meta` is absent)
     prompt      {id, text}: the step's system prompt; `text` absent when `counters` field
                 `prompt` is `id`; absent for none
-    wholeQueue  true: the drain is the whole queue of the state at `version`; absent otherwise
     nonce       string: a random nonce for the next version (never the same twice); absent
                 for the server's time
-    drain       string[]: ids of the queued items these rows deliver
+    drain       string[]: ids of the queued items these rows deliver; or, when they are the
+                whole queue of the state at `version` (which then names one), their number
     outbox      number[]: the ARGV indexes of the rows KEYS[11] takes; absent: every row
   ARGV[2]: the StepRecord JSON as stored (with `systemRef` prompt.id when there is a prompt)
   ARGV[3..]: the LogEntry JSON rows, in log order
@@ -54,7 +54,7 @@
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
     -1           session not found (nothing written)
     -5           the log length is not `logLength`, or the version is not `version`, or `meta`
-                 is absent and `version` names no version (nothing written)
+                 is absent or `drain` a number and `version` names no version (nothing written)
     -6           a drained item is no longer queued (nothing written)
     -9           the prompt `prompt.id` is not the session's and its text was not sent (nothing written)
 ]]
@@ -101,7 +101,11 @@ local function commit()
   end
 
   local drain = args.drain
-  local nDrain = #drain
+  local wholeQueue = type(drain) == 'number'
+  local nDrain = wholeQueue and drain or #drain
+  if wholeQueue and not versioned then
+    return -5
+  end
 
   -- removeDrained(): the drain's write, chosen by the checks below.
   local removeDrained
@@ -110,7 +114,7 @@ local function commit()
   -- the drain is the queue's head (a step delivers the whole queue), and the elements in
   -- between need not be fetched.
   local isHead = expected ~= nil
-  if args.wholeQueue and versioned then
+  if wholeQueue then
     -- The version proves the queue is the one the pass read, all of which it drains.
     isHead = true
   elseif isHead and nDrain > 0 then

@@ -171,9 +171,9 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
           }
         : undefined,
     prompt: a.prompt,
-    wholeQueue: a.wholeQueue ? true : undefined,
     nonce: a.nonce,
-    drain: a.drain,
+    // The whole queue at a version: its number of items is all the script needs.
+    drain: a.wholeQueue && a.version !== undefined && a.version !== '' ? a.drain.length : a.drain,
     // ARGV indexes: the rows follow the packed argument and the step record.
     outbox: a.outboxRows?.map((i) => i + 3),
   });
