@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import type { LogView } from '../domain/log-view.ts';
 import { logStartOf, trimToFold } from '../domain/log-window.ts';
-import type { CallRecord, LogEntry, QueuedItem, SessionState } from '../domain/model.ts';
+import type { CallRecord, LogEntry, QueuedItem, SessionMeta, SessionState } from '../domain/model.ts';
 import type { Written } from '../ports/session-store.ts';
 import { callIdsKeptOf, DEFAULT_REQUEST_IDS_KEPT, RECORD_TRIM_EVERY, REQUEST_TRIM_EVERY } from './request-retention.ts';
 
@@ -60,6 +60,8 @@ interface Refused {
 
 interface Parts {
   meta: number;
+  /** The meta's bytes by field (metaFields). */
+  metaFields: FieldBytes;
   log: number;
   queue: number;
   calls: number;
@@ -263,14 +265,46 @@ function stringBytes(text: string): number {
 function measure(previous: Held | undefined, state: SessionState): Parts {
   const known = previous?.state;
   const parts = previous?.parts;
+  const fields = known?.meta === state.meta && parts ? parts.metaFields : metaFields(known?.meta, parts, state.meta);
   return {
-    meta: known?.meta === state.meta && parts ? parts.meta : jsonBytes(state.meta),
+    meta: fields === parts?.metaFields ? parts.meta : objectBytes(fields),
+    metaFields: fields,
     log: extended(known?.log, state.log, parts?.log, entryBytes),
     queue: extended(known?.queue, state.queue, parts?.queue, queuedBytes),
     calls: known?.calls === state.calls && parts ? parts.calls : state.calls.reduce((n, c) => n + callBytes(c), 0),
     sites: extended(known?.sites, state.sites, parts?.sites, stringBytes),
     requestIds: extended(known?.requestIds, state.requestIds, parts?.requestIds, stringBytes),
   };
+}
+
+/** Bytes of the JSON of each field of an object, by key (`"key":value`). */
+type FieldBytes = Readonly<Record<string, number>>;
+
+/**
+ * The meta's fields, reusing what was measured of the fields `meta` shares with `known`: a
+ * step's meta keeps its prefix, thread and run (the same objects) and changes its counters.
+ */
+function metaFields(known: SessionMeta | undefined, parts: Parts | undefined, meta: SessionMeta): FieldBytes {
+  const fields: Record<string, number> = {};
+  for (const key in meta) {
+    const value = meta[key as keyof SessionMeta];
+    if (value === undefined) continue;
+    const kept = parts?.metaFields[key];
+    fields[key] =
+      kept !== undefined && known?.[key as keyof SessionMeta] === value ? kept : textBytes(key) + 3 + jsonBytes(value);
+  }
+  return fields;
+}
+
+/** The bytes of the JSON of an object whose fields are `fields`: braces and commas around them. */
+function objectBytes(fields: FieldBytes): number {
+  let bytes = 2;
+  let count = 0;
+  for (const key in fields) {
+    bytes += fields[key]!;
+    count += 1;
+  }
+  return count > 0 ? bytes + count - 1 : bytes;
 }
 
 /**

@@ -173,6 +173,22 @@ describe('SessionCache', () => {
     expect(measured(state('a', '1', [wide])) - empty).toBe(256 + 2 * JSON.stringify(wide).length);
   });
 
+  it("counts a step's meta by the fields it changed as its whole JSON would count", () => {
+    const first = state('a', '1');
+    first.meta.prefix = { system: 'You are the support desk agent of Example Corp. '.repeat(40), agentContext: [] };
+    expect(measured(first)).toBe(2_048 + JSON.stringify(first.meta).length);
+    const cache = new SessionCache({ sessions: 10, bytes: 1e9 });
+    cache.hold('a', first);
+    // A step inside a run: the same prefix object, new counters.
+    const next = { ...first, meta: { ...first.meta, steps: 1, lastStepAt: 1_796_558_762_692, lastRequestEnd: 3 } };
+    cache.hold('a', { ...next, version: '2' });
+    expect(cache.bytes).toBe(2_048 + JSON.stringify(next.meta).length);
+    // Another prefix is measured again.
+    const rebuilt = { ...next, meta: { ...next.meta, prefix: { system: 'Another prompt', agentContext: [] } } };
+    cache.hold('a', { ...rebuilt, version: '3' });
+    expect(cache.bytes).toBe(2_048 + JSON.stringify(rebuilt.meta).length);
+  });
+
   it('counts an extended log by its new entries as the whole log would count; a replaced log from scratch', () => {
     const cache = new SessionCache({ sessions: 10, bytes: 1e9 });
     const first = [message(0, 'hello')];
