@@ -18,7 +18,7 @@
 
   A step inside a run that kept its prefix changes only the meta's counters (steps,
   lastStepAt, lastRequestEnd) and its log fold: such a commit names its version and sends
-  `counters` instead of `meta`, and they go to the `counters` hash (fields `steps`, `stepAt`,
+  `counters` and no meta, and they go to the `counters` hash (fields `steps`, `stepAt`,
   `requestEnd`, `fold`, read over the meta's) in the write that issues the version. A commit with
   a meta writes it whole and drops them (write-meta.lua).
 
@@ -33,11 +33,9 @@
     version     string: the session version the pass was computed on; absent for none
     stepId      string
     requestId   string, or absent
-    meta        string: the SessionMeta JSON; absent when only its counters change (then
-                `version` names a version and `counters` is there)
     counters    {steps, stepAt, requestEnd, fold}: the meta's steps, lastStepAt and
                 lastRequestEnd, decimal strings, and its logFold's JSON, absent for none (used
-                when `meta` is absent)
+                when ARGV[3] is '')
     prompt      {id, text}: the step's system prompt; `text` absent when `counters` field
                 `prompt` is `id`; absent for none
     nonce       string: a random nonce for the next version (never the same twice); absent
@@ -46,15 +44,17 @@
                 whole queue of the state at `version` (which then names one), their number
     outbox      number[]: the ARGV indexes of the rows KEYS[11] takes; absent: every row
   ARGV[2]: the StepRecord JSON as stored (with `systemRef` prompt.id when there is a prompt)
-  ARGV[3..]: the LogEntry JSON rows, in log order
+  ARGV[3]: the SessionMeta JSON; '' when only its counters change (then `version` names a
+           version and `counters` is there)
+  ARGV[4..]: the LogEntry JSON rows, in log order
   ARGV[2..] are stored verbatim: their bytes are never decoded or encoded again (packed, they
   would be, twice)
   Returns:
     {v}          committed: the session's version after this write
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
     -1           session not found (nothing written)
-    -5           the log length is not `logLength`, or the version is not `version`, or `meta`
-                 is absent or `drain` a number and `version` names no version (nothing written)
+    -5           the log length is not `logLength`, or the version is not `version`, or ARGV[3]
+                 is '' or `drain` a number and `version` names no version (nothing written)
     -6           a drained item is no longer queued (nothing written)
     -9           the prompt `prompt.id` is not the session's and its text was not sent (nothing written)
 ]]
@@ -91,7 +91,7 @@ local function commit()
     return -1
   end
 
-  local countersOnly = args.meta == nil
+  local countersOnly = ARGV[3] == ''
   if countersOnly and not versioned then
     return -5
   end
@@ -162,7 +162,7 @@ local function commit()
   -- Validated: write from here on.
   -- RPUSH in chunks: unpack() is bounded by the Lua C stack.
   local CHUNK = 1000
-  for from = 3, #ARGV, CHUNK do
+  for from = 4, #ARGV, CHUNK do
     redis.call('RPUSH', KEYS[2], unpack(ARGV, from, math.min(from + CHUNK - 1, #ARGV)))
   end
   removeDrained()
@@ -170,7 +170,7 @@ local function commit()
     local taken = args.outbox
     if taken == nil then
       taken = {}
-      for j = 3, #ARGV do
+      for j = 4, #ARGV do
         taken[#taken + 1] = j
       end
     end
@@ -196,7 +196,7 @@ local function commit()
       fields[#fields + 1] = c.fold
     end
   else
-    writeMeta(args.meta)
+    writeMeta(ARGV[3])
   end
   if prompt and prompt.text then
     redis.call('HSET', KEYS[10], prompt.id, prompt.text)

@@ -19,7 +19,7 @@ import type { StoreKeys } from './keys.ts';
  * a JSON object whose schema its header states and whose type is here, built by one
  * function per script (packScriptArgument). An absent field is nil in the script (JSON.stringify leaves
  * `undefined` out); no field is ever null. What a step's hot path stores (commit-step's
- * step record and rows, enqueue's items) and a branch's log (create-session) follow the packed argument
+ * step record, meta and rows, enqueue's items) and a branch's log (create-session) follow the packed argument
  * verbatim, as BullMQ passes a job's data beside its packed options: their bytes are
  * stored as sent, never decoded and encoded again.
  *
@@ -151,7 +151,7 @@ export interface CommitStepArgs {
   outboxRows?: readonly number[] | undefined;
 }
 
-/** commit-step.lua's ARGV: the packed argument, then the step record and the rows as stored. */
+/** commit-step.lua's ARGV: the packed argument, then the step record, the meta ('' for none) and the rows as stored. */
 export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
   const requestId = a.step.requestId;
   const packed = packScriptArgument({
@@ -160,7 +160,6 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
     version: a.version,
     stepId: a.step.stepId,
     requestId: requestId === '' ? undefined : requestId,
-    meta: 'whole' in a.meta ? JSON.stringify(a.meta.whole) : undefined,
     counters:
       'counters' in a.meta
         ? {
@@ -174,10 +173,11 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
     nonce: a.nonce,
     // The whole queue at a version: its number of items is all the script needs.
     drain: a.wholeQueue && a.version !== undefined && a.version !== '' ? a.drain.length : a.drain,
-    // ARGV indexes: the rows follow the packed argument and the step record.
-    outbox: a.outboxRows?.map((i) => i + 3),
+    // ARGV indexes: the rows follow the packed argument, the step record and the meta.
+    outbox: a.outboxRows?.map((i) => i + 4),
   });
-  return [packed, JSON.stringify(a.step), ...a.rows.map((row) => JSON.stringify(row))];
+  const meta = 'whole' in a.meta ? JSON.stringify(a.meta.whole) : '';
+  return [packed, JSON.stringify(a.step), meta, ...a.rows.map((row) => JSON.stringify(row))];
 }
 
 /** JSON of a queued item with `itemId` as its LAST property (includes/queue-element.lua reads it at the end). */
