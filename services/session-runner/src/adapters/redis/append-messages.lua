@@ -6,12 +6,13 @@
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
   ARGV[1]: JSON object (session-scripts.ts appendMessagesArgs):
     ttlMs     number: the retention (expire-session.lua)
-    meta      string: the SessionMeta JSON; absent to keep the meta
     version   string: the session version the messages were validated on; absent for none
-    messages  string[]: MessageEntry JSON objects without seq, in order
     calls     {id, call}[]: call records written with the messages, as put-call.lua writes them
               (call: the CallRecord JSON); absent for none
     callsKept, trimEvery  numbers: the call records' retention (put-call.lua)
+  ARGV[2]: the SessionMeta JSON to write; '' keeps the meta
+  ARGV[3..]: the MessageEntry JSON objects without seq, in order, stored with their seq
+  appended and otherwise verbatim (packed, they would be decoded and escaped again)
   Returns:
     {n, v, p}  appended: the first message has seq n, the next n+1, ...;
                v is the session's version after this write, p the one before ('' for none)
@@ -35,8 +36,9 @@ local function append()
   end
 
   local start = redis.call('LLEN', KEYS[2])
-  for j, message in ipairs(args.messages) do
-    local field = '"seq":' .. (start + j - 1)
+  for j = 3, #ARGV do
+    local message = ARGV[j]
+    local field = '"seq":' .. (start + j - 3)
     if message == '{}' then
       message = '{' .. field .. '}'
     else
@@ -44,8 +46,8 @@ local function append()
     end
     redis.call('RPUSH', KEYS[2], message)
   end
-  if args.meta then
-    writeMeta(args.meta)
+  if ARGV[2] ~= '' then
+    writeMeta(ARGV[2])
   end
   for _, record in ipairs(args.calls or {}) do
     putCallRecord(record.id, record.call, args.callsKept, args.trimEvery)

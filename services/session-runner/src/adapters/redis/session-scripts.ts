@@ -18,10 +18,10 @@ import type { StoreKeys } from './keys.ts';
  * loadLuaScript), in BullMQ's shape: each takes its keys and ONE packed argument,
  * a JSON object whose schema its header states and whose type is here, built by one
  * function per script (packScriptArgument). An absent field is nil in the script (JSON.stringify leaves
- * `undefined` out); no field is ever null. What a step's hot path stores (commit-step's
- * step record, meta and rows, enqueue's items) and a branch's log (create-session) follow the packed argument
- * verbatim, as BullMQ passes a job's data beside its packed options: their bytes are
- * stored as sent, never decoded and encoded again.
+ * `undefined` out); no field is ever null. What the hot paths store (commit-step's step
+ * record, meta and rows; enqueue's items; append-messages' meta and messages) and a branch's
+ * log (create-session) follow the packed argument verbatim, as BullMQ passes a job's data
+ * beside its packed options: their bytes are stored as sent, never decoded and encoded again.
  *
  * One file (a little over 400 lines): one argument type and one builder per script,
  * beside the command table that names them; split, each builder would sit apart from
@@ -246,13 +246,12 @@ export interface AppendMessagesArgs {
   calls?: { records: readonly CallRecord[]; kept: number } | undefined;
 }
 
-export function appendMessagesArgs(ttlMs: number, a: AppendMessagesArgs): string {
+/** append-messages.lua's ARGV: the packed argument, then the meta ('' to keep it) and the messages as stored. */
+export function appendMessagesArgs(ttlMs: number, a: AppendMessagesArgs): string[] {
   const calls = a.calls === undefined || a.calls.records.length === 0 ? undefined : a.calls;
-  return packScriptArgument({
+  const packed = packScriptArgument({
     ttlMs,
-    meta: a.meta === undefined ? undefined : JSON.stringify(a.meta),
     version: a.version,
-    messages: a.messages.map((message) => JSON.stringify(message)),
     ...(calls === undefined
       ? {}
       : {
@@ -261,6 +260,8 @@ export function appendMessagesArgs(ttlMs: number, a: AppendMessagesArgs): string
           trimEvery: RECORD_TRIM_EVERY,
         }),
   });
+  const meta = a.meta === undefined ? '' : JSON.stringify(a.meta);
+  return [packed, meta, ...a.messages.map((message) => JSON.stringify(message))];
 }
 
 /** rewind.lua's argument. */
