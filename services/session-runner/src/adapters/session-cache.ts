@@ -59,9 +59,7 @@ interface Refused {
 }
 
 interface Parts {
-  meta: number;
-  /** The meta's bytes by field (metaFields). */
-  metaFields: FieldBytes;
+  meta: MetaBytes;
   log: number;
   queue: number;
   calls: number;
@@ -138,7 +136,8 @@ export class SessionCache {
     // A session not held takes only the room left: first at least what it took when refused.
     if (!previous && !this.#hasRoom(this.#leastBytes(sessionId, kept))) return;
     const parts = measure(previous, kept);
-    const bytes = STATE_OVERHEAD + parts.meta + parts.log + parts.queue + parts.calls + parts.sites + parts.requestIds;
+    const bytes =
+      STATE_OVERHEAD + parts.meta.total + parts.log + parts.queue + parts.calls + parts.sites + parts.requestIds;
     if (!previous) {
       if (!this.#hasRoom(bytes)) {
         this.#refused.set(sessionId, { start: logStartOf(kept), length: kept.log.length, bytes });
@@ -265,10 +264,8 @@ function stringBytes(text: string): number {
 function measure(previous: Held | undefined, state: SessionState): Parts {
   const known = previous?.state;
   const parts = previous?.parts;
-  const fields = known?.meta === state.meta && parts ? parts.metaFields : metaFields(known?.meta, parts, state.meta);
   return {
-    meta: fields === parts?.metaFields ? parts.meta : objectBytes(fields),
-    metaFields: fields,
+    meta: known?.meta === state.meta && parts ? parts.meta : metaBytes(known?.meta, parts?.meta, state.meta),
     log: extended(known?.log, state.log, parts?.log, entryBytes),
     queue: extended(known?.queue, state.queue, parts?.queue, queuedBytes),
     calls: known?.calls === state.calls && parts ? parts.calls : state.calls.reduce((n, c) => n + callBytes(c), 0),
@@ -277,34 +274,31 @@ function measure(previous: Held | undefined, state: SessionState): Parts {
   };
 }
 
-/** Bytes of the JSON of each field of an object, by key (`"key":value`). */
-type FieldBytes = Readonly<Record<string, number>>;
+/** The bytes of the meta's JSON (`total`), and of each of its fields by key (`"key":value`). */
+interface MetaBytes {
+  total: number;
+  fields: Readonly<Record<string, number>>;
+}
 
 /**
- * The meta's fields, reusing what was measured of the fields `meta` shares with `known`: a
- * step's meta keeps its prefix, thread and run (the same objects) and changes its counters.
+ * The bytes of `meta`, reusing what was measured of the fields it shares with `known` (whose
+ * bytes were `knownBytes`): a step's meta keeps its prefix, thread and run (the same objects)
+ * and changes its counters.
  */
-function metaFields(known: SessionMeta | undefined, parts: Parts | undefined, meta: SessionMeta): FieldBytes {
+function metaBytes(known: SessionMeta | undefined, knownBytes: MetaBytes | undefined, meta: SessionMeta): MetaBytes {
   const fields: Record<string, number> = {};
+  // The braces, then a comma between fields.
+  let total = 1;
   for (const key in meta) {
     const value = meta[key as keyof SessionMeta];
     if (value === undefined) continue;
-    const kept = parts?.metaFields[key];
-    fields[key] =
+    const kept = knownBytes?.fields[key];
+    const bytes =
       kept !== undefined && known?.[key as keyof SessionMeta] === value ? kept : textBytes(key) + 3 + jsonBytes(value);
+    fields[key] = bytes;
+    total += bytes + 1;
   }
-  return fields;
-}
-
-/** The bytes of the JSON of an object whose fields are `fields`: braces and commas around them. */
-function objectBytes(fields: FieldBytes): number {
-  let bytes = 2;
-  let count = 0;
-  for (const key in fields) {
-    bytes += fields[key]!;
-    count += 1;
-  }
-  return count > 0 ? bytes + count - 1 : bytes;
+  return { total: total === 1 ? 2 : total, fields };
 }
 
 /**

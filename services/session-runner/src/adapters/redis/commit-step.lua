@@ -5,9 +5,10 @@
   A pass computed on a known session version (a state the runner holds) names it:
   the commit then refuses unless no other write came since. That also proves that the
   session exists, the log length and the queue: a pass that drains the whole queue it
-  read sends the number of its items instead of their ids, and one LTRIM drains it. Otherwise, when the drain is the
-  queue's head (its first and last ids are checked, one element when it is one item) one
-  LTRIM drains it; else the log length and every drained item are checked. The version
+  read sends the number of its items instead of their ids, and one LTRIM drains it.
+  Otherwise, when the drain is the queue's head (its first and last ids are checked, one
+  element when it is one item) one LTRIM drains it; else the log length and every drained
+  item are checked. The version
   is read once, for the check and for the next version, whose second part is the
   client's random `nonce` instead of the server's time.
 
