@@ -104,6 +104,9 @@ export class SessionCache {
             maxSize: limits.bytes,
             sizeCalculation: (held) => held.bytes,
             ttl: this.#idleMs,
+            // Ages read on a clock as coarse as the purge: at lru-cache's default (a new reading
+            // each millisecond, each arming a timer) a busy runner armed one every few steps.
+            ttlResolution: Math.min(PURGE_EVERY_MS, this.#idleMs),
             updateAgeOnGet: true,
           })
         : undefined;
