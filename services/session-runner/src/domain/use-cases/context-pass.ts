@@ -5,6 +5,7 @@
  * then the stream and telemetry.
  */
 import { CtxflowError, type Cursor, type StepFormat, type StepMode } from '@ctxflow/contracts';
+import type { StepContextSource } from '../../ports/step-context-source.ts';
 import { type PassTrace, untracedPass } from '../../ports/telemetry.ts';
 import { DEFAULT_MAX_BYTES, DEFAULT_TIMEOUT_MS, toolsOf } from '../agent-defaults.ts';
 import { canonical } from '../fingerprint.ts';
@@ -164,7 +165,9 @@ async function planned(
 ): Promise<PassPlan> {
   const at = new Date(now).toISOString();
   const closed = closingResults(state, now, at);
-  const hook = await hookOutcome(ctx, request.sessionId, state.meta, agent, view.cursor, hooks, trace);
+  const source = ctx.stepContextFor(agent);
+  // No hook, no await: a step of an agent without one goes on at once.
+  const hook = source && (await hookOutcome(source, request.sessionId, state.meta, agent, view.cursor, hooks, trace));
   let memories: string[] | undefined;
   if (agent?.memory.autoInject && needsRecall(state.log)) {
     const query = lastUserMessage(state.log);
@@ -186,18 +189,16 @@ async function planned(
   });
 }
 
-/** The stepContext hook's answer from `cursor` (undefined: the agent has no hook), once per cursor. */
+/** The answer of the agent's stepContext hook (`hook`) from `cursor`, once per cursor. */
 async function hookOutcome(
-  ctx: EngineContext,
+  hook: StepContextSource,
   sessionId: string,
   meta: SessionMeta,
   agent: AgentRecord | undefined,
   cursor: Cursor | undefined,
   hooks: HookMemo,
   trace: PassTrace,
-): Promise<HookOutcome | undefined> {
-  const hook = ctx.stepContextFor(agent);
-  if (!hook) return undefined;
+): Promise<HookOutcome> {
   if (!hooks.answered || canonical(hooks.answered.cursor) !== canonical(cursor)) {
     const outcome = await runHook(
       hook,
