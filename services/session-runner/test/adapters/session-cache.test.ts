@@ -8,7 +8,7 @@
  */
 import v8 from 'node:v8';
 import type { LogEntry, SessionState } from '@ctxflow/session-runner';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { SessionCache } from '../../src/adapters/session-cache.ts';
 import { LogView } from '../../src/domain/log-view.ts';
 
@@ -163,6 +163,22 @@ describe('SessionCache', () => {
     expect(cache.get('a')).toBeUndefined();
     expect(cache.get('b')).toBeUndefined();
     expect(cache.bytes).toBe(measured(state('c', '1')));
+  });
+
+  it('reads its idle clock once a second: a session stepped every 2 ms arms one timer in 200 ms', () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'performance'] });
+    try {
+      const cache = new SessionCache({ sessions: 2, bytes: 1e9 });
+      const armed = vi.spyOn(globalThis, 'setTimeout');
+      for (let i = 0; i < 100; i++) {
+        cache.hold('a', state('a', String(i)));
+        expect(cache.get('a')?.version).toBe(String(i));
+        vi.advanceTimersByTime(2);
+      }
+      expect(armed).toHaveBeenCalledTimes(1);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('a message costs its JSON plus 256 bytes; a two-byte string twice its length', () => {
