@@ -8,9 +8,8 @@
   read sends the number of its items instead of their ids, and one LTRIM drains it.
   Otherwise, when the drain is the queue's head (its first and last ids are checked, one
   element when it is one item) one LTRIM drains it; else the log length and every drained
-  item are checked. The version
-  is read once, for the check and for the next version, whose second part is the
-  client's random `nonce` instead of the server's time.
+  item are checked. The version is read once, for the check and for the next version,
+  whose second part is the client's random `nonce` instead of the server's time.
 
   The step record names its system prompt by id (`systemRef`); the text is stored once per
   session in `prompts`, and `counters` field `prompt` names the prompt the session's last
@@ -54,8 +53,9 @@
     {v}          committed: the session's version after this write
     <string>     duplicate: the requestId is committed; the StepRecord JSON of that step (nothing written)
     -1           session not found (nothing written)
-    -5           the log length is not `logLength`, or the version is not `version`, or ARGV[3]
-                 is '' or `drain` a number and `version` names no version (nothing written)
+    -5           the log length is not `logLength`, or the version is not `version`, or
+                 `version` names no version while ARGV[3] is '' or `drain` is a number
+                 (nothing written)
     -6           a drained item is no longer queued (nothing written)
     -9           the prompt `prompt.id` is not the session's and its text was not sent (nothing written)
 ]]
