@@ -15,6 +15,7 @@ import { type TicketUpdate, TOPICS } from '@ctxflow/contracts';
 import { RedisFeedStreams } from '@ctxflow/step-context';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { monitorRedis } from '../support/redis-monitor.ts';
 import { requireKafka } from '../support/services.ts';
 import { ExactlyOnce } from './exactly-once.ts';
 import { cleanupsAfterAll } from './load-rig.ts';
@@ -74,8 +75,7 @@ describe('fault: a step-context consumer paused past its session timeout, then r
     const attempts = new Map<string, number>();
     /** Position -> Redis time (ms) of its first apply attempt. */
     const firstAttempt = new Map<string, number>();
-    const monitor = await redis.monitor();
-    monitor.on('error', () => {});
+    const monitor = await monitorRedis(redisServer.url);
     cleanups.push(async () => monitor.disconnect());
     const field = new RegExp(`^${TOPICS.ticketUpdates.replace(/\./g, '\\.')}:\\d+$`);
     monitor.on('monitor', (time: string, args: string[], source: string) => {

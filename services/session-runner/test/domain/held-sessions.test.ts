@@ -8,6 +8,7 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createEngine, RedisSessionStore, type SessionStore } from '@ctxflow/session-runner';
 import { Redis } from 'ioredis';
 import { describe, expect, it } from 'vitest';
+import { monitorRedis } from '../../../../test/support/redis-monitor.ts';
 import { requireRedis } from '../../../../test/support/services.ts';
 import { engineStores } from './stores.ts';
 
@@ -200,7 +201,7 @@ describe.each(stores)('held sessions on the %s store', (_name, newStore) => {
 describe('a held step on Redis', () => {
   it('inside a run is one EVALSHA whose script makes five calls: no reads of the queue or meta, no meta write', async () => {
     const client = new Redis(requireRedis(), { maxRetriesPerRequest: 3 });
-    const monitor = await new Redis(requireRedis()).monitor();
+    const monitor = await monitorRedis(requireRedis());
     const prefix = `ctxtest-held-${randomUUID().slice(0, 8)}`;
     try {
       const engine = createEngine({ store: new RedisSessionStore(client, { prefix }) });
