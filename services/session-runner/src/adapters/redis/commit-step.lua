@@ -18,9 +18,9 @@
 
   A step inside a run that kept its prefix changes only the meta's counters (steps,
   lastStepAt, lastRequestEnd) and its log fold: such a commit names its version and sends
-  `counters` and no meta, and they go to the `counters` hash (fields `steps`, `stepAt`,
-  `requestEnd`, `fold`, read over the meta's) in the write that issues the version. A commit with
-  a meta writes it whole and drops them (write-meta.lua).
+  `counters` and the fold (ARGV[4]) and no meta, and they go to the `counters` hash (fields
+  `steps`, `stepAt`, `requestEnd`, `fold`, read over the meta's) in the write that issues the
+  version. A commit with a meta writes it whole and drops them (write-meta.lua).
 
   KEYS (keys.ts SESSION_KEY_ORDER):
     1 meta  2 log  3 queue  4 keys  5 sites  6 calls  7 steps  8 requests  9 counters  10 prompts
@@ -33,9 +33,8 @@
     version     string: the session version the pass was computed on; absent for none
     stepId      string
     requestId   string, or absent
-    counters    {steps, stepAt, requestEnd, fold}: the meta's steps, lastStepAt and
-                lastRequestEnd, decimal strings, and its logFold's JSON, absent for none (used
-                when ARGV[3] is '')
+    counters    {steps, stepAt, requestEnd}: the meta's steps, lastStepAt and lastRequestEnd,
+                decimal strings (used when ARGV[3] is '', with ARGV[4])
     prompt      {id, text}: the step's system prompt; `text` absent when `counters` field
                 `prompt` is `id`; absent for none
     nonce       string: a random nonce for the next version (never the same twice); absent
@@ -46,7 +45,9 @@
   ARGV[2]: the StepRecord JSON as stored (with `systemRef` prompt.id when there is a prompt)
   ARGV[3]: the SessionMeta JSON; '' when only its counters change (then `version` names a
            version and `counters` is there)
-  ARGV[4..]: the LogEntry JSON rows, in log order
+  ARGV[4]: with ARGV[3] '', the meta's logFold JSON ('' for none: the field is left as it is);
+           else ''
+  ARGV[5..]: the LogEntry JSON rows, in log order
   ARGV[2..] are stored verbatim: their bytes are never decoded or encoded again (packed, they
   would be, twice)
   Returns:
@@ -163,7 +164,7 @@ local function commit()
   -- Validated: write from here on.
   -- RPUSH in chunks: unpack() is bounded by the Lua C stack.
   local CHUNK = 1000
-  for from = 4, #ARGV, CHUNK do
+  for from = 5, #ARGV, CHUNK do
     redis.call('RPUSH', KEYS[2], unpack(ARGV, from, math.min(from + CHUNK - 1, #ARGV)))
   end
   removeDrained()
@@ -171,7 +172,7 @@ local function commit()
     local taken = args.outbox
     if taken == nil then
       taken = {}
-      for j = 4, #ARGV do
+      for j = 5, #ARGV do
         taken[#taken + 1] = j
       end
     end
@@ -192,9 +193,9 @@ local function commit()
   if countersOnly then
     local c = args.counters
     fields = { 'steps', c.steps, 'stepAt', c.stepAt, 'requestEnd', c.requestEnd }
-    if c.fold then
+    if ARGV[4] ~= '' then
       fields[#fields + 1] = 'fold'
-      fields[#fields + 1] = c.fold
+      fields[#fields + 1] = ARGV[4]
     end
   else
     writeMeta(ARGV[3])

@@ -151,7 +151,10 @@ export interface CommitStepArgs {
   outboxRows?: readonly number[] | undefined;
 }
 
-/** commit-step.lua's ARGV: the packed argument, then the step record, the meta ('' for none) and the rows as stored. */
+/**
+ * commit-step.lua's ARGV: the packed argument, then the step record, the meta ('' for none), the
+ * log fold of a counters-only commit ('' for none) and the rows, as stored.
+ */
 export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
   const requestId = a.step.requestId;
   const packed = packScriptArgument({
@@ -166,18 +169,21 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
             steps: String(a.meta.counters.steps),
             stepAt: String(a.meta.counters.lastStepAt),
             requestEnd: String(a.meta.counters.lastRequestEnd),
-            fold: a.meta.counters.logFold === undefined ? undefined : JSON.stringify(a.meta.counters.logFold),
           }
         : undefined,
     prompt: a.prompt,
     nonce: a.nonce,
     // The whole queue at a version: its number of items is all the script needs.
     drain: a.wholeQueue && a.version !== undefined && a.version !== '' ? a.drain.length : a.drain,
-    // ARGV indexes: the rows follow the packed argument, the step record and the meta.
-    outbox: a.outboxRows?.map((i) => i + 4),
+    // ARGV indexes: the rows follow the packed argument, the step record, the meta and the fold.
+    outbox: a.outboxRows?.map((i) => i + 5),
   });
-  const meta = 'whole' in a.meta ? JSON.stringify(a.meta.whole) : '';
-  return [packed, JSON.stringify(a.step), meta, ...a.rows.map((row) => JSON.stringify(row))];
+  const { meta } = a;
+  const [whole, fold] =
+    'whole' in meta
+      ? [JSON.stringify(meta.whole), '']
+      : ['', meta.counters.logFold === undefined ? '' : JSON.stringify(meta.counters.logFold)];
+  return [packed, JSON.stringify(a.step), whole, fold, ...a.rows.map((row) => JSON.stringify(row))];
 }
 
 /** JSON of a queued item with `itemId` as its LAST property (includes/queue-element.lua reads it at the end). */
