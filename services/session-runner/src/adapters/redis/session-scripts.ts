@@ -178,12 +178,10 @@ export function commitStepArgs(ttlMs: number, a: CommitStepArgs): string[] {
     // ARGV indexes: the rows follow the packed argument, the step record, the meta and the fold.
     outbox: a.outboxRows?.map((i) => i + 5),
   });
-  const { meta } = a;
-  const [whole, fold] =
-    'whole' in meta
-      ? [JSON.stringify(meta.whole), '']
-      : ['', meta.counters.logFold === undefined ? '' : JSON.stringify(meta.counters.logFold)];
-  return [packed, JSON.stringify(a.step), whole, fold, ...a.rows.map((row) => JSON.stringify(row))];
+  const meta = 'whole' in a.meta ? JSON.stringify(a.meta.whole) : '';
+  const fold = 'counters' in a.meta ? a.meta.counters.logFold : undefined;
+  const foldJson = fold === undefined ? '' : JSON.stringify(fold);
+  return [packed, JSON.stringify(a.step), meta, foldJson, ...a.rows.map((row) => JSON.stringify(row))];
 }
 
 /** JSON of a queued item with `itemId` as its LAST property (includes/queue-element.lua reads it at the end). */

@@ -189,9 +189,9 @@ async function planned(
   });
 }
 
-/** The answer of the agent's stepContext hook (`hook`) from `cursor`, once per cursor. */
+/** The answer of the agent's stepContext hook (`source`) from `cursor`, once per cursor. */
 async function hookOutcome(
-  hook: StepContextSource,
+  source: StepContextSource,
   sessionId: string,
   meta: SessionMeta,
   agent: AgentRecord | undefined,
@@ -201,7 +201,7 @@ async function hookOutcome(
 ): Promise<HookOutcome> {
   if (!hooks.answered || canonical(hooks.answered.cursor) !== canonical(cursor)) {
     const outcome = await runHook(
-      hook,
+      source,
       { sessionId, cursor, ...(meta.agentId === undefined ? {} : { agentId: meta.agentId }) },
       agent?.stepContext ?? { maxBytes: DEFAULT_MAX_BYTES, timeoutMs: DEFAULT_TIMEOUT_MS },
     );
